@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb: main, global options and the command table.  Adding a command is one
+ * file (cmd_<name>.c) and one row here.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "banned.h"
+
+static const struct cli_command commands[] = {
+	{"protocol", cmd_protocol, "show, digest and verify the frozen protocol"},
+	{"db", cmd_db, "create and check the results store"},
+	{"audit", cmd_audit, "show and verify the audit chain"},
+	{"box", cmd_box, "show this machine's fingerprint"},
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out,
+		"usage: atb [--db PATH] [--json] COMMAND [ARGS...]\n"
+		"       atb COMMAND --help\n"
+		"\n"
+		"atb decides whether a kernel or engine configuration is really faster\n"
+		"than the honest baseline, under a frozen protocol, and records only\n"
+		"results that pass every gate.\n"
+		"\n"
+		"commands:\n");
+	for (i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out,
+		"\n"
+		"global options:\n"
+		"  --db PATH   the results store (default: $ATB_DB or ./atb.db)\n"
+		"  --json      machine-readable output where the command reports\n"
+		"  --version   print the version\n"
+		"\n"
+		"environment: ATB_HOME (folder with protocol/ and tasks/), ATB_DB\n"
+		"exit codes: 0 ok, 1 check failed, 2 bad input or usage, 3 runtime\n"
+		"failure, 4 internal error\n");
+}
+
+int cli_exit_code(enum atb_status s)
+{
+	switch (ATB_PRIMARY(s)) {
+	case ATB_OK:
+		return CLI_OK;
+	case ATB_ERR_PARSE:
+	case ATB_ERR_SCHEMA:
+	case ATB_ERR_PROTOCOL:
+	case ATB_ERR_USAGE:
+	case ATB_ERR_REJECTED:
+	case ATB_ERR_NOT_FOUND:
+	case ATB_ERR_NOT_A_STORE:
+	case ATB_ERR_STORE_NEWER:
+		return CLI_USAGE;
+	case ATB_ERR_AUDIT:
+	case ATB_ERR_CHECK:
+		return CLI_CHECK_FAILED;
+	case ATB_ERR_INTERNAL:
+		return CLI_INTERNAL;
+	default:
+		return CLI_RUNTIME;
+	}
+}
+
+int cli_fail(const struct atb_error *err)
+{
+	char buf[2048];
+
+	atb_error_format(err, buf, sizeof(buf));
+	fprintf(stderr, "atb: %s\n", buf);
+	return cli_exit_code(err->status);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "atb %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nsee 'atb %s --help'\n", cmd);
+	return CLI_USAGE;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli_ctx ctx = {0};
+	size_t i;
+	int ai = 1;
+
+	ctx.db_path = atb_default_db_path();
+	while (ai < argc && argv[ai][0] == '-') {
+		const char *a = argv[ai];
+
+		if (!strcmp(a, "--db") && ai + 1 < argc) {
+			ctx.db_path = argv[ai + 1];
+			ai += 2;
+		} else if (!strncmp(a, "--db=", 5)) {
+			ctx.db_path = a + 5;
+			ai++;
+		} else if (!strcmp(a, "--json")) {
+			ctx.json = 1;
+			ai++;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return CLI_OK;
+		} else if (!strcmp(a, "--version")) {
+			printf("atb %s\n", atb_version());
+			return CLI_OK;
+		} else {
+			fprintf(stderr, "atb: unknown option '%s'\n", a);
+			usage(stderr);
+			return CLI_USAGE;
+		}
+	}
+	if (ai >= argc) {
+		usage(stderr);
+		return CLI_USAGE;
+	}
+	if (!strcmp(argv[ai], "help")) {
+		if (ai + 1 < argc) {
+			char *hargv[3] = {argv[ai + 1], "--help", NULL};
+
+			for (i = 0; i < NCOMMANDS; i++)
+				if (!strcmp(commands[i].name, argv[ai + 1]))
+					return commands[i].fn(2, hargv, &ctx);
+		}
+		usage(stdout);
+		return CLI_OK;
+	}
+	for (i = 0; i < NCOMMANDS; i++)
+		if (!strcmp(commands[i].name, argv[ai]))
+			return commands[i].fn(argc - ai, argv + ai, &ctx);
+	fprintf(stderr, "atb: '%s' is not an atb command; see 'atb --help'\n", argv[ai]);
+	return CLI_USAGE;
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The atb command line: one cmd_<name>() per command, dispatched from the
+ * table in atb.c (git's builtin/).  Commands use only the public API, print,
+ * and map statuses to exit codes:
+ *   0  success
+ *   1  a check or verification found a problem (verify, db check)
+ *   2  bad input or usage (malformed file, unknown option, refused ingest)
+ *   3  a runtime failure (store, i/o, system)
+ *   4  an internal error (a bug)
+ */
+#ifndef ATB_CLI_H
+#define ATB_CLI_H
+
+#include <stdio.h>
+
+#include "atb/atb.h"
+
+enum { CLI_OK = 0, CLI_CHECK_FAILED = 1, CLI_USAGE = 2, CLI_RUNTIME = 3, CLI_INTERNAL = 4 };
+
+struct cli_ctx {
+	const char *db_path;  /* --db, $ATB_DB, or "atb.db" */
+	int json;             /* --json given before the command */
+};
+
+struct cli_command {
+	const char *name;
+	int (*fn)(int argc, char **argv, struct cli_ctx *ctx);
+	const char *summary;
+};
+
+/* Exit code for a status. */
+int cli_exit_code(enum atb_status s);
+
+/* Print "atb: <formatted error>" to stderr; return cli_exit_code(err->status). */
+int cli_fail(const struct atb_error *err);
+
+/* Print "atb <cmd>: <message>" and the usage hint to stderr; return CLI_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* True when argv[1..] holds -h or --help (before any "--"). */
+int cli_wants_help(int argc, char **argv);
+
+/* The commands. */
+int cmd_protocol(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_db(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_audit(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_box(int argc, char **argv, struct cli_ctx *ctx);
+
+#endif

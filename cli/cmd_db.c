@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/* atb db: placeholder until the module lands. */
+#include "cli.h"
+#include "banned.h"
+
+int cmd_db(int argc, char **argv, struct cli_ctx *ctx)
+{
+	(void)argc; (void)argv; (void)ctx;
+	fprintf(stderr, "atb db: not built yet\n");
+	return CLI_INTERNAL;
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The protocol, frozen as code.
+ *
+ * protocol/ under atb_home() holds one YAML file per frozen version
+ * (v1.yaml, v2.yaml, ...) and protocol.lock, which lists every frozen
+ * version with the SHA-256 of its canonical form and names the current one.
+ * The canonical form is the YAML tree as JSON with sorted keys and no
+ * whitespace (util's atbi_json_canonical), so comments, layout and key order
+ * do not change the digest and every value does.
+ *
+ * Loading checks the file against its schema (unknown keys, wrong types,
+ * missing fields and out-of-range values are refused with file:line:column
+ * and the field path) and, for frozen versions, against the lock.  Older
+ * frozen versions stay loadable so old results keep their meaning.
+ *
+ * Does not: write the lock (except atb_protocol_freeze), or touch the store.
+ */
+#ifndef ATB_PROTOCOL_H
+#define ATB_PROTOCOL_H
+
+#include <stddef.h>
+
+#include "atb/status.h"
+
+#define ATB_PROTOCOL_MAX_DTYPES 16
+#define ATB_PROTOCOL_MAX_DISTS 16
+#define ATB_PROTOCOL_MAX_FASTP 8
+
+struct atb_tolerance {
+	char dtype[16];   /* "fp32", "bf16", ... */
+	double atol;
+	double rtol;
+};
+
+struct atb_distribution {
+	char name[48];    /* "signed_uniform" */
+	char kind[16];    /* "uniform" | "normal" */
+	double low, high; /* uniform */
+	double mean, stddev; /* normal */
+};
+
+struct atb_protocol {
+	int version;
+	char digest[65];          /* SHA-256 hex of the canonical form */
+	char *canonical_json;     /* owned */
+	char *path;               /* file it was loaded from; owned */
+
+	struct {
+		double cv_cap;
+		int min_paired_seeds;
+		double ci_level;
+		int bootstrap_resamples;
+		double significance_alpha;
+	} stats;
+
+	struct {
+		int warmup_min_iterations;
+		double warmup_min_time_ms;
+		int trials_min;
+		int trials_max;
+		char stopping_rule[32];
+		double target_rel_halfwidth;
+		double max_time_per_seed_s;
+		int cache_flush;                 /* bool */
+		double cache_flush_factor;
+		long long cache_flush_min_bytes;
+		char interleave[32];
+		double job_timeout_s;
+	} timing;
+
+	struct {
+		int input_sets_per_seed;
+		char poison[16];
+		struct atb_tolerance tolerances[ATB_PROTOCOL_MAX_DTYPES];
+		size_t ntolerances;
+		struct atb_distribution distributions[ATB_PROTOCOL_MAX_DISTS];
+		size_t ndistributions;
+		int odd_shapes;                  /* bool */
+	} correctness;
+
+	struct {
+		double anomaly_factor;
+		double floor_margin;
+		double drift_tolerance;
+	} gates;
+
+	double anchor_band;
+
+	struct {
+		double correct_rate_bar;
+		double median_speedup_bar;
+		double fast_p[ATB_PROTOCOL_MAX_FASTP];
+		size_t nfast_p;
+	} kernelbench;
+
+	struct {
+		int max_output_tokens;
+		double truncation_alarm_rate;
+		int max_calls_per_iteration;
+		double request_timeout_s;
+	} llm;
+
+	struct {
+		char paired_order[16];
+		int fresh_engine_per_arm;        /* bool */
+		int warmup_requests;
+		char output_equivalence[32];
+		double max_dispatch_lag_ms;
+	} engine;
+};
+
+/* One entry of protocol.lock. */
+struct atb_frozen_protocol {
+	int version;
+	char digest[65];
+	char *file;            /* path of the YAML file; owned */
+	char *canonical_json;  /* owned */
+};
+
+/*
+ * Parse and validate a protocol file; no lock check.  Caller owns *out
+ * (atb_protocol_free); *out is NULL on failure.  Errors: ATB_ERR_NOT_FOUND,
+ * ATB_ERR_IO, ATB_ERR_PARSE (malformed YAML), ATB_ERR_SCHEMA (unknown key,
+ * wrong type, missing field, bad value), each with file:line:column and field.
+ */
+enum atb_status atb_protocol_load_file(const char *path, struct atb_protocol **out,
+				       struct atb_error *err);
+
+/*
+ * Load the current frozen protocol (the lock's "current") from
+ * home/protocol/, checking its digest against the lock: ATB_ERR_PROTOCOL on
+ * a mismatch (the file changed without a new version).
+ */
+enum atb_status atb_protocol_load_current(const char *home, struct atb_protocol **out,
+					  struct atb_error *err);
+
+/* As atb_protocol_load_current, for a given frozen version. */
+enum atb_status atb_protocol_load_version(const char *home, int version,
+					  struct atb_protocol **out, struct atb_error *err);
+
+/* As atb_protocol_load_current, for the frozen version with this digest. */
+enum atb_status atb_protocol_load_digest(const char *home, const char *digest,
+					 struct atb_protocol **out, struct atb_error *err);
+
+void atb_protocol_free(struct atb_protocol *p);
+
+/*
+ * Every frozen version in home/protocol/protocol.lock, each re-read and
+ * checked against its digest.  Caller owns *out (atb_protocol_frozen_free).
+ */
+enum atb_status atb_protocol_frozen_list(const char *home, struct atb_frozen_protocol **out,
+					 size_t *n, int *current_version,
+					 struct atb_error *err);
+void atb_protocol_frozen_free(struct atb_frozen_protocol *list, size_t n);
+
+/*
+ * Check every lock entry against its file and that the current version
+ * exists: ATB_OK, or ATB_ERR_PROTOCOL naming the first version whose file
+ * no longer matches its frozen digest.
+ */
+enum atb_status atb_protocol_verify(const char *home, struct atb_error *err);
+
+/* Digest of a protocol file's canonical form, without schema checks. */
+enum atb_status atb_protocol_digest_file(const char *path, char out[65], struct atb_error *err);
+
+/* Tolerance for a dtype, or NULL when the protocol has none. */
+const struct atb_tolerance *atb_protocol_tolerance(const struct atb_protocol *p,
+						   const char *dtype);
+
+#endif
