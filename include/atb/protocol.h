@@ -26,6 +26,7 @@
 #define ATB_PROTOCOL_MAX_DTYPES 16
 #define ATB_PROTOCOL_MAX_DISTS 16
 #define ATB_PROTOCOL_MAX_FASTP 8
+#define ATB_PROTOCOL_MAX_FLAGS 16
 
 struct atb_tolerance {
 	char dtype[16];   /* "fp32", "bf16", ... */
@@ -68,6 +69,16 @@ struct atb_protocol {
 		char interleave[32];
 		double job_timeout_s;
 	} timing;
+
+	struct {
+		char cpu_compiler[64];
+		char cpu_flags[ATB_PROTOCOL_MAX_FLAGS][64];
+		size_t ncpu_flags;
+		char cuda_compiler[64];
+		char cuda_flags[ATB_PROTOCOL_MAX_FLAGS][64];
+		size_t ncuda_flags;
+		double timeout_s;
+	} build;
 
 	struct {
 		int input_sets_per_seed;

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Shared helpers for tests/cli/tNNNN-*.sh (git's test-lib, much smaller).
+# Each script: `. "$(dirname "$0")/lib.sh"`, then test_expect ... , then test_done.
+# Environment from ctest: ATB (the atb binary), ATB_HOME, ATB_BUILD_DIR, ATB_SOURCE_DIR.
+set -u
+: "${ATB_SOURCE_DIR:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+: "${ATB_HOME:=$ATB_SOURCE_DIR}"
+: "${ATB_BUILD_DIR:=$ATB_SOURCE_DIR/build/dev}"
+: "${ATB:=$ATB_BUILD_DIR/atb}"
+export ATB ATB_HOME ATB_BUILD_DIR ATB_SOURCE_DIR
+unset ATB_DB
+
+TEST_NAME=$(basename "$0" .sh)
+TRASH=$(mktemp -d "${TMPDIR:-/tmp}/atb-$TEST_NAME.XXXXXX")
+trap 'rm -rf "$TRASH"' EXIT
+cd "$TRASH" || exit 1
+
+tests_run=0
+tests_failed=0
+
+# test_expect NAME CMD...: run CMD (a shell snippet) and count failures.
+test_expect() {
+	local name=$1; shift
+	tests_run=$((tests_run + 1))
+	if (set -e; eval "$@") >"$TRASH/.out" 2>&1; then
+		echo "ok $tests_run - $name"
+	else
+		tests_failed=$((tests_failed + 1))
+		echo "not ok $tests_run - $name"
+		sed 's/^/#   /' "$TRASH/.out"
+	fi
+}
+
+# expect_exit CODE CMD...: CMD must exit with CODE; its stderr is kept in $TRASH/err.
+expect_exit() {
+	local want=$1 got; shift
+	"$@" >"$TRASH/out" 2>"$TRASH/err" && got=0 || got=$?
+	if [ "$got" != "$want" ]; then
+		echo "expected exit $want, got $got from: $*"
+		echo "--- stdout"; cat "$TRASH/out"; echo "--- stderr"; cat "$TRASH/err"
+		return 1
+	fi
+}
+
+# expect_grep PATTERN FILE: FILE must contain PATTERN (fixed string).
+expect_grep() {
+	grep -qF -- "$1" "$2" || { echo "missing '$1' in $2:"; cat "$2"; return 1; }
+}
+
+# skip_all REASON: skip the whole script (ctest counts exit 77 as skipped).
+skip_all() {
+	echo "1..0 # SKIP $*"
+	exit 77
+}
+
+test_done() {
+	echo "1..$tests_run"
+	echo "$((tests_run - tests_failed)) passed, $tests_failed failed"
+	[ "$tests_failed" -eq 0 ]
+}
