@@ -1,0 +1,389 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Knobs and builds: default, sampled and checked knob assignments, candidate
+ * folders, and the compiler run that turns a kernel source into a shared
+ * object.  The compiler runs under fork/execvp with no shell (a knob value
+ * can never become a command), in its own process group so that a hung
+ * build is killed whole at the protocol's timeout (PROTO: build.timeout_s),
+ * with the protocol's flags first and the task's extra flags only added
+ * after them (PROTO: build.cpu.flags).
+ * Does not: load or run the shared object (atb-runner does).
+ */
+#define _GNU_SOURCE  /* pipe2 */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "atb/alloc.h"
+#include "atb/atb.h"
+#include "atb/task.h"
+#include "task_int.h"
+#include "banned.h"
+
+#define BUILD_MAX_ARGS 96
+
+void atb_task_default_knobs(const struct atb_task *t, struct atb_knob_assignment *out)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < t->nknobs; i++) {
+		snprintf(out->knobs[i].name, sizeof(out->knobs[i].name), "%s", t->knobs[i].name);
+		snprintf(out->knobs[i].value, sizeof(out->knobs[i].value), "%s",
+			 t->knobs[i].values[0]);
+	}
+	out->n = t->nknobs;
+	if (t->nflag_choices)
+		snprintf(out->cflags, sizeof(out->cflags), "%s", t->flag_choices[0]);
+}
+
+void atb_task_sample_knobs(const struct atb_task *t, gsl_rng *rng,
+			   struct atb_knob_assignment *out)
+{
+	size_t i;
+
+	atb_task_default_knobs(t, out);
+	for (i = 0; i < t->nknobs; i++) {
+		unsigned long k = gsl_rng_uniform_int(rng, t->knobs[i].nvalues);
+
+		snprintf(out->knobs[i].value, sizeof(out->knobs[i].value), "%s",
+			 t->knobs[i].values[k]);
+	}
+	if (t->nflag_choices) {
+		unsigned long k = gsl_rng_uniform_int(rng, t->nflag_choices);
+
+		snprintf(out->cflags, sizeof(out->cflags), "%s", t->flag_choices[k]);
+	}
+}
+
+enum atb_status atb_task_check_knobs(const struct atb_task *t,
+				     const struct atb_knob_assignment *a, struct atb_error *err)
+{
+	size_t i, j, v;
+	int ok;
+
+	if (a->n != t->nknobs)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "knob assignment has %zu knobs, task '%s' has %zu", a->n,
+				     t->name, t->nknobs);
+	for (i = 0; i < t->nknobs; i++) {
+		const struct atb_task_knob *k = &t->knobs[i];
+
+		for (j = 0; j < a->n; j++)
+			if (!strcmp(a->knobs[j].name, k->name))
+				break;
+		if (j == a->n)
+			return atb_error_set(err, ATB_ERR_USAGE, "knob '%s' has no value",
+					     k->name);
+		for (v = 0, ok = 0; v < k->nvalues; v++)
+			ok |= !strcmp(k->values[v], a->knobs[j].value);
+		if (!ok)
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "value '%s' is not one of knob '%s''s values",
+					     a->knobs[j].value, k->name);
+	}
+	if (!t->nflag_choices)
+		ok = !a->cflags[0];
+	else
+		for (v = 0, ok = 0; v < t->nflag_choices; v++)
+			ok |= !strcmp(t->flag_choices[v], a->cflags);
+	if (!ok)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "flags '%s' are not one of task '%s''s flag choices",
+				     a->cflags, t->name);
+	return ATB_OK;
+}
+
+void atb_task_format_knobs(const struct atb_knob_assignment *a, char *buf, size_t size)
+{
+	size_t i, used = 0;
+
+	if (!size)
+		return;
+	buf[0] = '\0';
+	for (i = 0; i < a->n && used < size; i++) {
+		int r = snprintf(buf + used, size - used, "%s%s=%s", i ? " " : "",
+				 a->knobs[i].name, a->knobs[i].value);
+
+		if (r < 0)
+			break;
+		used += (size_t)r;
+	}
+	if (a->cflags[0] && used < size)
+		snprintf(buf + used, size - used, "%scflags='%s'", a->n ? " " : "", a->cflags);
+}
+
+static enum atb_status write_file(const char *path, const char *data, size_t len,
+				  struct atb_error *err)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	size_t done = 0;
+
+	if (fd < 0)
+		return atb_error_set_at(err, ATB_ERR_IO, path, 0, 0, NULL,
+					"cannot create '%s': %s", path, strerror(errno));
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = errno;
+
+			close(fd);
+			return atb_error_set_at(err, ATB_ERR_IO, path, 0, 0, NULL,
+						"cannot write '%s': %s", path, strerror(e));
+		}
+		done += (size_t)w;
+	}
+	if (close(fd))
+		return atb_error_set_at(err, ATB_ERR_IO, path, 0, 0, NULL,
+					"cannot write '%s': %s", path, strerror(errno));
+	return ATB_OK;
+}
+
+enum atb_status atb_task_instantiate_candidate(const struct atb_task *t,
+					       const struct atb_knob_assignment *knobs,
+					       const char *dir, struct atb_error *err)
+{
+	char path[4096];
+	char *text = NULL;
+	size_t len;
+	enum atb_status st;
+
+	if (knobs && (st = atb_task_check_knobs(t, knobs, err)))
+		return st;
+	if (mkdir(dir, 0700))
+		return atb_error_set_at(err, ATB_ERR_IO, dir, 0, 0, NULL,
+					"cannot create candidate folder '%s': %s", dir,
+					strerror(errno));
+	if ((st = atbi_read_file(t->candidate.path, &text, &len, err)))
+		return st;
+	snprintf(path, sizeof(path), "%s/%s", dir, t->surface[0]);
+	st = write_file(path, text, len, err);
+	atb_free(text);
+	return st;
+}
+
+/* ---- the compiler run ------------------------------------------------- */
+
+struct logbuf {
+	char *data;
+	size_t len, cap;
+	int truncated;
+	int oom;
+};
+
+static void log_append(struct logbuf *b, const char *p, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n > ATB_TASK_BUILD_LOG_MAX) {
+		n = ATB_TASK_BUILD_LOG_MAX - b->len;
+		b->truncated = 1;
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *nd;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		if (!(nd = atb_realloc(b->data, cap))) {
+			b->oom = 1;
+			return;
+		}
+		b->data = nd;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static enum atb_status add_arg(const char **argv, size_t *argc, const char *a,
+			       struct atb_error *err)
+{
+	if (*argc + 2 >= BUILD_MAX_ARGS)
+		return atb_error_set(err, ATB_ERR_USAGE, "too many compiler arguments");
+	argv[(*argc)++] = a;
+	argv[*argc] = NULL;
+	return ATB_OK;
+}
+
+static int64_t now_ns(void)
+{
+	return atbi_monotonic_ns();
+}
+
+enum atb_status atb_task_build(const struct atb_task *t, const char *source_path,
+			       const struct atb_knob_assignment *knobs,
+			       const struct atb_protocol *proto, const char *out_so_path,
+			       char **build_log, struct atb_error *err)
+{
+	const char *argv[BUILD_MAX_ARGS] = {NULL};
+	char defs[ATB_TASK_MAX_KNOBS][2 * ATB_TASK_NAME_MAX + 4];
+	char flags[ATB_TASK_FLAGS_MAX], incdir[4200], *tok, *save = NULL;
+	struct logbuf log = {0};
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	size_t argc = 0, i;
+	enum atb_status st = ATB_OK;
+	int64_t deadline;
+	int status = 0, timed_out = 0, exec_errno = 0, eof = 0, exited = 0;
+	pid_t pid;
+
+	if (build_log)
+		*build_log = NULL;
+	if (!proto->build.cpu_compiler[0])
+		return atb_error_set(err, ATB_ERR_USAGE, "the protocol names no CPU compiler");
+	if (knobs && (st = atb_task_check_knobs(t, knobs, err)))
+		return st;
+	if ((st = add_arg(argv, &argc, proto->build.cpu_compiler, err)))
+		return st;
+	for (i = 0; i < proto->build.ncpu_flags; i++)
+		if ((st = add_arg(argv, &argc, proto->build.cpu_flags[i], err)))
+			return st;
+	snprintf(flags, sizeof(flags), "%s", knobs ? knobs->cflags : "");
+	for (tok = strtok_r(flags, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+		if ((st = add_arg(argv, &argc, tok, err)))
+			return st;
+	for (i = 0; knobs && i < knobs->n; i++) {
+		snprintf(defs[i], sizeof(defs[i]), "-D%s=%s", knobs->knobs[i].name,
+			 knobs->knobs[i].value);
+		if ((st = add_arg(argv, &argc, defs[i], err)))
+			return st;
+	}
+	snprintf(incdir, sizeof(incdir), "-I%s/include", atb_home());
+	if ((st = add_arg(argv, &argc, incdir, err)) ||
+	    (st = add_arg(argv, &argc, "-o", err)) ||
+	    (st = add_arg(argv, &argc, out_so_path, err)) ||
+	    (st = add_arg(argv, &argc, source_path, err)) ||
+	    (st = add_arg(argv, &argc, "-lm", err)))
+		return st;
+
+	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot build '%s': pipe: %s",
+				   source_path, strerror(errno));
+		goto done;
+	}
+	pid = fork();
+	if (pid < 0) {
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot build '%s': fork: %s",
+				   source_path, strerror(errno));
+		goto done;
+	}
+	if (pid == 0) {
+		int e;
+
+		setpgid(0, 0);
+		dup2(outp[1], STDOUT_FILENO);
+		dup2(outp[1], STDERR_FILENO);
+		execvp(argv[0], (char *const *)argv);
+		e = errno;
+		if (write(errp[1], &e, sizeof(e)) < 0)
+			_exit(126);
+		_exit(127);
+	}
+	setpgid(pid, pid);  /* also in the parent: no race with the kill below */
+	close(outp[1]);
+	close(errp[1]);
+	outp[1] = errp[1] = -1;
+	deadline = now_ns() + (int64_t)(proto->build.timeout_s * 1e9);
+	while (!exited) {
+		int64_t left_ns = deadline - now_ns();
+		int pr;
+
+		if (left_ns <= 0) {
+			timed_out = 1;
+			kill(-pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		if (!eof) {
+			struct pollfd pfd = {outp[0], POLLIN, 0};
+			int ms = (int)(left_ns / 1000000) + 1;
+
+			pr = poll(&pfd, 1, ms > 100 ? 100 : ms);
+			if (pr > 0) {
+				char buf[4096];
+				ssize_t r = read(outp[0], buf, sizeof(buf));
+
+				if (r > 0)
+					log_append(&log, buf, (size_t)r);
+				else if (r == 0 || errno != EINTR)
+					eof = 1;
+			}
+		} else {
+			struct timespec ts = {0, 5000000};
+
+			nanosleep(&ts, NULL);
+		}
+		pr = waitpid(pid, &status, WNOHANG);
+		if (pr == pid)
+			exited = 1;
+	}
+	/* Drain what the compiler wrote before it exited. */
+	while (!timed_out && !eof) {
+		char buf[4096];
+		struct pollfd pfd = {outp[0], POLLIN, 0};
+		ssize_t r;
+
+		if (poll(&pfd, 1, 0) <= 0)
+			break;
+		r = read(outp[0], buf, sizeof(buf));
+		if (r <= 0)
+			break;
+		log_append(&log, buf, (size_t)r);
+	}
+	if (!timed_out && read(errp[0], &exec_errno, sizeof(exec_errno)) != sizeof(exec_errno))
+		exec_errno = 0;
+	if (!timed_out && exited)
+		kill(-pid, SIGKILL);  /* leftovers of the group, if any */
+	if (log.truncated)
+		log_append(&log, "", 0);
+	if (log.oom) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build '%s': out of memory",
+				   source_path);
+	} else if (timed_out) {
+		st = atb_error_set(err, ATB_ERR_CHECK,
+				   "build timed out: '%s' did not finish within %g s (killed)",
+				   source_path, proto->build.timeout_s);
+	} else if (exec_errno) {
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot run compiler '%s': %s",
+				   argv[0], strerror(exec_errno));
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		if (WIFSIGNALED(status))
+			st = atb_error_set(err, ATB_ERR_CHECK,
+					   "build failed: '%s' killed by signal %d compiling '%s'",
+					   argv[0], WTERMSIG(status), source_path);
+		else
+			st = atb_error_set(err, ATB_ERR_CHECK,
+					   "build failed: '%s' exited with %d compiling '%s'",
+					   argv[0], WEXITSTATUS(status), source_path);
+	}
+done:
+	for (i = 0; i < 2; i++) {
+		if (outp[i] >= 0)
+			close(outp[i]);
+		if (errp[i] >= 0)
+			close(errp[i]);
+	}
+	if (build_log && !log.oom) {
+		*build_log = log.data ? log.data : atb_strdup("");
+		if (!*build_log && st == ATB_OK)
+			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build: out of memory");
+	} else {
+		atb_free(log.data);
+	}
+	return st;
+}
