@@ -27,6 +27,7 @@
 #define ATB_PROTOCOL_MAX_DISTS 16
 #define ATB_PROTOCOL_MAX_FASTP 8
 #define ATB_PROTOCOL_MAX_FLAGS 16
+#define ATB_PROTOCOL_MAX_USABLE 8
 
 struct atb_tolerance {
 	char dtype[16];   /* "fp32", "bf16", ... */
@@ -46,6 +47,7 @@ struct atb_protocol {
 	char digest[65];          /* SHA-256 hex of the canonical form */
 	char *canonical_json;     /* owned */
 	char *path;               /* file it was loaded from; owned */
+	char title[128];
 
 	struct {
 		double cv_cap;
@@ -113,6 +115,12 @@ struct atb_protocol {
 	} llm;
 
 	struct {
+		/* steps an iteration must reach to count as usable, in order */
+		char usable_iteration[ATB_PROTOCOL_MAX_USABLE][16];
+		size_t nusable_iteration;
+	} loop;
+
+	struct {
 		char paired_order[16];
 		int fresh_engine_per_arm;        /* bool */
 		int warmup_requests;
@@ -141,7 +149,10 @@ enum atb_status atb_protocol_load_file(const char *path, struct atb_protocol **o
 /*
  * Load the current frozen protocol (the lock's "current") from
  * home/protocol/, checking its digest against the lock: ATB_ERR_PROTOCOL on
- * a mismatch (the file changed without a new version).
+ * a mismatch (the file changed without a new version), when the file's
+ * `version:` differs from the lock entry's, when the file is missing or the
+ * version is not frozen, and when there is no lock.  home NULL means
+ * atb_home().  Caller owns *out (atb_protocol_free); NULL on failure.
  */
 enum atb_status atb_protocol_load_current(const char *home, struct atb_protocol **out,
 					  struct atb_error *err);
@@ -174,6 +185,20 @@ enum atb_status atb_protocol_verify(const char *home, struct atb_error *err);
 
 /* Digest of a protocol file's canonical form, without schema checks. */
 enum atb_status atb_protocol_digest_file(const char *path, char out[65], struct atb_error *err);
+
+/*
+ * Freeze the protocol file at path as the next version: it must pass the
+ * schema, its `version:` must be the lock's current + 1, and every existing
+ * entry must still verify.  The file is copied to home/protocol/v<N>.yaml
+ * (unless it is that file) and the lock gains an entry and names it
+ * current; existing entries are never changed.  An absent lock counts as
+ * empty (the first freeze writes version 1).  On success *version and
+ * digest (both may be NULL) receive the new entry.  Errors: those of
+ * atb_protocol_load_file and atb_protocol_verify; ATB_ERR_PROTOCOL for a
+ * wrong version or an already-frozen file; ATB_ERR_IO when writing fails.
+ */
+enum atb_status atb_protocol_freeze(const char *home, const char *path, int *version,
+				    char digest[65], struct atb_error *err);
 
 /* Tolerance for a dtype, or NULL when the protocol has none. */
 const struct atb_tolerance *atb_protocol_tolerance(const struct atb_protocol *p,
