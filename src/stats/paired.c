@@ -7,6 +7,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <gsl/gsl_cdf.h>
@@ -62,6 +63,12 @@ static enum atb_status check_arm(uint64_t seed, const char *arm,
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "missing samples: seed '%llu' %s array is NULL with %zu samples",
 				     (unsigned long long)seed, arm, n);
+	/* MT19937 draws indices below 2^32 (gsl_rng_uniform_int) */
+	if (n > (size_t)UINT32_MAX)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "too many samples: seed '%llu' %s has %zu (at most %lu)",
+				     (unsigned long long)seed, arm, n,
+				     (unsigned long)UINT32_MAX);
 	for (i = 0; i < n; i++) {
 		if (!isfinite(x[i]))
 			return atb_error_set(err, ATB_ERR_USAGE,
@@ -91,6 +98,9 @@ static enum atb_status check_seeds(const struct atb_paired_input *in,
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "missing seeds: NULL with nseeds = %zu",
 				     in->nseeds);
+	if (in->nseeds > (size_t)UINT32_MAX)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "too many seeds: %zu", in->nseeds);
 	for (i = 0; i < in->nseeds; i++) {
 		const struct atb_paired_seed *p = &in->seeds[i];
 		unsigned long long id = (unsigned long long)p->seed;
