@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The measurement job and the harness side of atb-runner.
+ *
+ * A job is one JSON object (docs/internals/runner.md gives every field and
+ * an example): the arms and their shared objects, the reference arm, the
+ * buffers, the correctness parameter sets and the timing one, the seeds,
+ * and the protocol's timing and correctness values.  atb_runner_job_parse
+ * checks it and is used by both sides: by atb-runner on what it reads, and
+ * by the harness before it sends.
+ *
+ * atb_runner_run starts one fresh atb-runner process per job in its own
+ * process group, writes the job to its stdin, reads its events (one JSON
+ * object per line) from its stdout, and kills the whole group at the
+ * wall-clock timeout.  A runner that dies by a signal (a crashing candidate)
+ * is reported with the signal's name.
+ *
+ * Does not: compute any statistic or verdict, or print.  The runner only
+ * reports raw facts; the gates and stats in the harness judge them.
+ */
+#ifndef ATB_RUNNER_H
+#define ATB_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "atb/status.h"
+#include "atb/timing.h"
+
+struct atb_protocol;
+
+#define ATB_RUNNER_MAX_ARMS 4
+#define ATB_RUNNER_MAX_BUFFERS 32
+#define ATB_RUNNER_MAX_PARAMS 32
+#define ATB_RUNNER_MAX_DISTS 16
+#define ATB_RUNNER_MAX_DTYPES 16
+#define ATB_RUNNER_MAX_SETS 32
+#define ATB_RUNNER_MAX_SEEDS 1024
+#define ATB_RUNNER_MAX_JOB_BYTES (16u << 20)
+
+/* A buffer's element type. */
+enum atb_dtype { ATB_DTYPE_FP32 = 0, ATB_DTYPE_FP64, ATB_DTYPE_INT32, ATB_DTYPE_INT64 };
+
+/* "fp32", ...; atb_dtype_parse returns ATB_ERR_SCHEMA for others. */
+const char *atb_dtype_name(enum atb_dtype d);
+enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct atb_error *err);
+size_t atb_dtype_size(enum atb_dtype d);
+
+enum atb_buffer_role { ATB_ROLE_IN = 0, ATB_ROLE_OUT, ATB_ROLE_INOUT };
+
+/* An input distribution (the task's generator or one of the protocol's). */
+struct atb_runner_dist {
+	char name[48];
+	int normal;           /* 0: uniform [low, high); 1: normal(mean, stddev) */
+	double low, high, mean, stddev;
+};
+
+struct atb_runner_buffer {
+	char name[64];
+	enum atb_dtype dtype;
+	enum atb_buffer_role role;
+	struct atb_runner_dist dist;  /* the task's own generator */
+	int adversarial;  /* 1: also drawn from the protocol's distributions */
+};
+
+/* One parameter point: scalars in declaration order, a count per buffer. */
+struct atb_runner_set {
+	char name[64];
+	int64_t ints[ATB_RUNNER_MAX_PARAMS];
+	double reals[ATB_RUNNER_MAX_PARAMS];
+	size_t nints, nreals;
+	size_t counts[ATB_RUNNER_MAX_BUFFERS];  /* elements, one per job buffer */
+};
+
+struct atb_runner_arm {
+	char name[32];    /* "baseline" | "candidate" | "naive" | "baseline_alone" */
+	char *so;         /* path of the shared object; owned */
+};
+
+struct atb_runner_tolerance {
+	char dtype[16];
+	double atol, rtol;
+};
+
+/* A parsed job.  Handle: atb_runner_job_free. */
+struct atb_runner_job {
+	char id[64];
+	struct atb_runner_arm arms[ATB_RUNNER_MAX_ARMS];
+	size_t narms;
+	size_t reference;   /* index into arms: the correctness reference */
+	struct atb_runner_buffer buffers[ATB_RUNNER_MAX_BUFFERS];
+	size_t nbuffers;
+	struct atb_runner_set *sets;   /* correctness parameter sets; owned */
+	size_t nsets;
+	struct atb_runner_set timing_set;
+	uint64_t *seeds;               /* owned */
+	size_t nseeds;
+	struct atb_timing_config timing;
+	size_t cache_bytes;            /* the box's largest cache */
+	double cache_flush_factor;
+	size_t cache_flush_min_bytes;
+	struct atb_runner_tolerance tolerances[ATB_RUNNER_MAX_DTYPES];
+	size_t ntolerances;
+	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */
+	size_t ndists;
+	int poison_nan;                /* "nan" poison: 1 */
+	int time_if_incorrect;         /* time even when correctness failed */
+	int skip_timing;               /* correctness only */
+	int pin_cpu;                   /* -1: leave affinity alone */
+};
+
+/*
+ * Parse and check a job (JSON text of len bytes).  Caller owns *out
+ * (atb_runner_job_free); *out is NULL on failure.  Errors: ATB_ERR_PARSE
+ * (not JSON; line and column set), ATB_ERR_SCHEMA (a missing or wrong field,
+ * field path set), ATB_ERR_NOMEM.
+ */
+enum atb_status atb_runner_job_parse(const char *text, size_t len,
+				     struct atb_runner_job **out, struct atb_error *err);
+/* As atb_runner_job_parse on a jansson object. */
+enum atb_status atb_runner_job_from_json(const json_t *job, struct atb_runner_job **out,
+					 struct atb_error *err);
+void atb_runner_job_free(struct atb_runner_job *job);
+
+/* Index of the arm called name, or -1. */
+int atb_runner_job_arm(const struct atb_runner_job *job, const char *name);
+
+/*
+ * Set the job's "timing" and "correctness" objects from a loaded protocol
+ * (replacing any already there).  cache_bytes is the box's largest cache.
+ * Errors: ATB_ERR_NOMEM.
+ */
+enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protocol *p,
+					    size_t cache_bytes, struct atb_error *err);
+
+/* How a runner process ended. */
+enum atb_runner_end {
+	ATB_RUNNER_DONE = 0,     /* sent "done" and exited 0 */
+	ATB_RUNNER_ERROR,        /* sent an "error" event (reason in outcome) */
+	ATB_RUNNER_EXIT,         /* exited without "done" (status in exit_code) */
+	ATB_RUNNER_SIGNALED,     /* killed by a signal it did not get from us */
+	ATB_RUNNER_TIMEOUT,      /* we killed it at the wall-clock timeout */
+	ATB_RUNNER_MALFORMED,    /* it wrote a line that is not an event */
+	ATB_RUNNER_ABORTED,      /* the event callback asked to stop */
+	ATB_RUNNER_SPAWN_FAILED, /* it never started */
+};
+
+/* "done", "error", "exit", "signal", "timeout", "malformed", "aborted", "spawn_failed". */
+const char *atb_runner_end_name(enum atb_runner_end e);
+
+struct atb_runner_outcome {
+	enum atb_runner_end end;
+	int exit_code;          /* when it exited; -1 otherwise */
+	int signal;             /* the signal that ended it; 0 when none */
+	char signal_name[16];   /* "SIGSEGV"; "" when none */
+	char reason[64];        /* reason code of its "error" event; "" when none */
+	char detail[512];       /* message of the error event or the bad line (cut) */
+	char stderr_tail[1024]; /* last bytes the runner wrote to stderr */
+	size_t nevents;
+	int64_t wall_ns;
+	int pid;
+};
+
+/*
+ * Called for every event, in order, with the parsed object (borrowed: valid
+ * during the call only).  Returning non-OK kills the runner and ends the
+ * run with ATB_RUNNER_ABORTED and that status.
+ */
+typedef enum atb_status (*atb_runner_event_fn)(const json_t *event, void *ctx);
+
+/*
+ * Run one job in a fresh runner process.  runner_path is the atb-runner
+ * executable (atb_runner_find), job the job object (not modified),
+ * timeout_s the wall-clock limit (<= 0: none; PROTO: timing.job_timeout_s).
+ * on_event may be NULL.  *out is always filled.
+ * Returns ATB_OK only when the runner sent "done" and exited 0.  Otherwise:
+ * ATB_ERR_SYSTEM (spawn failed, timeout, a signal, a non-zero exit; out->end
+ * says which and out->signal_name names the signal), ATB_ERR_PARSE (a
+ * malformed event line), ATB_ERR_CHECK (the runner sent an error event;
+ * out->reason has its code), or the callback's status.
+ */
+enum atb_status atb_runner_run(const char *runner_path, const json_t *job, double timeout_s,
+			       atb_runner_event_fn on_event, void *ctx,
+			       struct atb_runner_outcome *out, struct atb_error *err);
+
+/*
+ * The atb-runner to use: $ATB_RUNNER when set, else atb-runner in the folder
+ * of the running executable.  Writes a path into buf.  Errors:
+ * ATB_ERR_NOT_FOUND (not there or not executable), ATB_ERR_USAGE (buf too
+ * small).
+ */
+enum atb_status atb_runner_find(char *buf, size_t size, struct atb_error *err);
+
+/* Name of a signal ("SIGSEGV"), or "SIG<n>" for unnamed ones, into buf. */
+void atb_runner_signal_name(int sig, char *buf, size_t size);
+
+#endif

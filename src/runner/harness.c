@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The harness side of atb-runner: spawn one fresh runner per job in its own
+ * process group, hand it the job over a socket (send with MSG_NOSIGNAL, so a
+ * runner that dies early cannot kill the harness with SIGPIPE), read its
+ * events line by line under poll() with the wall-clock timeout, kill the
+ * whole group when the time is up or anything goes wrong, and reap it.
+ * Judges nothing: events go to the caller's callback as they come.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atb/alloc.h"
+#include "atb/runner.h"
+#include "util.h"
+#include "banned.h"
+
+#define MAX_EVENT_LINE_BYTES (64u << 20)
+
+const char *atb_runner_end_name(enum atb_runner_end e)
+{
+	static const char *const names[] = {"done", "error", "exit", "signal",
+					    "timeout", "malformed", "aborted",
+					    "spawn_failed"};
+
+	return (unsigned)e < sizeof(names) / sizeof(names[0]) ? names[e] : "?";
+}
+
+void atb_runner_signal_name(int sig, char *buf, size_t size)
+{
+	static const struct { int sig; const char *name; } names[] = {
+		{SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+		{SIGILL, "SIGILL"}, {SIGABRT, "SIGABRT"}, {SIGKILL, "SIGKILL"},
+		{SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"}, {SIGPIPE, "SIGPIPE"},
+		{SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+		{SIGTRAP, "SIGTRAP"}, {SIGHUP, "SIGHUP"}, {SIGQUIT, "SIGQUIT"},
+		{SIGALRM, "SIGALRM"}, {SIGUSR1, "SIGUSR1"}, {SIGUSR2, "SIGUSR2"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].sig == sig) {
+			snprintf(buf, size, "%s", names[i].name);
+			return;
+		}
+	snprintf(buf, size, "SIG%d", sig);
+}
+
+enum atb_status atb_runner_find(char *buf, size_t size, struct atb_error *err)
+{
+	const char *env = getenv("ATB_RUNNER");
+	char self[PATH_MAX];
+	ssize_t n;
+	char *slash;
+	int w;
+
+	if (env && *env) {
+		w = snprintf(buf, size, "%s", env);
+		if (w < 0 || (size_t)w >= size)
+			return atb_error_set(err, ATB_ERR_USAGE, "runner path too long");
+		if (access(buf, X_OK))
+			return atb_error_set(err, ATB_ERR_NOT_FOUND,
+					     "cannot run atb-runner '%s' (from ATB_RUNNER): %s",
+					     buf, strerror(errno));
+		return ATB_OK;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return atb_error_set(err, ATB_ERR_NOT_FOUND,
+				     "cannot find atb-runner: /proc/self/exe unreadable; set ATB_RUNNER");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	w = snprintf(buf, size, "%s/atb-runner", slash ? self : ".");
+	if (w < 0 || (size_t)w >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "runner path too long");
+	if (access(buf, X_OK))
+		return atb_error_set(err, ATB_ERR_NOT_FOUND,
+				     "cannot find atb-runner '%s': %s; set ATB_RUNNER",
+				     buf, strerror(errno));
+	return ATB_OK;
+}
+
+/* A growable line buffer with a hard maximum. */
+struct linebuf {
+	char *p;
+	size_t len, cap;
+};
+
+static int linebuf_add(struct linebuf *b, const char *data, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *np;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		if (cap > MAX_EVENT_LINE_BYTES)
+			return -1;
+		np = atb_realloc(b->p, cap);
+		if (!np)
+			return -1;
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+	return 0;
+}
+
+struct run {
+	struct atb_runner_outcome *out;
+	atb_runner_event_fn on_event;
+	void *ctx;
+	struct linebuf lines;
+	int got_done;
+	int got_error;
+	enum atb_status cb_status;
+};
+
+static void keep_tail(char *tail, size_t size, const char *data, size_t n)
+{
+	size_t have = strlen(tail), keep;
+
+	if (n >= size - 1) {
+		memcpy(tail, data + n - (size - 1), size - 1);
+		tail[size - 1] = '\0';
+		return;
+	}
+	keep = have + n < size ? have : size - 1 - n;
+	memmove(tail, tail + have - keep, keep);
+	memcpy(tail + keep, data, n);
+	tail[keep + n] = '\0';
+}
+
+/*
+ * Handle every complete line in the buffer.  Returns 0 to go on, or the
+ * end to stop with (malformed or aborted).
+ */
+static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
+{
+	char *start = r->lines.p, *nl;
+
+	while (r->lines.len && (nl = memchr(start, '\n', r->lines.len - (size_t)(start - r->lines.p)))) {
+		json_error_t je;
+		json_t *ev, *kind;
+		size_t n = (size_t)(nl - start);
+
+		if (n == 0) {
+			start = nl + 1;
+			continue;
+		}
+		ev = json_loadb(start, n, JSON_REJECT_DUPLICATES, &je);
+		kind = ev ? json_object_get(ev, "event") : NULL;
+		if (!ev || !json_is_object(ev) || !json_is_string(kind)) {
+			snprintf(r->out->detail, sizeof(r->out->detail), "%.*s",
+				 (int)(n > 200 ? 200 : n), start);
+			json_decref(ev);
+			*st = atb_error_set(err, ATB_ERR_PARSE,
+					    "malformed event line %zu from atb-runner: %s",
+					    r->out->nevents + 1,
+					    ev ? "not an event object" : je.text);
+			return ATB_RUNNER_MALFORMED;
+		}
+		r->out->nevents++;
+		if (!strcmp(json_string_value(kind), "done"))
+			r->got_done = 1;
+		if (!strcmp(json_string_value(kind), "error")) {
+			const char *reason = json_string_value(json_object_get(ev, "reason"));
+			const char *msg = json_string_value(json_object_get(ev, "message"));
+
+			r->got_error = 1;
+			snprintf(r->out->reason, sizeof(r->out->reason), "%s", reason ? reason : "");
+			snprintf(r->out->detail, sizeof(r->out->detail), "%s", msg ? msg : "");
+		}
+		if (r->on_event) {
+			enum atb_status cs = r->on_event(ev, r->ctx);
+
+			if (cs) {
+				json_decref(ev);
+				r->cb_status = cs;
+				*st = cs;
+				if (err && err->status != cs)
+					atb_error_set(err, cs, "event callback stopped the runner");
+				return ATB_RUNNER_ABORTED;
+			}
+		}
+		json_decref(ev);
+		start = nl + 1;
+	}
+	/* Keep the incomplete tail at the front. */
+	if (start != r->lines.p) {
+		size_t rest = r->lines.len - (size_t)(start - r->lines.p);
+
+		memmove(r->lines.p, start, rest);
+		r->lines.len = rest;
+		r->lines.p[rest] = '\0';
+	}
+	return 0;
+}
+
+static void kill_group(pid_t pid)
+{
+	/* The runner leads its own group: this takes any children with it. */
+	if (kill(-pid, SIGKILL) && errno == ESRCH)
+		kill(pid, SIGKILL);
+}
+
+static pid_t spawn(const char *path, int sock, int errfd, struct atb_error *err)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork atb-runner: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[] = {(char *)path, NULL};
+
+		setpgid(0, 0);
+		if (dup2(sock, 0) < 0 || dup2(sock, 1) < 0 || dup2(errfd, 2) < 0)
+			_exit(126);
+		if (sock > 2)
+			close(sock);
+		if (errfd > 2)
+			close(errfd);
+		signal(SIGPIPE, SIG_DFL);
+		execv(path, argv);
+		_exit(127);
+	}
+	setpgid(pid, pid);  /* both sides, so no kill(-pid) can race the child's own */
+	return pid;
+}
+
+enum atb_status atb_runner_run(const char *runner_path, const json_t *job, double timeout_s,
+			       atb_runner_event_fn on_event, void *ctx,
+			       struct atb_runner_outcome *out, struct atb_error *err)
+{
+	struct run r = {0};
+	int sv[2] = {-1, -1}, ep[2] = {-1, -1};
+	char *text = NULL;
+	size_t text_len, sent = 0;
+	int64_t t0 = atbi_monotonic_ns(), deadline;
+	enum atb_status st = ATB_OK;
+	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
+	pid_t pid;
+
+	memset(out, 0, sizeof(*out));
+	out->exit_code = -1;
+	out->end = ATB_RUNNER_SPAWN_FAILED;
+	r.out = out;
+	r.on_event = on_event;
+	r.ctx = ctx;
+	atb_alloc_install_json();
+
+	text = json_dumps(job, JSON_COMPACT);
+	if (!text)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot encode job: out of memory");
+	text_len = strlen(text);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) ||
+	    pipe2(ep, O_CLOEXEC)) {
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot create runner channel: %s",
+				   strerror(errno));
+		goto out_fds;
+	}
+	pid = spawn(runner_path, sv[1], ep[1], err);
+	close(sv[1]);
+	close(ep[1]);
+	sv[1] = ep[1] = -1;
+	if (pid < 0) {
+		st = ATB_ERR_SYSTEM;
+		goto out_fds;
+	}
+	out->pid = (int)pid;
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
+	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;
+
+	/* The job is one line; the runner reads it to the newline or EOF. */
+	while (sock_open || err_open) {
+		struct pollfd pf[2];
+		int nf = 0, si = -1, ei = -1, rc, wait_ms;
+		int64_t now = atbi_monotonic_ns();
+
+		if (now >= deadline) {
+			end = ATB_RUNNER_TIMEOUT;
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "atb-runner timed out after %.3g s: killed", timeout_s);
+			break;
+		}
+		if (sock_open) {
+			pf[nf].fd = sv[0];
+			pf[nf].events = POLLIN | (wr_open ? POLLOUT : 0);
+			si = nf++;
+		}
+		if (err_open) {
+			pf[nf].fd = ep[0];
+			pf[nf].events = POLLIN;
+			ei = nf++;
+		}
+		wait_ms = deadline == INT64_MAX ? 1000
+			: (int)((deadline - now) / 1000000 + 1 > 1000 ? 1000
+				: (deadline - now) / 1000000 + 1);
+		rc = poll(pf, (nfds_t)nf, wait_ms);
+		if (rc < 0) {
+			if (errno == EINTR)
+				continue;
+			st = atb_error_set(err, ATB_ERR_SYSTEM, "poll failed: %s", strerror(errno));
+			end = ATB_RUNNER_EXIT;
+			break;
+		}
+		if (si >= 0 && wr_open && (pf[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			if (sent < text_len + 1) {
+				const char *p = sent < text_len ? text + sent : "\n";
+				size_t n = sent < text_len ? text_len - sent : 1;
+				ssize_t w = send(sv[0], p, n, MSG_NOSIGNAL);
+
+				if (w > 0)
+					sent += (size_t)w;
+				else if (w < 0 && errno != EAGAIN && errno != EINTR)
+					sent = text_len + 1;  /* it went away; its end says why */
+			}
+			if (sent >= text_len + 1) {
+				shutdown(sv[0], SHUT_WR);
+				wr_open = 0;
+			}
+		}
+		if (si >= 0 && (pf[si].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[65536];
+			ssize_t n = recv(sv[0], buf, sizeof(buf), 0);
+
+			if (n > 0) {
+				int e;
+
+				if (linebuf_add(&r.lines, buf, (size_t)n)) {
+					end = ATB_RUNNER_MALFORMED;
+					st = atb_error_set(err, ATB_ERR_PARSE,
+							   "event line from atb-runner too long or out of memory");
+					break;
+				}
+				e = take_lines(&r, err, &st);
+				if (e) {
+					end = e;
+					break;
+				}
+			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+				sock_open = 0;
+			}
+		}
+		if (ei >= 0 && (pf[ei].revents & (POLLIN | POLLHUP | POLLERR))) {
+			char buf[4096];
+			ssize_t n = read(ep[0], buf, sizeof(buf));
+
+			if (n > 0)
+				keep_tail(out->stderr_tail, sizeof(out->stderr_tail), buf, (size_t)n);
+			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				err_open = 0;
+		}
+	}
+	if (end >= 0)
+		kill_group(pid);
+	/* Its channels closed, but it may still run (or hang): wait to the deadline. */
+	for (;;) {
+		pid_t w = waitpid(pid, &status, end >= 0 ? 0 : WNOHANG);
+		struct timespec ts = {0, 5000000};
+
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+		if (w == 0 && atbi_monotonic_ns() >= deadline) {
+			end = ATB_RUNNER_TIMEOUT;
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "atb-runner timed out after %.3g s: killed", timeout_s);
+			kill_group(pid);
+		} else if (w == 0) {
+			nanosleep(&ts, NULL);
+		}
+	}
+	/* Anything left in the group (a grandchild) goes too. */
+	kill(-pid, SIGKILL);
+	out->wall_ns = atbi_monotonic_ns() - t0;
+
+	if (end < 0 && r.lines.len) {
+		end = ATB_RUNNER_MALFORMED;
+		snprintf(out->detail, sizeof(out->detail), "%.200s", r.lines.p);
+		st = atb_error_set(err, ATB_ERR_PARSE,
+				   "malformed event from atb-runner: unterminated last line");
+	}
+	if (WIFEXITED(status))
+		out->exit_code = WEXITSTATUS(status);
+	if (end >= 0) {
+		out->end = (enum atb_runner_end)end;
+	} else if (WIFSIGNALED(status)) {
+		out->end = ATB_RUNNER_SIGNALED;
+		out->signal = WTERMSIG(status);
+		atb_runner_signal_name(out->signal, out->signal_name, sizeof(out->signal_name));
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "atb-runner killed by %s%s",
+				   out->signal_name,
+				   r.got_done ? " after done" : " (the kernel crashed?)");
+	} else if (r.got_error) {
+		out->end = ATB_RUNNER_ERROR;
+		st = atb_error_set(err, ATB_ERR_CHECK, "atb-runner reported '%s': %s",
+				   out->reason, out->detail);
+	} else if (!r.got_done || out->exit_code != 0) {
+		out->end = ATB_RUNNER_EXIT;
+		if (out->exit_code == 127)
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "cannot execute atb-runner '%s'", runner_path);
+		else
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "atb-runner exited with status %d %s",
+					   out->exit_code, r.got_done ? "after done" : "before done");
+	} else {
+		out->end = ATB_RUNNER_DONE;
+		st = ATB_OK;
+	}
+	if (out->end == ATB_RUNNER_TIMEOUT && WIFSIGNALED(status)) {
+		out->signal = WTERMSIG(status);
+		atb_runner_signal_name(out->signal, out->signal_name, sizeof(out->signal_name));
+	}
+
+out_fds:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (ep[0] >= 0)
+		close(ep[0]);
+	if (ep[1] >= 0)
+		close(ep[1]);
+	atb_free(r.lines.p);
+	atb_free(text);
+	return st;
+}

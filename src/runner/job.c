@@ -1,0 +1,684 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The measurement job: parsing and checking the JSON object that the harness
+ * sends and atb-runner reads (docs/internals/runner.md), and filling its
+ * protocol sections from a loaded protocol.  Every refusal names the field.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "atb/alloc.h"
+#include "atb/kernel.h"
+#include "atb/protocol.h"
+#include "atb/runner.h"
+#include "util.h"
+#include "banned.h"
+
+static const char *const dtype_names[] = {"fp32", "fp64", "int32", "int64"};
+
+const char *atb_dtype_name(enum atb_dtype d)
+{
+	return (unsigned)d < 4 ? dtype_names[d] : "?";
+}
+
+size_t atb_dtype_size(enum atb_dtype d)
+{
+	return d == ATB_DTYPE_FP64 || d == ATB_DTYPE_INT64 ? 8 : 4;
+}
+
+enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct atb_error *err)
+{
+	unsigned i;
+
+	for (i = 0; i < 4; i++)
+		if (name && !strcmp(name, dtype_names[i])) {
+			*out = (enum atb_dtype)i;
+			return ATB_OK;
+		}
+	return atb_error_set(err, ATB_ERR_SCHEMA,
+			     "unsupported dtype '%s': the cpu runner takes fp32, fp64, int32, int64",
+			     name ? name : "");
+}
+
+/* ---- field helpers: each sets the field path on failure --------------- */
+
+static enum atb_status bad(struct atb_error *err, const char *field, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static enum atb_status bad(struct atb_error *err, const char *field, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return atb_error_set_at(err, ATB_ERR_SCHEMA, "", 0, 0, field, "%s", msg);
+}
+
+static enum atb_status get_real(const json_t *o, const char *key, const char *path,
+				int required, double *out)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v)
+		return required ? ATB_ERR_NOT_FOUND : ATB_OK;
+	if (!json_is_number(v))
+		return ATB_ERR_SCHEMA;
+	*out = json_number_value(v);
+	if (!isfinite(*out))
+		return ATB_ERR_SCHEMA;
+	return ATB_OK;
+}
+
+static enum atb_status get_int(const json_t *o, const char *key, int required,
+			       long long *out)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!v)
+		return required ? ATB_ERR_NOT_FOUND : ATB_OK;
+	if (!json_is_integer(v))
+		return ATB_ERR_SCHEMA;
+	*out = json_integer_value(v);
+	return ATB_OK;
+}
+
+static enum atb_status get_str(const json_t *o, const char *key, int required,
+			       char *buf, size_t size)
+{
+	json_t *v = json_object_get(o, key);
+	size_t n;
+
+	if (!v)
+		return required ? ATB_ERR_NOT_FOUND : ATB_OK;
+	if (!json_is_string(v))
+		return ATB_ERR_SCHEMA;
+	n = json_string_length(v);
+	if (n >= size || n == 0)
+		return ATB_ERR_SCHEMA;
+	memcpy(buf, json_string_value(v), n + 1);
+	return ATB_OK;
+}
+
+/* Turn a helper status into a schema error for field prefix.key. */
+static enum atb_status field_status(struct atb_error *err, enum atb_status st,
+				    const char *prefix, const char *key)
+{
+	char field[256];
+
+	if (st == ATB_OK)
+		return ATB_OK;
+	snprintf(field, sizeof(field), "%s%s%s", prefix, *prefix ? "." : "", key);
+	if (st == ATB_ERR_NOT_FOUND)
+		return bad(err, field, "missing field '%s'", key);
+	return bad(err, field, "bad value for '%s'", key);
+}
+
+#define REAL(o, key, prefix, req, dst)                                            \
+	do {                                                                      \
+		double v_ = (dst);                                                \
+		enum atb_status s_ = get_real((o), (key), (prefix), (req), &v_); \
+		if (s_)                                                           \
+			return field_status(err, s_, (prefix), (key));            \
+		(dst) = v_;                                                       \
+	} while (0)
+
+#define INT(o, key, prefix, req, dst)                                  \
+	do {                                                           \
+		long long v_ = (long long)(dst);                       \
+		enum atb_status s_ = get_int((o), (key), (req), &v_);  \
+		if (s_)                                                \
+			return field_status(err, s_, (prefix), (key)); \
+		(dst) = v_;                                            \
+	} while (0)
+
+#define STR(o, key, prefix, req, buf)                                             \
+	do {                                                                      \
+		enum atb_status s_ = get_str((o), (key), (req), (buf), sizeof(buf)); \
+		if (s_)                                                           \
+			return field_status(err, s_, (prefix), (key));            \
+	} while (0)
+
+static enum atb_status parse_dist(const json_t *o, const char *path,
+				  struct atb_runner_dist *d, struct atb_error *err)
+{
+	char kind[16] = "";
+
+	if (!json_is_object(o))
+		return bad(err, path, "expected an object for '%s'", path);
+	STR(o, "name", path, 1, d->name);
+	STR(o, "kind", path, 1, kind);
+	if (!strcmp(kind, "uniform")) {
+		d->normal = 0;
+		REAL(o, "low", path, 1, d->low);
+		REAL(o, "high", path, 1, d->high);
+		if (!(d->low < d->high))
+			return bad(err, path, "empty uniform range in '%s'", path);
+	} else if (!strcmp(kind, "normal")) {
+		d->normal = 1;
+		REAL(o, "mean", path, 1, d->mean);
+		REAL(o, "stddev", path, 1, d->stddev);
+		if (!(d->stddev > 0))
+			return bad(err, path, "stddev must be positive in '%s'", path);
+	} else {
+		return bad(err, path, "unknown distribution kind '%s'", kind);
+	}
+	return ATB_OK;
+}
+
+static enum atb_status parse_set(const json_t *o, const char *path, size_t nbuffers,
+				 struct atb_runner_set *s, struct atb_error *err)
+{
+	json_t *a;
+	size_t i;
+	char field[128];
+
+	if (!json_is_object(o))
+		return bad(err, path, "expected an object for '%s'", path);
+	STR(o, "name", path, 1, s->name);
+	a = json_object_get(o, "ints");
+	if (a) {
+		if (!json_is_array(a) || json_array_size(a) > ATB_RUNNER_MAX_PARAMS)
+			return field_status(err, ATB_ERR_SCHEMA, path, "ints");
+		for (i = 0; i < json_array_size(a); i++) {
+			if (!json_is_integer(json_array_get(a, i)))
+				return field_status(err, ATB_ERR_SCHEMA, path, "ints");
+			s->ints[i] = json_integer_value(json_array_get(a, i));
+		}
+		s->nints = json_array_size(a);
+	}
+	a = json_object_get(o, "reals");
+	if (a) {
+		if (!json_is_array(a) || json_array_size(a) > ATB_RUNNER_MAX_PARAMS)
+			return field_status(err, ATB_ERR_SCHEMA, path, "reals");
+		for (i = 0; i < json_array_size(a); i++) {
+			if (!json_is_number(json_array_get(a, i)))
+				return field_status(err, ATB_ERR_SCHEMA, path, "reals");
+			s->reals[i] = json_number_value(json_array_get(a, i));
+		}
+		s->nreals = json_array_size(a);
+	}
+	a = json_object_get(o, "counts");
+	if (!a)
+		return field_status(err, ATB_ERR_NOT_FOUND, path, "counts");
+	if (!json_is_array(a) || json_array_size(a) != nbuffers) {
+		snprintf(field, sizeof(field), "%s.counts", path);
+		return bad(err, field, "'%s' must hold one element count per buffer", field);
+	}
+	for (i = 0; i < nbuffers; i++) {
+		json_t *c = json_array_get(a, i);
+
+		if (!json_is_integer(c) || json_integer_value(c) < 1 ||
+		    json_integer_value(c) > (json_int_t)1 << 34) {
+			snprintf(field, sizeof(field), "%s.counts[%zu]", path, i);
+			return bad(err, field, "bad element count at '%s'", field);
+		}
+		s->counts[i] = (size_t)json_integer_value(c);
+	}
+	return ATB_OK;
+}
+
+static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
+				    struct atb_error *err)
+{
+	struct atb_timing_config *c = &j->timing;
+	double ms = (double)c->warmup_min_time_ns / 1e6;
+	double per_seed_s = (double)c->max_time_per_seed_ns / 1e9;
+	double min_bytes = (double)j->cache_flush_min_bytes;
+	long long wi = c->warmup_min_iterations, tmin = c->trials_min, tmax = c->trials_max;
+	char interleave[32] = "randomized_pairs";
+	json_t *f;
+
+	if (!json_is_object(o))
+		return bad(err, "timing", "expected an object for '%s'", "timing");
+	INT(o, "warmup_min_iterations", "timing", 0, wi);
+	REAL(o, "warmup_min_time_ms", "timing", 0, ms);
+	INT(o, "trials_min", "timing", 0, tmin);
+	INT(o, "trials_max", "timing", 0, tmax);
+	REAL(o, "target_rel_halfwidth", "timing", 0, c->target_rel_halfwidth);
+	REAL(o, "ci_level", "timing", 0, c->ci_level);
+	REAL(o, "max_time_per_seed_s", "timing", 0, per_seed_s);
+	REAL(o, "cache_flush_factor", "timing", 0, j->cache_flush_factor);
+	REAL(o, "cache_flush_min_bytes", "timing", 0, min_bytes);
+	STR(o, "interleave", "timing", 0, interleave);
+	f = json_object_get(o, "cache_flush");
+	if (f) {
+		if (!json_is_boolean(f))
+			return field_status(err, ATB_ERR_SCHEMA, "timing", "cache_flush");
+		c->flush = json_is_true(f);
+	}
+	if (wi < 0 || wi > 1000000)
+		return field_status(err, ATB_ERR_SCHEMA, "timing", "warmup_min_iterations");
+	if (tmin < 1 || tmin > 1000000)
+		return field_status(err, ATB_ERR_SCHEMA, "timing", "trials_min");
+	if (tmax < tmin || tmax > 1000000)
+		return bad(err, "timing.trials_max", "'%s' must be at least trials_min",
+			   "timing.trials_max");
+	if (ms < 0 || per_seed_s < 0 || min_bytes < 0 || j->cache_flush_factor < 0)
+		return bad(err, "timing", "negative value in '%s'", "timing");
+	if (!(c->ci_level > 0 && c->ci_level < 1))
+		return field_status(err, ATB_ERR_SCHEMA, "timing", "ci_level");
+	c->warmup_min_iterations = (int)wi;
+	c->trials_min = (int)tmin;
+	c->trials_max = (int)tmax;
+	c->warmup_min_time_ns = (int64_t)(ms * 1e6);
+	c->max_time_per_seed_ns = (int64_t)(per_seed_s * 1e9);
+	j->cache_flush_min_bytes = (size_t)min_bytes;
+	if (atb_timing_interleave_parse(interleave, &c->interleave, err)) {
+		err->status = ATB_ERR_SCHEMA;
+		snprintf(err->field, sizeof(err->field), "timing.interleave");
+		return ATB_ERR_SCHEMA;
+	}
+	return ATB_OK;
+}
+
+static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job *j,
+					 struct atb_error *err)
+{
+	char poison[16] = "nan", path[128];
+	json_t *t, *d, *v;
+	const char *key;
+	size_t i;
+	enum atb_status st;
+
+	if (!json_is_object(o))
+		return bad(err, "correctness", "expected an object for '%s'", "correctness");
+	STR(o, "poison", "correctness", 0, poison);
+	if (strcmp(poison, "nan"))
+		return bad(err, "correctness.poison", "unknown poison '%s': expected nan", poison);
+	j->poison_nan = 1;
+	t = json_object_get(o, "tolerances");
+	if (t) {
+		if (!json_is_object(t))
+			return field_status(err, ATB_ERR_SCHEMA, "correctness", "tolerances");
+		json_object_foreach(t, key, v) {
+			struct atb_runner_tolerance *tol;
+
+			snprintf(path, sizeof(path), "correctness.tolerances.%s", key);
+			if (j->ntolerances >= ATB_RUNNER_MAX_DTYPES || strlen(key) >= 16)
+				return bad(err, path, "too many tolerances at '%s'", path);
+			tol = &j->tolerances[j->ntolerances];
+			memcpy(tol->dtype, key, strlen(key) + 1);
+			if (!json_is_object(v))
+				return bad(err, path, "expected an object for '%s'", path);
+			REAL(v, "atol", path, 1, tol->atol);
+			REAL(v, "rtol", path, 1, tol->rtol);
+			if (tol->atol < 0 || tol->rtol < 0)
+				return bad(err, path, "negative tolerance at '%s'", path);
+			j->ntolerances++;
+		}
+	}
+	d = json_object_get(o, "distributions");
+	if (d) {
+		if (!json_is_array(d) || json_array_size(d) > ATB_RUNNER_MAX_DISTS)
+			return field_status(err, ATB_ERR_SCHEMA, "correctness", "distributions");
+		for (i = 0; i < json_array_size(d); i++) {
+			snprintf(path, sizeof(path), "correctness.distributions[%zu]", i);
+			st = parse_dist(json_array_get(d, i), path, &j->dists[i], err);
+			if (st)
+				return st;
+		}
+		j->ndists = json_array_size(d);
+	}
+	return ATB_OK;
+}
+
+static enum atb_status parse_buffers(const json_t *a, struct atb_runner_job *j,
+				     struct atb_error *err)
+{
+	size_t i;
+	char path[128], dtype[16], role[16];
+	enum atb_status st;
+
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > ATB_RUNNER_MAX_BUFFERS)
+		return bad(err, "buffers", "'%s' must be a non-empty array", "buffers");
+	for (i = 0; i < json_array_size(a); i++) {
+		json_t *b = json_array_get(a, i), *adv, *dist;
+		struct atb_runner_buffer *rb = &j->buffers[i];
+
+		snprintf(path, sizeof(path), "buffers[%zu]", i);
+		if (!json_is_object(b))
+			return bad(err, path, "expected an object for '%s'", path);
+		STR(b, "name", path, 1, rb->name);
+		STR(b, "dtype", path, 1, dtype);
+		STR(b, "role", path, 1, role);
+		if (atb_dtype_parse(dtype, &rb->dtype, err)) {
+			snprintf(err->field, sizeof(err->field), "%s.dtype", path);
+			return ATB_ERR_SCHEMA;
+		}
+		if (!strcmp(role, "in"))
+			rb->role = ATB_ROLE_IN;
+		else if (!strcmp(role, "out"))
+			rb->role = ATB_ROLE_OUT;
+		else if (!strcmp(role, "inout"))
+			rb->role = ATB_ROLE_INOUT;
+		else
+			return bad(err, path, "unknown role '%s': expected in, out or inout", role);
+		dist = json_object_get(b, "dist");
+		if (rb->role != ATB_ROLE_OUT) {
+			char dpath[160];
+
+			snprintf(dpath, sizeof(dpath), "%s.dist", path);
+			if (!dist)
+				return bad(err, dpath, "missing field '%s'", "dist");
+			st = parse_dist(dist, dpath, &rb->dist, err);
+			if (st)
+				return st;
+		}
+		/* Integer inputs are often indices or shapes: adversarial only on request. */
+		rb->adversarial = rb->dtype == ATB_DTYPE_FP32 || rb->dtype == ATB_DTYPE_FP64;
+		adv = json_object_get(b, "adversarial");
+		if (adv) {
+			if (!json_is_boolean(adv))
+				return field_status(err, ATB_ERR_SCHEMA, path, "adversarial");
+			rb->adversarial = json_is_true(adv);
+		}
+	}
+	j->nbuffers = json_array_size(a);
+	return ATB_OK;
+}
+
+static const char *const arm_names[] = {"baseline", "candidate", "naive", "baseline_alone"};
+
+static enum atb_status parse_arms(const json_t *a, struct atb_runner_job *j,
+				  struct atb_error *err)
+{
+	size_t i, k;
+	char path[64];
+
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > ATB_RUNNER_MAX_ARMS)
+		return bad(err, "arms", "'%s' must hold 1 to 4 arms", "arms");
+	for (i = 0; i < json_array_size(a); i++) {
+		json_t *o = json_array_get(a, i), *so;
+		struct atb_runner_arm *arm = &j->arms[i];
+		int known = 0;
+
+		snprintf(path, sizeof(path), "arms[%zu]", i);
+		if (!json_is_object(o))
+			return bad(err, path, "expected an object for '%s'", path);
+		STR(o, "name", path, 1, arm->name);
+		for (k = 0; k < 4; k++)
+			known |= !strcmp(arm->name, arm_names[k]);
+		if (!known)
+			return bad(err, path,
+				   "unknown arm '%s': expected baseline, candidate, naive or baseline_alone",
+				   arm->name);
+		for (k = 0; k < i; k++)
+			if (!strcmp(j->arms[k].name, arm->name))
+				return bad(err, path, "duplicate arm '%s'", arm->name);
+		so = json_object_get(o, "so");
+		if (!json_is_string(so) || !json_string_length(so))
+			return field_status(err, so ? ATB_ERR_SCHEMA : ATB_ERR_NOT_FOUND, path, "so");
+		arm->so = atb_strdup(json_string_value(so));
+		j->narms = i + 1;
+		if (!arm->so)
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot copy job: out of memory");
+	}
+	return ATB_OK;
+}
+
+static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
+				 struct atb_error *err)
+{
+	char reference[32] = "baseline";
+	long long abi = -1, cache = 0;
+	json_t *a, *opt;
+	size_t i;
+	enum atb_status st;
+	int ref;
+
+	if (!json_is_object(o))
+		return bad(err, "", "expected a json object for the %s", "job");
+	STR(o, "id", "", 0, j->id);
+	INT(o, "abi", "", 1, abi);
+	if (abi != ATB_KERNEL_ABI_VERSION)
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, "", 0, 0, "abi",
+					"kernel abi %lld not supported: this runner speaks %d",
+					abi, ATB_KERNEL_ABI_VERSION);
+	st = parse_arms(json_object_get(o, "arms"), j, err);
+	if (st)
+		return st;
+	STR(o, "reference", "", 0, reference);
+	ref = atb_runner_job_arm(j, reference);
+	if (ref < 0)
+		return bad(err, "reference", "reference arm '%s' is not among the arms", reference);
+	j->reference = (size_t)ref;
+	st = parse_buffers(json_object_get(o, "buffers"), j, err);
+	if (st)
+		return st;
+
+	a = json_object_get(o, "sets");
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > ATB_RUNNER_MAX_SETS)
+		return bad(err, "sets", "'%s' must hold 1 to 32 parameter sets", "sets");
+	j->sets = atb_calloc(json_array_size(a), sizeof(*j->sets));
+	if (!j->sets)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot copy job: out of memory");
+	j->nsets = json_array_size(a);
+	for (i = 0; i < j->nsets; i++) {
+		char path[32];
+
+		snprintf(path, sizeof(path), "sets[%zu]", i);
+		st = parse_set(json_array_get(a, i), path, j->nbuffers, &j->sets[i], err);
+		if (st)
+			return st;
+	}
+	if (!json_object_get(o, "timing_set"))
+		return bad(err, "timing_set", "missing field '%s'", "timing_set");
+	st = parse_set(json_object_get(o, "timing_set"), "timing_set", j->nbuffers,
+		       &j->timing_set, err);
+	if (st)
+		return st;
+
+	a = json_object_get(o, "seeds");
+	if (!json_is_array(a) || json_array_size(a) == 0 ||
+	    json_array_size(a) > ATB_RUNNER_MAX_SEEDS)
+		return bad(err, "seeds", "'%s' must hold 1 to 1024 seeds", "seeds");
+	j->seeds = atb_calloc(json_array_size(a), sizeof(*j->seeds));
+	if (!j->seeds)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot copy job: out of memory");
+	for (i = 0; i < json_array_size(a); i++) {
+		json_t *s = json_array_get(a, i);
+
+		if (!json_is_integer(s) || json_integer_value(s) < 0) {
+			char path[32];
+
+			snprintf(path, sizeof(path), "seeds[%zu]", i);
+			return bad(err, path, "bad seed at '%s': expected an integer >= 0", path);
+		}
+		j->seeds[i] = (uint64_t)json_integer_value(s);
+	}
+	j->nseeds = json_array_size(a);
+
+	INT(o, "cache_bytes", "", 0, cache);
+	if (cache < 0)
+		return bad(err, "cache_bytes", "negative '%s'", "cache_bytes");
+	j->cache_bytes = (size_t)cache;
+	if (json_object_get(o, "timing")) {
+		st = parse_timing(json_object_get(o, "timing"), j, err);
+		if (st)
+			return st;
+	}
+	if (json_object_get(o, "correctness")) {
+		st = parse_correctness(json_object_get(o, "correctness"), j, err);
+		if (st)
+			return st;
+	}
+	opt = json_object_get(o, "options");
+	if (opt) {
+		long long pin = j->pin_cpu;
+		json_t *b;
+
+		if (!json_is_object(opt))
+			return bad(err, "options", "expected an object for '%s'", "options");
+		b = json_object_get(opt, "time_if_incorrect");
+		if (b && !json_is_boolean(b))
+			return field_status(err, ATB_ERR_SCHEMA, "options", "time_if_incorrect");
+		j->time_if_incorrect = b && json_is_true(b);
+		b = json_object_get(opt, "skip_timing");
+		if (b && !json_is_boolean(b))
+			return field_status(err, ATB_ERR_SCHEMA, "options", "skip_timing");
+		j->skip_timing = b && json_is_true(b);
+		INT(opt, "pin_cpu", "options", 0, pin);
+		if (pin < -1 || pin > 4095)
+			return field_status(err, ATB_ERR_SCHEMA, "options", "pin_cpu");
+		j->pin_cpu = (int)pin;
+	}
+	return ATB_OK;
+}
+
+enum atb_status atb_runner_job_from_json(const json_t *o, struct atb_runner_job **out,
+					 struct atb_error *err)
+{
+	struct atb_runner_job *j;
+	enum atb_status st;
+
+	*out = NULL;
+	j = atb_calloc(1, sizeof(*j));
+	if (!j)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot allocate job: out of memory");
+	atb_timing_config_default(&j->timing);
+	j->cache_flush_factor = 2;
+	j->cache_flush_min_bytes = 64u << 20;
+	j->poison_nan = 1;
+	j->pin_cpu = -1;
+	st = parse_job(o, j, err);
+	if (st) {
+		atb_runner_job_free(j);
+		return st;
+	}
+	*out = j;
+	return ATB_OK;
+}
+
+enum atb_status atb_runner_job_parse(const char *text, size_t len,
+				     struct atb_runner_job **out, struct atb_error *err)
+{
+	json_error_t je;
+	json_t *o;
+	enum atb_status st;
+
+	*out = NULL;
+	atb_alloc_install_json();
+	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (!o) {
+		if (je.position >= 0 && strstr(je.text, "memory"))
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot parse job: out of memory");
+		return atb_error_set_at(err, ATB_ERR_PARSE, "", (unsigned)je.line,
+					(unsigned)je.column, "", "malformed job json: %s",
+					je.text);
+	}
+	st = atb_runner_job_from_json(o, out, err);
+	json_decref(o);
+	return st;
+}
+
+void atb_runner_job_free(struct atb_runner_job *j)
+{
+	size_t i;
+
+	if (!j)
+		return;
+	for (i = 0; i < j->narms; i++)
+		atb_free(j->arms[i].so);
+	atb_free(j->sets);
+	atb_free(j->seeds);
+	atb_free(j);
+}
+
+int atb_runner_job_arm(const struct atb_runner_job *j, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < j->narms; i++)
+		if (!strcmp(j->arms[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* ---- from a protocol ---------------------------------------------------- */
+
+static int set_new(json_t *o, const char *key, json_t *v)
+{
+	return !v || json_object_set_new(o, key, v);
+}
+
+enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protocol *p,
+					    size_t cache_bytes, struct atb_error *err)
+{
+	json_t *t = json_object(), *c = json_object(), *tol = json_object(),
+	       *dists = json_array();
+	int bad_ = !t || !c || !tol || !dists;
+	size_t i;
+
+	atb_alloc_install_json();
+	if (!bad_) {
+		bad_ |= set_new(t, "warmup_min_iterations",
+				json_integer(p->timing.warmup_min_iterations));
+		bad_ |= set_new(t, "warmup_min_time_ms", json_real(p->timing.warmup_min_time_ms));
+		bad_ |= set_new(t, "trials_min", json_integer(p->timing.trials_min));
+		bad_ |= set_new(t, "trials_max", json_integer(p->timing.trials_max));
+		bad_ |= set_new(t, "target_rel_halfwidth",
+				json_real(p->timing.target_rel_halfwidth));
+		bad_ |= set_new(t, "ci_level", json_real(p->stats.ci_level));
+		bad_ |= set_new(t, "max_time_per_seed_s", json_real(p->timing.max_time_per_seed_s));
+		bad_ |= set_new(t, "cache_flush", json_boolean(p->timing.cache_flush));
+		bad_ |= set_new(t, "cache_flush_factor", json_real(p->timing.cache_flush_factor));
+		bad_ |= set_new(t, "cache_flush_min_bytes",
+				json_integer(p->timing.cache_flush_min_bytes));
+		bad_ |= set_new(t, "interleave", json_string(p->timing.interleave));
+		bad_ |= set_new(c, "poison", json_string(p->correctness.poison));
+		for (i = 0; !bad_ && i < p->correctness.ntolerances; i++) {
+			const struct atb_tolerance *x = &p->correctness.tolerances[i];
+			json_t *e = json_object();
+
+			if (!e || set_new(e, "atol", json_real(x->atol)) ||
+			    set_new(e, "rtol", json_real(x->rtol))) {
+				json_decref(e);
+				bad_ = 1;
+			} else {
+				bad_ |= set_new(tol, x->dtype, e);
+			}
+		}
+		for (i = 0; !bad_ && i < p->correctness.ndistributions; i++) {
+			const struct atb_distribution *x = &p->correctness.distributions[i];
+			json_t *e = json_object();
+			int normal = !strcmp(x->kind, "normal");
+
+			if (!e || set_new(e, "name", json_string(x->name)) ||
+			    set_new(e, "kind", json_string(x->kind)) ||
+			    set_new(e, normal ? "mean" : "low",
+				    json_real(normal ? x->mean : x->low)) ||
+			    set_new(e, normal ? "stddev" : "high",
+				    json_real(normal ? x->stddev : x->high))) {
+				json_decref(e);
+				bad_ = 1;
+			} else {
+				bad_ |= json_array_append_new(dists, e) != 0;
+			}
+		}
+		if (!bad_) {
+			bad_ |= set_new(c, "tolerances", tol);
+			tol = NULL;
+			bad_ |= set_new(c, "distributions", dists);
+			dists = NULL;
+			bad_ |= set_new(job, "timing", t);
+			t = NULL;
+			bad_ |= set_new(job, "correctness", c);
+			c = NULL;
+			bad_ |= set_new(job, "cache_bytes", json_integer((json_int_t)cache_bytes));
+		}
+	}
+	json_decref(t);
+	json_decref(c);
+	json_decref(tol);
+	json_decref(dists);
+	if (bad_)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build job: out of memory");
+	return ATB_OK;
+}

@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The timing core: warm-up, paired interleaved rounds, the cache flush and
+ * the noise-based stopping rule over any struct atb_timer (see
+ * include/atb/timing.h).  The median CI here is the stopping rule's own,
+ * distribution-free order-statistic interval; the verdicts use src/stats in
+ * the harness.  Nothing here allocates inside the timed region.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "atb/alloc.h"
+#include "atb/stats.h"
+#include "atb/timing.h"
+#include "util.h"
+#include "banned.h"
+
+/* ---- the cpu timer --------------------------------------------------- */
+
+struct cpu_timer {
+	int64_t t0, t1;
+	unsigned char *buf;
+	size_t nbytes;
+	unsigned char fill;
+	volatile uint64_t sink;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cpu_start(void *state)
+{
+	struct cpu_timer *c = state;
+
+	c->t0 = mono_ns();
+}
+
+static void cpu_stop(void *state)
+{
+	struct cpu_timer *c = state;
+
+	c->t1 = mono_ns();
+}
+
+static int64_t cpu_elapsed_ns(void *state)
+{
+	struct cpu_timer *c = state;
+
+	return c->t1 - c->t0;
+}
+
+/*
+ * Write every byte, then read one word per 64-byte line: both the dirty
+ * write-back and the read evict whatever the last call left in the caches.
+ */
+static void cpu_flush(void *state)
+{
+	struct cpu_timer *c = state;
+	uint64_t acc = 0;
+	size_t i;
+
+	if (!c->nbytes)
+		return;
+	memset(c->buf, c->fill++, c->nbytes);
+	for (i = 0; i + sizeof(uint64_t) <= c->nbytes; i += 64) {
+		uint64_t w;
+
+		memcpy(&w, c->buf + i, sizeof(w));
+		acc += w;
+	}
+	c->sink += acc;
+}
+
+static int64_t cpu_resolution_ns(void *state)
+{
+	struct timespec ts;
+
+	(void)state;
+	if (clock_getres(CLOCK_MONOTONIC, &ts))
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cpu_release(void *state)
+{
+	struct cpu_timer *c = state;
+
+	if (!c)
+		return;
+	atb_free(c->buf);
+	atb_free(c);
+}
+
+static const struct atb_timer_ops cpu_ops = {
+	.name = "cpu",
+	.start = cpu_start,
+	.stop = cpu_stop,
+	.elapsed_ns = cpu_elapsed_ns,
+	.flush = cpu_flush,
+	.resolution_ns = cpu_resolution_ns,
+	.release = cpu_release,
+};
+
+enum atb_status atb_timer_cpu_new(size_t flush_bytes, struct atb_timer **out,
+				  struct atb_error *err)
+{
+	struct atb_timer *t;
+	struct cpu_timer *c;
+	struct timespec ts;
+
+	*out = NULL;
+	if (clock_gettime(CLOCK_MONOTONIC, &ts))
+		return atb_error_set(err, ATB_ERR_SYSTEM, "no monotonic clock");
+	t = atb_calloc(1, sizeof(*t));
+	c = atb_calloc(1, sizeof(*c));
+	if (!t || !c) {
+		atb_free(t);
+		atb_free(c);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot allocate timer: out of memory");
+	}
+	if (flush_bytes) {
+		c->buf = atb_malloc(flush_bytes);
+		if (!c->buf) {
+			atb_free(t);
+			atb_free(c);
+			return atb_error_set(err, ATB_ERR_NOMEM,
+					     "cannot allocate %zu-byte flush buffer: out of memory",
+					     flush_bytes);
+		}
+		/* Touch every page now so the first flush does not fault. */
+		memset(c->buf, 1, flush_bytes);
+	}
+	c->nbytes = flush_bytes;
+	t->ops = &cpu_ops;
+	t->state = c;
+	t->flush_bytes = flush_bytes;
+	*out = t;
+	return ATB_OK;
+}
+
+void atb_timer_free(struct atb_timer *t)
+{
+	if (!t)
+		return;
+	if (t->ops && t->ops->release)
+		t->ops->release(t->state);
+	atb_free(t);
+}
+
+size_t atb_timing_flush_bytes(size_t cache_bytes, double factor, size_t min_bytes)
+{
+	double want = factor * (double)cache_bytes;
+	size_t n = want > 0 ? (size_t)want : 0;
+
+	return n > min_bytes ? n : min_bytes;
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+void atb_timing_config_default(struct atb_timing_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->warmup_min_iterations = 3;
+	cfg->warmup_min_time_ns = 20000000;
+	cfg->trials_min = 10;
+	cfg->trials_max = 200;
+	cfg->target_rel_halfwidth = 0.01;
+	cfg->ci_level = 0.95;
+	cfg->max_time_per_seed_ns = 5000000000LL;
+	cfg->flush = 1;
+	cfg->interleave = ATB_INTERLEAVE_RANDOMIZED_PAIRS;
+}
+
+enum atb_status atb_timing_interleave_parse(const char *name,
+					    enum atb_timing_interleave *out,
+					    struct atb_error *err)
+{
+	if (name && !strcmp(name, "randomized_pairs")) {
+		*out = ATB_INTERLEAVE_RANDOMIZED_PAIRS;
+		return ATB_OK;
+	}
+	if (name && !strcmp(name, "fixed")) {
+		*out = ATB_INTERLEAVE_FIXED;
+		return ATB_OK;
+	}
+	return atb_error_set(err, ATB_ERR_SCHEMA,
+			     "unknown interleave '%s': expected randomized_pairs or fixed",
+			     name ? name : "");
+}
+
+const char *atb_timing_stop_name(enum atb_timing_stop s)
+{
+	switch (s) {
+	case ATB_STOP_TARGET:
+		return "target";
+	case ATB_STOP_TRIALS_MAX:
+		return "trials_max";
+	case ATB_STOP_TIME_BUDGET:
+		return "time_budget";
+	default:
+		return "none";
+	}
+}
+
+/* ---- the median CI (stopping rule) ------------------------------------ */
+
+/*
+ * The stopping rule's median and CI come from src/stats (atb_stats_median_ci:
+ * order statistics, binomial), on a double copy the caller provides.
+ */
+static enum atb_status median_ci_d(double *x, const int64_t *t, size_t n, double level,
+				   double *median, double *rel, struct atb_error *err)
+{
+	double lo, hi;
+	enum atb_status st;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		x[i] = (double)t[i];
+	st = atb_stats_median(x, n, median, err);
+	if (!st)
+		st = atb_stats_median_ci(x, n, level, &lo, &hi, err);
+	if (st)
+		return st;
+	if (!isfinite(lo) || !isfinite(hi) || !(*median > 0))
+		*rel = INFINITY;
+	else
+		*rel = (hi - lo) / (2.0 * *median);
+	return ATB_OK;
+}
+
+enum atb_status atb_timing_median_ci(const int64_t *x, size_t n, double level,
+				     double *median, double *rel_halfwidth,
+				     struct atb_error *err)
+{
+	double *d;
+	enum atb_status st;
+
+	if (!n || !(level > 0 && level < 1))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad median ci request: n %zu, level %g", n, level);
+	d = atb_malloc(n * sizeof(*d));
+	if (!d)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot copy samples: out of memory");
+	st = median_ci_d(d, x, n, level, median, rel_halfwidth, err);
+	atb_free(d);
+	return st;
+}
+
+/* ---- round orders ---------------------------------------------------- */
+
+/*
+ * The order generator's seed: a splitmix64 step of the seed, so the order
+ * stream is not the input generator's stream for the same seed.
+ */
+static unsigned long order_seed(uint64_t seed)
+{
+	uint64_t z = seed + 0x9e3779b97f4a7c15ULL;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (unsigned long)(z ^ (z >> 31));
+}
+
+static void next_order(enum atb_timing_interleave il, gsl_rng *r, size_t narms,
+		       size_t *order)
+{
+	size_t i;
+
+	for (i = 0; i < narms; i++)
+		order[i] = i;
+	if (il == ATB_INTERLEAVE_RANDOMIZED_PAIRS && narms > 1)
+		gsl_ran_shuffle(r, order, narms, sizeof(*order));
+}
+
+enum atb_status atb_timing_round_orders(enum atb_timing_interleave il, uint64_t seed,
+					size_t narms, size_t nrounds, size_t *order,
+					struct atb_error *err)
+{
+	gsl_rng *r;
+	size_t k;
+
+	if (!narms)
+		return atb_error_set(err, ATB_ERR_USAGE, "no arms to order");
+	r = gsl_rng_alloc(gsl_rng_mt19937);
+	if (!r)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot allocate rng: out of memory");
+	gsl_rng_set(r, order_seed(seed));
+	for (k = 0; k < nrounds; k++)
+		next_order(il, r, narms, order + k * narms);
+	gsl_rng_free(r);
+	return ATB_OK;
+}
+
+/* ---- one seed --------------------------------------------------------- */
+
+void atb_timing_seed_release(struct atb_timing_seed *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; s->arms && i < s->narms; i++) {
+		atb_free(s->arms[i].times_ns);
+		atb_free(s->arms[i].round);
+		atb_free(s->arms[i].position);
+	}
+	atb_free(s->arms);
+	memset(s, 0, sizeof(*s));
+}
+
+static enum atb_status check_config(const struct atb_timing_config *c, size_t narms,
+				    struct atb_error *err)
+{
+	if (!narms)
+		return atb_error_set(err, ATB_ERR_USAGE, "no arms to time");
+	if (c->trials_min < 1 || c->trials_max < c->trials_min)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad trial bounds: min %d, max %d",
+				     c->trials_min, c->trials_max);
+	if (c->warmup_min_iterations < 0 || c->warmup_min_time_ns < 0)
+		return atb_error_set(err, ATB_ERR_USAGE, "bad warm-up: negative");
+	if (!(c->ci_level > 0 && c->ci_level < 1))
+		return atb_error_set(err, ATB_ERR_USAGE, "bad ci level %g", c->ci_level);
+	return ATB_OK;
+}
+
+static enum atb_status warm_up(const struct atb_timing_config *cfg, size_t arm,
+			       atb_timing_call_fn call, void *ctx,
+			       struct atb_timing_arm *a, struct atb_error *err)
+{
+	/* PROTO: timing.warmup.min_iterations, timing.warmup.min_time_ms */
+	int64_t t0 = atbi_monotonic_ns(), now = t0;
+	int it = 0;
+
+	while (it < cfg->warmup_min_iterations || now - t0 < cfg->warmup_min_time_ns) {
+		if (call(ctx, arm))
+			return atb_error_set(err, ATB_ERR_CHECK,
+					     "arm %zu failed during warm-up", arm);
+		it++;
+		now = atbi_monotonic_ns();
+	}
+	a->warmup_iterations = it;
+	a->warmup_ns = now - t0;
+	return ATB_OK;
+}
+
+enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
+				    struct atb_timer *timer, uint64_t seed,
+				    size_t narms, atb_timing_call_fn call, void *ctx,
+				    struct atb_timing_seed *out, struct atb_error *err)
+{
+	const struct atb_timer_ops *ops = timer->ops;
+	size_t cap = (size_t)cfg->trials_max, i;
+	size_t *order = NULL;
+	double *scratch = NULL;
+	int64_t t_start;
+	gsl_rng *r = NULL;
+	enum atb_status st;
+	int round;
+
+	memset(out, 0, sizeof(*out));
+	out->seed = seed;
+	st = check_config(cfg, narms, err);
+	if (st)
+		return st;
+	out->arms = atb_calloc(narms, sizeof(*out->arms));
+	if (!out->arms)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot allocate samples: out of memory");
+	out->narms = narms;
+	/* Every array is sized for trials.max up front: no allocation while timing. */
+	for (i = 0; i < narms; i++) {
+		struct atb_timing_arm *a = &out->arms[i];
+
+		a->times_ns = atb_malloc(cap * sizeof(*a->times_ns));
+		a->round = atb_malloc(cap * sizeof(*a->round));
+		a->position = atb_malloc(cap * sizeof(*a->position));
+		a->ci_rel_halfwidth = INFINITY;
+		if (!a->times_ns || !a->round || !a->position)
+			goto nomem;
+	}
+	order = atb_malloc(narms * sizeof(*order));
+	scratch = atb_malloc(cap * sizeof(*scratch));
+	r = gsl_rng_alloc(gsl_rng_mt19937);
+	if (!order || !scratch || !r)
+		goto nomem;
+	gsl_rng_set(r, order_seed(seed));
+
+	t_start = atbi_monotonic_ns();
+	for (i = 0; i < narms; i++) {
+		st = warm_up(cfg, i, call, ctx, &out->arms[i], err);
+		if (st)
+			goto done;
+	}
+
+	for (round = 0; round < cfg->trials_max; round++) {
+		int all_met = 1;
+		size_t p;
+
+		/* PROTO: timing.interleave (randomized_pairs) */
+		next_order(cfg->interleave, r, narms, order);
+		for (p = 0; p < narms; p++) {
+			struct atb_timing_arm *a = &out->arms[order[p]];
+			int64_t t;
+			int rc;
+
+			if (cfg->flush && ops->flush)
+				ops->flush(timer->state);  /* PROTO: timing.cache_flush */
+			ops->start(timer->state);
+			rc = call(ctx, order[p]);
+			ops->stop(timer->state);
+			if (rc) {
+				st = atb_error_set(err, ATB_ERR_CHECK,
+						   "arm %zu failed in round %d", order[p], round);
+				goto done;
+			}
+			t = ops->elapsed_ns(timer->state);
+			if (t < 0) {
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "timer '%s' failed in round %d", ops->name, round);
+				goto done;
+			}
+			a->times_ns[a->ntrials] = t;
+			a->round[a->ntrials] = round;
+			a->position[a->ntrials] = (int)p;
+			a->ntrials++;
+		}
+		out->rounds = round + 1;
+
+		/* PROTO: timing.stopping (median_ci_halfwidth) */
+		for (i = 0; i < narms; i++) {
+			struct atb_timing_arm *a = &out->arms[i];
+
+			st = median_ci_d(scratch, a->times_ns, a->ntrials, cfg->ci_level,
+					 &a->median_ns, &a->ci_rel_halfwidth, err);
+			if (st)
+				goto done;
+			if (!(a->ci_rel_halfwidth <= cfg->target_rel_halfwidth))
+				all_met = 0;
+		}
+		if (out->rounds >= cfg->trials_min && cfg->target_rel_halfwidth > 0 && all_met) {
+			out->stop = ATB_STOP_TARGET;
+			break;
+		}
+		if (out->rounds >= cfg->trials_max) {
+			out->stop = ATB_STOP_TRIALS_MAX;
+			break;
+		}
+		if (cfg->max_time_per_seed_ns > 0 &&
+		    atbi_monotonic_ns() - t_start >= cfg->max_time_per_seed_ns) {
+			out->stop = ATB_STOP_TIME_BUDGET;
+			break;
+		}
+	}
+	out->elapsed_ns = atbi_monotonic_ns() - t_start;
+	st = ATB_OK;
+	goto done;
+
+nomem:
+	st = atb_error_set(err, ATB_ERR_NOMEM, "cannot allocate samples: out of memory");
+done:
+	if (r)
+		gsl_rng_free(r);
+	atb_free(order);
+	atb_free(scratch);
+	return st;
+}
