@@ -864,7 +864,10 @@ static void silent_output(struct fy_diag *diag, void *user, const char *buf, siz
 	(void)diag; (void)user; (void)buf; (void)len;
 }
 
-/* Parse text into a document; a YAML error becomes ATB_ERR_PARSE at its position. */
+/*
+ * Parse text into a document; a YAML error becomes ATB_ERR_PARSE at its
+ * position (libfyaml's collected errors are already 1-based).
+ */
 static enum atb_status build_doc(struct loader *L, const char *text, size_t len,
 				 struct fy_document **out)
 {
@@ -890,9 +893,9 @@ static enum atb_status build_doc(struct loader *L, const char *text, size_t len,
 		void *it = NULL;
 		struct fy_diag_error *e = fy_diag_errors_iterate(diag, &it);
 		enum atb_status st = atb_error_set_at(
-			L->err, ATB_ERR_PARSE, L->file, e ? (unsigned)e->line + 1 : 0,
-			e ? (unsigned)e->column + 1 : 0, NULL, "malformed YAML in '%s': %s",
-			L->file, e && e->msg ? e->msg : "parse error");
+			L->err, ATB_ERR_PARSE, L->file, e && e->line > 0 ? (unsigned)e->line : 0,
+			e && e->column > 0 ? (unsigned)e->column : 0, NULL, "malformed yaml: %s",
+			e && e->msg ? e->msg : "syntax error");
 
 		fy_diag_unref(diag);
 		return st;

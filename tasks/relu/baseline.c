@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * relu honest baseline: Y = max(X, 0) elementwise over N fp32 values, a
+ * branch-free select the compiler vectorises.
+ */
+#include <stdint.h>
+
+#include "atb/kernel.h"
+
+int atb_kernel(const struct atb_kernel_args *args)
+{
+	const float *X;
+	float *Y;
+	int64_t N, i;
+
+	if (args->nbuffers != 2 || args->nints != 1)
+		return 1;
+	X = args->buffers[0];
+	Y = args->buffers[1];
+	N = args->ints[0];
+	for (i = 0; i < N; i++)
+		Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
+	return 0;
+}
