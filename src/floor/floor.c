@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Measuring the box's memory bandwidth and fp32 peak for the physical-floor
+ * gate (PROTO: gates.physical_floor).  Both must be upper bounds on what a
+ * candidate can reach, or the gate would refuse honest kernels: so every
+ * core runs, the FMA loop is compiled for the widest ISA the CPU has (GCC's
+ * target_clones resolves it at load time), and the best repetition counts.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atb/alloc.h"
+#include "atb/floor.h"
+#include "util.h"
+#include "banned.h"
+
+/*
+ * One FMA loop per ISA, each with as many independent accumulator chains as
+ * its register file holds without spilling (latency x ports in flight):
+ * AVX-512 12 x 16 lanes in zmm, AVX2+FMA 10 x 8 lanes in ymm, baseline
+ * 8 x 4 lanes in xmm.  Without -ffast-math the compiler may not fold the
+ * chain; fp-contract=fast makes a*x+b one FMA, as the protocol's build
+ * flags (GNU C) do for candidates.
+ */
+#define DEFINE_FMA_LOOP(fname, tgt, vbytes, chains)                            \
+	typedef float fname##_v __attribute__((vector_size(vbytes)));             \
+	__attribute__((target(tgt), noinline, optimize("fp-contract=fast")))   \
+	static double fname(long iters, float seed)                               \
+	{                                                                         \
+		enum { LANES = vbytes / 4 };                                      \
+		fname##_v acc[chains], a, b;                                      \
+		double s = 0;                                                     \
+		long i;                                                           \
+		int c, l;                                                         \
+		for (c = 0; c < chains; c++)                                      \
+			for (l = 0; l < LANES; l++)                               \
+				acc[c][l] = seed + (float)(c * LANES + l) * 1e-3f; \
+		for (l = 0; l < LANES; l++) {                                     \
+			a[l] = 0.999999f;                                         \
+			b[l] = 1e-7f;                                             \
+		}                                                                 \
+		for (i = 0; i < iters; i++)                                       \
+			_Pragma("GCC unroll 16")                                  \
+			for (c = 0; c < chains; c++)                              \
+				acc[c] = acc[c] * a + b;                          \
+		for (c = 0; c < chains; c++)                                      \
+			for (l = 0; l < LANES; l++)                               \
+				s += acc[c][l];                                   \
+		return s;                                                         \
+	}
+
+DEFINE_FMA_LOOP(fma_avx512, "avx512f", 64, 12)
+DEFINE_FMA_LOOP(fma_avx2, "avx2,fma", 32, 10)
+DEFINE_FMA_LOOP(fma_base, "default", 16, 8)
+
+/* Flops of one fma_loop iteration for the ISA in use. */
+static double flops_per_iter(const char *isa)
+{
+	if (!strcmp(isa, "avx512f"))
+		return 2.0 * 16 * 12;
+	if (!strcmp(isa, "avx2"))
+		return 2.0 * 8 * 10;
+	return 2.0 * 4 * 8;
+}
+
+static double fma_loop(const char *isa, long iters, float seed)
+{
+	if (!strcmp(isa, "avx512f"))
+		return fma_avx512(iters, seed);
+	if (!strcmp(isa, "avx2"))
+		return fma_avx2(iters, seed);
+	return fma_base(iters, seed);
+}
+
+static const char *detect_isa(void)
+{
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		return "avx512f";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "avx2";
+	return "baseline";
+}
+
+struct worker {
+	pthread_t th;
+	int kind;          /* 0: fma, 1: copy, 2: read */
+	long iters;
+	unsigned char *src, *dst;
+	size_t bytes;
+	pthread_barrier_t *start;
+	const char *isa;
+	volatile double sink;
+	double sum;
+	int64_t ns;        /* this worker's own time for its share */
+};
+
+static void *work(void *arg)
+{
+	struct worker *w = arg;
+	size_t i;
+	double s = 0;
+
+	int64_t t0;
+
+	pthread_barrier_wait(w->start);
+	t0 = atbi_monotonic_ns();
+	switch (w->kind) {
+	case 0:
+		w->sink = fma_loop(w->isa, w->iters, (float)w->bytes);
+		break;
+	case 1:
+		memcpy(w->dst, w->src, w->bytes);
+		break;
+	default:
+		for (i = 0; i < w->bytes / sizeof(uint64_t); i += 8) {
+			const uint64_t *p = (const uint64_t *)w->src + i;
+
+			s += (double)(p[0] ^ p[1] ^ p[2] ^ p[3] ^ p[4] ^ p[5] ^ p[6] ^ p[7]);
+		}
+		w->sum = s;
+		break;
+	}
+	w->ns = atbi_monotonic_ns() - t0;
+	return NULL;
+}
+
+/* Run nthreads workers of one kind at once; wall time in ns. */
+static enum atb_status run_workers(struct worker *ws, int nthreads, int64_t *ns,
+				   struct atb_error *err)
+{
+	pthread_barrier_t start;
+	int64_t t0;
+	int i, started = 0;
+
+	if (pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1))
+		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot create a thread barrier");
+	for (i = 0; i < nthreads; i++) {
+		ws[i].start = &start;
+		if (pthread_create(&ws[i].th, NULL, work, &ws[i]))
+			break;
+		started++;
+	}
+	if (started < nthreads) {
+		/* Release the ones waiting; the barrier cannot complete otherwise. */
+		pthread_barrier_destroy(&start);
+		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot start measurement threads");
+	}
+	pthread_barrier_wait(&start);
+	t0 = atbi_monotonic_ns();
+	for (i = 0; i < nthreads; i++)
+		pthread_join(ws[i].th, NULL);
+	*ns = atbi_monotonic_ns() - t0;
+	pthread_barrier_destroy(&start);
+	return ATB_OK;
+}
+
+/* Keep the higher of *best and amount / ns (per second). */
+static void keep_best(double *best, double amount, int64_t ns)
+{
+	double r = ns > 0 ? amount / ((double)ns * 1e-9) : 0;
+
+	if (r > *best)
+		*best = r;
+}
+
+enum atb_status atb_floor_measure_cpu(uint64_t work_bytes, struct atb_floor_caps *out,
+				      struct atb_error *err)
+{
+	enum atb_status st = ATB_OK;
+	struct worker *ws = NULL;
+	unsigned char *src = NULL, *dst = NULL;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	int nthreads = n > 0 ? (int)n : 1, i, rep;
+	size_t per;
+	int64_t ns;
+	double *best = NULL;  /* per worker: best fma, copy and read rates */
+	double peak = 0, copy_bw = 0, read_bw = 0;
+	const long fma_iters = 4000000;
+	const char *isa = detect_isa();
+
+	memset(out, 0, sizeof(*out));
+	if (!work_bytes)
+		work_bytes = 256ull << 20;
+	per = (size_t)(work_bytes / (uint64_t)nthreads) & ~(size_t)63;
+	ws = atb_calloc((size_t)nthreads, sizeof(*ws));
+	best = atb_calloc((size_t)nthreads * 3, sizeof(*best));
+	src = atb_malloc(per * (size_t)nthreads);
+	dst = atb_malloc(per * (size_t)nthreads);
+	if (!ws || !best || !src || !dst) {
+		st = atb_error_set(err, ATB_ERR_NOMEM,
+				   "cannot allocate %llu bytes to measure memory bandwidth",
+				   (unsigned long long)work_bytes * 2);
+		goto out;
+	}
+	/* Touch every page first so page faults stay out of the timing. */
+	memset(src, 1, per * (size_t)nthreads);
+	memset(dst, 2, per * (size_t)nthreads);
+
+	for (rep = 0; rep < 5; rep++) {
+		for (i = 0; i < nthreads; i++) {
+			ws[i].kind = 0;
+			ws[i].isa = isa;
+			ws[i].iters = fma_iters;
+			ws[i].bytes = (size_t)rep;
+		}
+		if ((st = run_workers(ws, nthreads, &ns, err)))
+			goto out;
+		for (i = 0; i < nthreads; i++)
+			keep_best(&best[3 * i], flops_per_iter(isa) * (double)fma_iters, ws[i].ns);
+		for (i = 0; i < nthreads; i++) {
+			ws[i].kind = 1;
+			ws[i].src = src + per * (size_t)i;
+			ws[i].dst = dst + per * (size_t)i;
+			ws[i].bytes = per;
+		}
+		if ((st = run_workers(ws, nthreads, &ns, err)))
+			goto out;
+		for (i = 0; i < nthreads; i++)
+			keep_best(&best[3 * i + 1], 2.0 * (double)per, ws[i].ns);
+		for (i = 0; i < nthreads; i++)
+			ws[i].kind = 2;
+		if ((st = run_workers(ws, nthreads, &ns, err)))
+			goto out;
+		for (i = 0; i < nthreads; i++)
+			keep_best(&best[3 * i + 2], (double)per, ws[i].ns);
+	}
+	out->threads = nthreads;
+	snprintf(out->isa, sizeof(out->isa), "%s", isa);
+	/*
+	 * Each worker's best rate, summed: on a busy box another process slows
+	 * some repetitions of some workers, and an overestimate only lowers the
+	 * floor (never refuses an honest kernel), so the best of each counts.
+	 * A copy moves each byte twice (read + write); a read moves it once.
+	 */
+	for (i = 0; i < nthreads; i++) {
+		peak += best[3 * i];
+		copy_bw += best[3 * i + 1];
+		read_bw += best[3 * i + 2];
+	}
+	out->peak_flops_per_s = peak;
+	out->mem_bw_bytes_per_s = copy_bw > read_bw ? copy_bw : read_bw;
+	snprintf(out->method, sizeof(out->method),
+		 "best of 5 per thread, summed: %d threads; fp32 fma %s; memcpy and read over %llu MiB",
+		 nthreads, out->isa, (unsigned long long)(work_bytes >> 20));
+out:
+	atb_free(best);
+	atb_free(ws);
+	atb_free(src);
+	atb_free(dst);
+	return st;
+}
+
+double atb_floor_ns(const struct atb_floor_caps *caps, int64_t bytes, int64_t flops)
+{
+	double tb = 0, tf = 0;
+
+	if (!caps)
+		return 0;
+	if (bytes > 0 && caps->mem_bw_bytes_per_s > 0)
+		tb = (double)bytes / caps->mem_bw_bytes_per_s * 1e9;
+	if (flops > 0 && caps->peak_flops_per_s > 0)
+		tf = (double)flops / caps->peak_flops_per_s * 1e9;
+	return tb > tf ? tb : tf;
+}
