@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Unit tests of the timing core (src/timing) with a scripted fake timer, so
+ * that stopping, ordering and flushing are checked exactly, and of the cpu
+ * timer against the monotonic clock.  PROTO: timing.warmup, timing.trials,
+ * timing.stopping, timing.cache_flush, timing.interleave.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "atb/alloc.h"
+#include "atb/timing.h"
+#include "banned.h"
+
+/* A fake timer: elapsed_ns is what the last call said it took. */
+struct fake {
+	int64_t next_ns;
+	int flushes;
+	int starts;
+	int running;
+	int bad_stop;   /* a call ran outside start/stop */
+};
+
+static void f_start(void *s) { ((struct fake *)s)->starts++; ((struct fake *)s)->running = 1; }
+static void f_stop(void *s) { ((struct fake *)s)->running = 0; }
+static int64_t f_elapsed(void *s) { return ((struct fake *)s)->next_ns; }
+static void f_flush(void *s) { ((struct fake *)s)->flushes++; }
+static int64_t f_res(void *s) { (void)s; return 1; }
+
+static const struct atb_timer_ops fake_ops = {
+	.name = "fake", .start = f_start, .stop = f_stop, .elapsed_ns = f_elapsed,
+	.flush = f_flush, .resolution_ns = f_res, .release = NULL,
+};
+
+struct script {
+	struct fake *fake;
+	int calls[4];
+	int timed_calls[4];
+	int64_t base_ns[4];
+	int noisy;        /* alternate +-40% */
+	int fail_arm;     /* -1: none */
+	int fail_after;   /* fail on this call number of fail_arm */
+	long sleep_ns;    /* real time burnt per call */
+	size_t last_arm[1024];
+	size_t nlast;
+};
+
+static int scripted_call(void *ctx, size_t arm)
+{
+	struct script *s = ctx;
+	int n = s->calls[arm]++;
+
+	if ((int)arm == s->fail_arm && n >= s->fail_after)
+		return 7;
+	if (s->fake->running) {
+		s->timed_calls[arm]++;
+		if (s->nlast < 1024)
+			s->last_arm[s->nlast++] = arm;
+	}
+	s->fake->next_ns = s->base_ns[arm];
+	if (s->noisy)
+		s->fake->next_ns = s->base_ns[arm] * (n % 2 ? 14 : 6) / 10;
+	if (s->sleep_ns) {
+		struct timespec ts = {0, s->sleep_ns};
+
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static void setup_cfg(struct atb_timing_config *c)
+{
+	atb_timing_config_default(c);
+	c->warmup_min_iterations = 2;
+	c->warmup_min_time_ns = 0;
+	c->trials_min = 10;
+	c->trials_max = 30;
+	c->max_time_per_seed_ns = 0;
+}
+
+Test(timing, constant_times_stop_at_trials_min_on_target)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(r.stop, ATB_STOP_TARGET);
+	cr_assert_eq(r.rounds, 10);
+	cr_assert_eq(r.arms[0].ntrials, 10);
+	cr_assert_eq(r.arms[1].ntrials, 10);
+	cr_assert_eq(r.arms[0].times_ns[3], 1000);
+	cr_assert_eq(r.arms[1].times_ns[3], 2000);
+	cr_assert_float_eq(r.arms[1].median_ns, 2000.0, 1e-9);
+	cr_assert_float_eq(r.arms[1].ci_rel_halfwidth, 0.0, 1e-12);
+	cr_assert_eq(r.arms[0].warmup_iterations, 2);
+	cr_assert_str_eq(atb_timing_stop_name(r.stop), "target");
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, noisy_times_run_to_trials_max)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .noisy = 1, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(r.stop, ATB_STOP_TRIALS_MAX);
+	cr_assert_eq(r.rounds, 30);
+	cr_assert_eq(r.arms[0].ntrials, 30);
+	cr_assert(r.arms[0].ci_rel_halfwidth > 0.01);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, flush_before_every_timed_call_and_not_in_warmup)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .noisy = 1, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(f.flushes, 60);
+	cr_assert_eq(f.starts, 60);
+	cr_assert_eq(s.timed_calls[0] + s.timed_calls[1], 60);
+	cr_assert_eq(s.calls[0], 30 + 2);  /* trials + warm-up */
+	atb_timing_seed_release(&r);
+
+	memset(&f, 0, sizeof(f));
+	memset(s.calls, 0, sizeof(s.calls));
+	c.flush = 0;
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(f.flushes, 0);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, order_is_drawn_from_the_seed_and_reproducible)
+{
+	size_t a[2 * 64], b[2 * 64], d[2 * 64], i;
+	int firsts[2] = {0, 0}, differ = 0;
+	struct atb_error e;
+
+	cr_assert_eq(atb_timing_round_orders(ATB_INTERLEAVE_RANDOMIZED_PAIRS, 42, 2, 64, a, &e), ATB_OK);
+	cr_assert_eq(atb_timing_round_orders(ATB_INTERLEAVE_RANDOMIZED_PAIRS, 42, 2, 64, b, &e), ATB_OK);
+	cr_assert_eq(atb_timing_round_orders(ATB_INTERLEAVE_RANDOMIZED_PAIRS, 43, 2, 64, d, &e), ATB_OK);
+	cr_assert_arr_eq(a, b, sizeof(a));
+	for (i = 0; i < 64; i++) {
+		cr_assert_eq(a[2 * i] + a[2 * i + 1], 1);  /* a permutation of {0,1} */
+		firsts[a[2 * i]]++;
+		differ |= a[2 * i] != d[2 * i];
+	}
+	cr_assert(firsts[0] > 10 && firsts[1] > 10, "both orders occur (%d, %d)", firsts[0], firsts[1]);
+	cr_assert(differ, "another seed gives another order");
+	cr_assert_eq(atb_timing_round_orders(ATB_INTERLEAVE_FIXED, 42, 2, 4, d, &e), ATB_OK);
+	for (i = 0; i < 4; i++)
+		cr_assert(d[2 * i] == 0 && d[2 * i + 1] == 1);
+}
+
+Test(timing, run_seed_follows_the_drawn_order)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .noisy = 1, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+	size_t order[2 * 30], k;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 99, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(atb_timing_round_orders(c.interleave, 99, 2, 30, order, &e), ATB_OK);
+	cr_assert_eq(s.nlast, 60);
+	for (k = 0; k < 60; k++)
+		cr_assert_eq(s.last_arm[k], order[k], "timed call %zu", k);
+	for (k = 0; k < 30; k++) {
+		cr_assert_eq(r.arms[0].round[k], (int)k);
+		cr_assert_eq((size_t)r.arms[0].position[k], order[2 * k] == 0 ? 0u : 1u);
+	}
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, time_budget_stops_the_seed)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .noisy = 1, .fail_arm = -1,
+			   .sleep_ns = 200000};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	c.trials_min = 1000;
+	c.trials_max = 1000;
+	c.max_time_per_seed_ns = 10000000;  /* 10 ms */
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 1, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_eq(r.stop, ATB_STOP_TIME_BUDGET);
+	cr_assert(r.rounds >= 1 && r.rounds < 1000);
+	cr_assert(r.elapsed_ns >= 10000000);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, warmup_meets_iterations_and_time)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000}, .fail_arm = -1, .sleep_ns = 100000};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	c.warmup_min_iterations = 3;
+	c.warmup_min_time_ns = 2000000;
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 1, 1, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert(r.arms[0].warmup_iterations >= 3);
+	cr_assert(r.arms[0].warmup_ns >= 2000000);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, a_failing_call_is_a_check_error)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .fail_arm = 1, .fail_after = 5};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 1, 2, scripted_call, &s, &r, &e), ATB_ERR_CHECK);
+	cr_assert(strstr(e.msg, "arm 1 failed"), "%s", e.msg);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, bad_configs_are_refused)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+	enum atb_timing_interleave il;
+
+	setup_cfg(&c);
+	c.trials_max = 5;
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 1, 2, scripted_call, &s, &r, &e), ATB_ERR_USAGE);
+	atb_timing_seed_release(&r);
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 1, 0, scripted_call, &s, &r, &e), ATB_ERR_USAGE);
+	atb_timing_seed_release(&r);
+	cr_assert_eq(atb_timing_interleave_parse("randomized_pairs", &il, &e), ATB_OK);
+	cr_assert_eq(atb_timing_interleave_parse("ABBA", &il, &e), ATB_ERR_SCHEMA);
+}
+
+Test(timing, median_ci_order_statistics)
+{
+	int64_t x[20];
+	double med, rel;
+	struct atb_error e;
+	int i;
+
+	for (i = 0; i < 20; i++)
+		x[i] = 100 + i;  /* 100..119 */
+	cr_assert_eq(atb_timing_median_ci(x, 20, 0.95, &med, &rel, &e), ATB_OK);
+	cr_assert_float_eq(med, 109.5, 1e-9);
+	/* n = 20, 95%: [x(6), x(15)] = [105, 114] */
+	cr_assert_float_eq(rel, (114.0 - 105.0) / 2.0 / 109.5, 1e-12);
+	cr_assert_eq(atb_timing_median_ci(x, 3, 0.95, &med, &rel, &e), ATB_OK);
+	cr_assert(isinf(rel));
+	cr_assert_eq(atb_timing_median_ci(x, 0, 0.95, &med, &rel, &e), ATB_ERR_USAGE);
+}
+
+Test(timing, cpu_timer_measures_monotonic_time_and_flushes)
+{
+	struct atb_timer *t;
+	struct atb_error e;
+	struct timespec ts = {0, 2000000};
+	int64_t ns;
+
+	cr_assert_eq(atb_timer_cpu_new(1 << 20, &t, &e), ATB_OK);
+	cr_assert_str_eq(t->ops->name, "cpu");
+	cr_assert_eq(t->flush_bytes, 1u << 20);
+	cr_assert(t->ops->resolution_ns(t->state) > 0);
+	t->ops->flush(t->state);
+	t->ops->start(t->state);
+	nanosleep(&ts, NULL);
+	t->ops->stop(t->state);
+	ns = t->ops->elapsed_ns(t->state);
+	cr_assert(ns >= 2000000 && ns < 1000000000, "%lld", (long long)ns);
+	atb_timer_free(t);
+	cr_assert_eq(atb_timing_flush_bytes(32u << 20, 2, 64u << 20), 64u << 20);
+	cr_assert_eq(atb_timing_flush_bytes(48u << 20, 2, 64u << 20), 96u << 20);
+}
+
+Test(timing, allocation_failures_are_clean)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 1000}, .noisy = 1, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+	long k;
+	enum atb_status st;
+
+	setup_cfg(&c);
+	for (k = 1; k < 400; k++) {
+		atb_alloc_fail_at(k);
+		st = atb_timing_run_seed(&c, &t, 3, 2, scripted_call, &s, &r, &e);
+		atb_timing_seed_release(&r);
+		if (!atb_alloc_failed()) {
+			cr_assert_eq(st, ATB_OK);
+			break;
+		}
+		cr_assert_eq(st, ATB_ERR_NOMEM, "k=%ld: %s", k, e.msg);
+	}
+	atb_alloc_fail_at(0);
+	cr_assert(k > 1 && k < 400);
+}
