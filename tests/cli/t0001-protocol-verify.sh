@@ -1,0 +1,83 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# atb protocol verify / digest / show on the shipped protocol, and verify
+# refusing a protocol file edited without a new version (a temp copy, --home).
+. "$(dirname "$0")/lib.sh"
+
+test_expect "verify passes on the shipped protocol" '
+	expect_exit 0 "$ATB" protocol verify &&
+	expect_grep "ok  version 1" "$TRASH/out" &&
+	expect_grep "(current)" "$TRASH/out"
+'
+
+test_expect "verify --json lists every version" '
+	expect_exit 0 "$ATB" protocol verify --json &&
+	expect_grep "\"current\": 1" "$TRASH/out" &&
+	expect_grep "\"ok\": true" "$TRASH/out"
+'
+
+test_expect "digest of the current protocol equals the digest of v1.yaml" '
+	expect_exit 0 "$ATB" protocol digest && cur=$(cut -d" " -f1 "$TRASH/out") &&
+	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v1.yaml" &&
+	file=$(cut -d" " -f1 "$TRASH/out") &&
+	[ ${#cur} = 64 ] && [ "$cur" = "$file" ] &&
+	expect_grep "$cur" "$ATB_HOME/protocol/protocol.lock"
+'
+
+test_expect "digest ignores comments and key order" '
+	expect_exit 0 "$ATB" protocol digest "$ATB_SOURCE_DIR/tests/fixtures/protocol/good-reordered.yaml" &&
+	a=$(cut -d" " -f1 "$TRASH/out") &&
+	expect_exit 0 "$ATB" protocol digest &&
+	[ "$a" = "$(cut -d" " -f1 "$TRASH/out")" ]
+'
+
+test_expect "show prints sections, version and digest" '
+	expect_exit 0 "$ATB" protocol show &&
+	expect_grep "protocol 1: " "$TRASH/out" &&
+	expect_grep "digest   " "$TRASH/out" &&
+	expect_grep "stats.cv_cap" "$TRASH/out" &&
+	expect_grep "gates.anomaly_breaker.factor" "$TRASH/out"
+'
+
+test_expect "show --json carries the canonical protocol (global --json too)" '
+	expect_exit 0 "$ATB" --json protocol show --version 1 &&
+	expect_grep "\"version\": 1" "$TRASH/out" &&
+	expect_grep "\"cv_cap\": 0.05" "$TRASH/out" &&
+	expect_grep "\"digest\": " "$TRASH/out"
+'
+
+test_expect "show --version of an unfrozen version exits 2" '
+	expect_exit 2 "$ATB" protocol show --version 9 &&
+	expect_grep "protocol version 9 is not frozen" "$TRASH/err"
+'
+
+test_expect "verify fails with exit 2 after an edit without a new version" '
+	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
+	old=$("$ATB" protocol digest --home home | cut -d" " -f1) &&
+	sed -i "s/cv_cap: 0.05/cv_cap: 0.06/" home/protocol/v1.yaml &&
+	new=$("$ATB" protocol digest home/protocol/v1.yaml | cut -d" " -f1) &&
+	expect_exit 2 "$ATB" protocol verify --home home &&
+	expect_grep "v1.yaml" "$TRASH/err" &&
+	expect_grep "changed without a new version" "$TRASH/err" &&
+	expect_grep "$old" "$TRASH/err" &&
+	expect_grep "$new" "$TRASH/err" &&
+	expect_exit 2 "$ATB" protocol show --home home
+'
+
+test_expect "a comment-only edit still verifies" '
+	mkdir home2 && cp -r "$ATB_HOME/protocol" home2/ &&
+	printf "# a trailing comment\n" >>home2/protocol/v1.yaml &&
+	expect_exit 0 "$ATB" protocol verify --home home2
+'
+
+test_expect "usage errors exit 2; --help documents every subcommand" '
+	expect_exit 2 "$ATB" protocol &&
+	expect_exit 2 "$ATB" protocol frobnicate &&
+	expect_exit 2 "$ATB" protocol show --bogus &&
+	expect_exit 0 "$ATB" protocol --help &&
+	for w in show digest verify freeze --home --json --version; do
+		expect_grep "$w" "$TRASH/out" || exit 1
+	done
+'
+
+test_done

@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Bad protocol files: the error line names file:line:column and the field.
+. "$(dirname "$0")/lib.sh"
+
+FIX="$ATB_SOURCE_DIR/tests/fixtures/protocol"
+
+test_expect "an out-of-range value names file:line:column and field" '
+	expect_exit 2 "$ATB" protocol freeze "$FIX/bad-out-of-range.yaml" --home "$TRASH" &&
+	expect_grep "atb: $FIX/bad-out-of-range.yaml:8:11: stats.cv_cap: expected a number in (0, 1), got '"'"'1.5'"'"'" "$TRASH/err"
+'
+
+test_expect "an unknown key names the key" '
+	expect_exit 2 "$ATB" protocol freeze "$FIX/bad-unknown-key.yaml" --home "$TRASH" &&
+	expect_grep "bad-unknown-key.yaml:8:3: stats.cv_capp: unknown key" "$TRASH/err"
+'
+
+test_expect "malformed yaml is one error line, nothing from libfyaml" '
+	expect_exit 2 "$ATB" protocol freeze "$FIX/bad-malformed.yaml" --home "$TRASH" &&
+	expect_grep "bad-malformed.yaml:21:4: malformed yaml" "$TRASH/err" &&
+	[ "$(wc -l <"$TRASH/err")" = 1 ]
+'
+
+test_expect "--json reports the error as an object too" '
+	expect_exit 2 "$ATB" protocol freeze "$FIX/bad-trials.yaml" --home "$TRASH" --json &&
+	expect_grep "\"field\": \"timing.trials.max\"" "$TRASH/out" &&
+	expect_grep "\"status\": \"schema\"" "$TRASH/out" &&
+	expect_grep "\"line\": 21" "$TRASH/out"
+'
+
+test_expect "freeze adds a new version and keeps the old one" '
+	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
+	sed "s/^version: 1/version: 2/; s/cv_cap: 0.05/cv_cap: 0.04/" "$ATB_HOME/protocol/v1.yaml" >cand.yaml &&
+	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
+	expect_grep "as protocol version 2" "$TRASH/out" &&
+	[ -f home/protocol/v2.yaml ] &&
+	expect_exit 0 "$ATB" protocol verify --home home &&
+	expect_grep "ok  version 1" "$TRASH/out" &&
+	expect_grep "ok  version 2" "$TRASH/out" &&
+	expect_exit 0 "$ATB" protocol show --home home --version 1 --json &&
+	expect_grep "\"cv_cap\": 0.05" "$TRASH/out" &&
+	expect_exit 0 "$ATB" protocol show --home home --json &&
+	expect_grep "\"cv_cap\": 0.04" "$TRASH/out"
+'
+
+test_expect "freeze refuses a version that is not current + 1" '
+	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
+	sed "s/^version: 1/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/" "$ATB_HOME/protocol/v1.yaml" >c5.yaml &&
+	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
+	expect_grep "the next version is 2" "$TRASH/err" &&
+	[ ! -f home3/protocol/v5.yaml ] && [ ! -f home3/protocol/v2.yaml ]
+'
+
+test_done

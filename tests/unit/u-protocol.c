@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Unit tests of the protocol module: the shipped lock matches the shipped
+ * files (provenance: editing protocol/v1.yaml without a new version fails
+ * this suite), the digest ignores comments, layout and key order but not
+ * values, older versions stay loadable after a freeze, every bad fixture in
+ * tests/fixtures/protocol/ fails with the status and position its
+ * "# expect:" line names, and the allocation-failure walk.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+
+#include <criterion/criterion.h>
+
+#include "atb/alloc.h"
+#include "atb/protocol.h"
+#include "util.h"
+#include "banned.h"
+
+#define SRC ATB_SOURCE_DIR
+#define V1 SRC "/protocol/v1.yaml"
+#define FIXTURES SRC "/tests/fixtures/protocol"
+
+static char *slurp(const char *path)
+{
+	char *text = NULL;
+	struct atb_error err;
+
+	cr_assert_eq(atbi_read_file(path, &text, NULL, &err), ATB_OK, "%s", err.msg);
+	return text;
+}
+
+static void spit(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert(f, "cannot write %s", path);
+	cr_assert_eq(fwrite(text, 1, strlen(text), f), strlen(text));
+	cr_assert_eq(fclose(f), 0);
+}
+
+/* text with the first `from` replaced by `to`; caller frees (atb_free). */
+static char *replace(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	size_t n;
+	char *out;
+
+	cr_assert(at, "'%s' not found", from);
+	n = strlen(text) - strlen(from) + strlen(to);
+	out = atb_malloc(n + 1);
+	cr_assert(out);
+	snprintf(out, n + 1, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+	return out;
+}
+
+/* A temporary home holding a copy of the shipped protocol/. */
+static char home[256];
+
+static void copy_home(void)
+{
+	char cmd[768];
+
+	snprintf(home, sizeof(home), "/tmp/atb-u-protocol.XXXXXX");
+	cr_assert(mkdtemp(home));
+	snprintf(cmd, sizeof(cmd), "cp -r '%s/protocol' '%s/'", SRC, home);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static void remove_home(void)
+{
+	char cmd[512];
+
+	if (!home[0])
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", home);
+	home[0] = '\0';
+}
+
+static void edit_home_file(const char *name, const char *from, const char *to)
+{
+	char path[512], *text, *out;
+
+	snprintf(path, sizeof(path), "%s/protocol/%s", home, name);
+	text = slurp(path);
+	out = replace(text, from, to);
+	spit(path, out);
+	atb_free(out);
+	atb_free(text);
+}
+
+/* ---- provenance -------------------------------------------------------- */
+
+Test(protocol, shipped_lock_matches_shipped_files)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char digest[65];
+
+	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
+		     "protocol/ does not match protocol.lock: %s", err.msg);
+	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_protocol_digest_file(V1, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 1);
+	cr_assert_str_eq(p->digest, digest);
+	cr_assert(atbi_is_sha256_hex(p->digest));
+	atb_protocol_free(p);
+}
+
+Test(protocol, shipped_v1_values_are_the_papers)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	const struct atb_tolerance *t;
+
+	cr_assert_eq(atb_protocol_load_version(SRC, 1, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_float_eq(p->stats.cv_cap, 0.05, 1e-15);           /* PROTO: stats.cv_cap */
+	cr_assert_eq(p->stats.min_paired_seeds, 5);
+	cr_assert_float_eq(p->gates.anomaly_factor, 10.0, 1e-15);    /* PROTO: gates.anomaly_breaker */
+	cr_assert_float_eq(p->anchor_band, 0.10, 1e-15);
+	cr_assert_float_eq(p->kernelbench.correct_rate_bar, 0.50, 1e-15);
+	cr_assert_float_eq(p->kernelbench.median_speedup_bar, 1.2, 1e-15);
+	cr_assert_eq(p->timing.trials_min, 10);
+	cr_assert_eq(p->timing.trials_max, 200);
+	cr_assert_eq(p->timing.cache_flush, 1);
+	cr_assert_eq(p->timing.cache_flush_min_bytes, 67108864LL);
+	cr_assert_str_eq(p->timing.interleave, "randomized_pairs");
+	cr_assert_eq(p->build.ncpu_flags, 4);
+	cr_assert_str_eq(p->build.cpu_flags[1], "-march=native");
+	cr_assert_eq(p->correctness.ndistributions, 4);
+	cr_assert_str_eq(p->correctness.distributions[2].name, "large_magnitude");
+	cr_assert_float_eq(p->correctness.distributions[2].low, -1000.0, 1e-12);
+	cr_assert_eq(p->kernelbench.nfast_p, 4);
+	cr_assert_eq(p->loop.nusable_iteration, 4);
+	cr_assert_str_eq(p->loop.usable_iteration[3], "admitted");
+	cr_assert_eq(p->llm.max_output_tokens, 16384);
+	cr_assert_str_eq(p->engine.paired_order, "ABBA");
+	t = atb_protocol_tolerance(p, "bf16");
+	cr_assert(t);
+	cr_assert_float_eq(t->atol, 2.0e-2, 1e-15);
+	cr_assert_null(atb_protocol_tolerance(p, "fp7"));
+	/* the store's triggers read these paths from the canonical JSON */
+	cr_assert(strstr(p->canonical_json, "\"stats\":{"));
+	cr_assert(strstr(p->canonical_json, "\"cv_cap\":0.050000000000000003"));
+	cr_assert(strstr(p->canonical_json, "\"anomaly_breaker\":{\"factor\":10.0}"));
+	atb_protocol_free(p);
+}
+
+Test(protocol, edit_without_version_bump_fails_load_and_verify, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	struct atb_frozen_protocol *list = NULL;
+	size_t n = 7;
+	char before[65], after[65], path[512];
+
+	copy_home();
+	snprintf(path, sizeof(path), "%s/protocol/v1.yaml", home);
+	cr_assert_eq(atb_protocol_digest_file(path, before, &err), ATB_OK);
+	edit_home_file("v1.yaml", "cv_cap: 0.05", "cv_cap: 0.06");
+	cr_assert_eq(atb_protocol_digest_file(path, after, &err), ATB_OK);
+
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert_null(p);
+	cr_assert(strstr(err.msg, "protocol 'v1.yaml' changed without a new version"), "%s",
+		  err.msg);
+	cr_assert(strstr(err.msg, before), "%s", err.msg);
+	cr_assert(strstr(err.msg, after), "%s", err.msg);
+	cr_assert(strstr(err.msg, "atb protocol freeze"), "%s", err.msg);
+	cr_assert_str_eq(err.file, path);
+
+	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "v1.yaml"));
+	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert_eq(atb_protocol_load_digest(home, before, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, NULL, &err), ATB_ERR_PROTOCOL);
+	cr_assert_null(list);
+	cr_assert_eq(n, 0);
+}
+
+Test(protocol, comment_only_edit_still_verifies, .fini = remove_home)
+{
+	struct atb_error err;
+
+	copy_home();
+	edit_home_file("v1.yaml", "stats:\n", "# a new comment\nstats:   # trailing\n\n");
+	edit_home_file("v1.yaml", "cv_cap: 0.05", "cv_cap:      5.0e-2");
+	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
+}
+
+/* ---- the digest -------------------------------------------------------- */
+
+Test(protocol, key_order_comments_and_layout_do_not_change_digest)
+{
+	struct atb_error err;
+	char a[65], b[65];
+
+	cr_assert_eq(atb_protocol_digest_file(V1, a, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_protocol_digest_file(FIXTURES "/good-reordered.yaml", b, &err), ATB_OK,
+		     "%s", err.msg);
+	cr_assert_str_eq(a, b);
+}
+
+Test(protocol, any_value_change_changes_digest, .fini = remove_home)
+{
+	static const char *const edits[][2] = {
+		{"cv_cap: 0.05", "cv_cap: 0.050001"},
+		{"min_paired_seeds: 5", "min_paired_seeds: 6"},
+		{"-march=native", "-march=x86-64"},
+		{"enabled: true", "enabled: false"},
+		{"title: AutoTuneBench", "title: AutoTuneBench2"},
+		{"factor: 10.0", "factor: 10"},         /* a real became an integer */
+		{"poison: nan", "poison: 'nan '"},
+		{"[0.0, 1.0, 1.2, 2.0]", "[0.0, 1.2, 1.0, 2.0]"},  /* sequence order counts */
+	};
+	struct atb_error err;
+	char base[65], got[65], path[512];
+	char *orig;
+	size_t i;
+
+	copy_home();
+	snprintf(path, sizeof(path), "%s/protocol/v1.yaml", home);
+	orig = slurp(path);
+	cr_assert_eq(atb_protocol_digest_file(path, base, &err), ATB_OK);
+	for (i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		char *t = replace(orig, edits[i][0], edits[i][1]);
+
+		spit(path, t);
+		atb_free(t);
+		cr_assert_eq(atb_protocol_digest_file(path, got, &err), ATB_OK, "%s", err.msg);
+		cr_assert_str_neq(got, base, "edit '%s' kept the digest", edits[i][1]);
+	}
+	atb_free(orig);
+}
+
+/* ---- versions ---------------------------------------------------------- */
+
+Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	struct atb_frozen_protocol *list = NULL;
+	char v1digest[65], v2digest[65], cand[512], *text, *t2, *t3;
+	size_t n = 0;
+	int version = 0, current = 0;
+
+	copy_home();
+	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
+	text = slurp(V1);
+	t2 = replace(text, "version: 1", "version: 2");
+	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	spit(cand, t3);
+	atb_free(text);
+	atb_free(t2);
+	atb_free(t3);
+
+	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v2digest, &err), ATB_OK, "%s",
+		     err.msg);
+	cr_assert_eq(version, 2);
+	cr_assert_str_neq(v2digest, v1digest);
+
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 2);
+	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
+	cr_assert_str_eq(p->digest, v2digest);
+	atb_protocol_free(p);
+
+	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 1);
+	cr_assert_float_eq(p->stats.cv_cap, 0.05, 1e-15);
+	cr_assert_str_eq(p->digest, v1digest);
+	atb_protocol_free(p);
+
+	cr_assert_eq(atb_protocol_load_digest(home, v1digest, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 1);
+	atb_protocol_free(p);
+
+	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(current, 2);
+	cr_assert_eq(list[0].version, 1);
+	cr_assert_str_eq(list[0].digest, v1digest);
+	cr_assert_str_eq(list[1].digest, v2digest);
+	cr_assert(strstr(list[1].file, "/protocol/v2.yaml"));
+	cr_assert(strstr(list[1].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	atb_protocol_frozen_free(list, n);
+	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
+
+	/* freezing is append-only: the same file again, or a skipped version */
+	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "the next version is 3"), "%s", err.msg);
+	edit_home_file("v2.yaml", "version: 2", "version: 4");
+	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
+}
+
+Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_home)
+{
+	struct atb_error err;
+	int version = 9;
+
+	copy_home();
+	cr_assert_eq(atb_protocol_freeze(home, FIXTURES "/bad-out-of-range.yaml", &version, NULL,
+					 &err), ATB_ERR_SCHEMA);
+	cr_assert_eq(version, 0);
+	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 2"), "%s", err.msg);
+}
+
+Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char lock[512], v1digest[65], cand[512], *text, *t2;
+	FILE *f;
+
+	copy_home();
+	cr_assert_eq(atb_protocol_load_version(home, 2, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 2 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
+
+	/* a file whose own version: disagrees with its lock entry */
+	text = slurp(V1);
+	t2 = replace(text, "version: 1", "version: 3");
+	snprintf(cand, sizeof(cand), "%s/protocol/v1.yaml", home);
+	spit(cand, t2);
+	atb_free(text);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_digest_file(cand, v1digest, &err), ATB_OK);
+	snprintf(lock, sizeof(lock), "%s/protocol/protocol.lock", home);
+	f = fopen(lock, "w");
+	cr_assert(f);
+	fprintf(f, "current: 1\nfrozen:\n  - {version: 1, file: v1.yaml, sha256: %s}\n", v1digest);
+	fclose(f);
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "says version 3 but the lock freezes it as version 1"), "%s",
+		  err.msg);
+
+	/* a lock entry pointing outside protocol/ */
+	f = fopen(lock, "w");
+	cr_assert(f);
+	fprintf(f, "current: 1\nfrozen:\n  - {version: 1, file: ../v1.yaml, sha256: %s}\n",
+		v1digest);
+	fclose(f);
+	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_SCHEMA);
+	cr_assert_str_eq(err.field, "frozen[0].file");
+	cr_assert_eq(err.line, 3);
+
+	remove(lock);
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "not frozen"), "%s", err.msg);
+	cr_assert_null(p);
+}
+
+/* ---- schema failures: tests/fixtures/protocol/bad-*.yaml -------------- */
+
+/*
+ * Load a fixture and compare with its "# expect: STATUS: LINE:COL: FIELD:
+ * MESSAGE" line (the file name left out).
+ */
+static void check_fixture(const char *name)
+{
+	struct atb_error err;
+	struct atb_protocol *p = (struct atb_protocol *)1;
+	char path[512], got[2048], want[1024];
+	char *text = NULL, *line, *nl;
+	enum atb_status st;
+
+	snprintf(path, sizeof(path), "%s/%s", FIXTURES, name);
+	text = slurp(path);
+	line = strstr(text, "# expect: ");
+	cr_assert(line, "%s has no '# expect:' line", name);
+	line += strlen("# expect: ");
+	nl = strchr(line, '\n');
+	snprintf(want, sizeof(want), "%.*s", nl ? (int)(nl - line) : (int)strlen(line), line);
+	atb_free(text);
+
+	atb_error_clear(&err);
+	st = atb_protocol_load_file(path, &p, &err);
+	cr_assert_null(p, "%s: out not NULL on failure", name);
+	cr_assert_neq(st, ATB_OK, "%s loaded", name);
+	cr_assert_eq(st, err.status);
+	cr_assert_str_eq(err.file, path);
+	cr_assert(err.line > 0 && err.column > 0, "%s: no position", name);
+	atb_error_format(&err, got, sizeof(got));
+	cr_assert(!strncmp(got, path, strlen(path)) && got[strlen(path)] == ':');
+	snprintf(path, sizeof(path), "%s: %s", atb_status_name(st), got + strlen(path) + 1);
+	cr_assert_str_eq(path, want, "%s", name);
+}
+
+Test(protocol, unknown_key_is_schema_error) { check_fixture("bad-unknown-key.yaml"); }
+Test(protocol, wrong_type_is_schema_error) { check_fixture("bad-wrong-type.yaml"); }
+Test(protocol, quoted_number_is_schema_error) { check_fixture("bad-quoted-number.yaml"); }
+Test(protocol, missing_field_is_schema_error) { check_fixture("bad-missing-field.yaml"); }
+Test(protocol, out_of_range_is_schema_error) { check_fixture("bad-out-of-range.yaml"); }
+Test(protocol, trials_max_below_min_is_schema_error) { check_fixture("bad-trials.yaml"); }
+Test(protocol, uniform_low_not_below_high_is_schema_error)
+{
+	check_fixture("bad-distribution-range.yaml");
+}
+Test(protocol, clock_other_than_monotonic_is_schema_error) { check_fixture("bad-clock.yaml"); }
+Test(protocol, anomaly_factor_of_one_is_schema_error) { check_fixture("bad-anomaly-factor.yaml"); }
+Test(protocol, malformed_yaml_is_parse_error) { check_fixture("bad-malformed.yaml"); }
+Test(protocol, duplicate_key_is_parse_error) { check_fixture("bad-duplicate-key.yaml"); }
+Test(protocol, empty_file_is_schema_error) { check_fixture("bad-empty.yaml"); }
+Test(protocol, sequence_at_top_is_schema_error) { check_fixture("bad-not-mapping.yaml"); }
+
+/* Every bad-*.yaml, so a new fixture is tested without a new Test(). */
+Test(protocol, every_bad_fixture_fails_as_its_expect_line_says)
+{
+	DIR *d = opendir(FIXTURES);
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert(d);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "bad-", 4))
+			continue;
+		check_fixture(e->d_name);
+		n++;
+	}
+	closedir(d);
+	cr_assert_geq(n, 20);
+}
+
+Test(protocol, missing_file_is_not_found)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char digest[65];
+
+	cr_assert_eq(atb_protocol_load_file(FIXTURES "/no-such.yaml", &p, &err), ATB_ERR_NOT_FOUND);
+	cr_assert_null(p);
+	cr_assert_eq(atb_protocol_digest_file(FIXTURES "/no-such.yaml", digest, &err),
+		     ATB_ERR_NOT_FOUND);
+	cr_assert_str_eq(digest, "");
+}
+
+/* ---- allocation failure ------------------------------------------------ */
+
+typedef enum atb_status (*walk_fn)(void);
+
+static enum atb_status walk_load_file(void)
+{
+	struct atb_error err;
+	struct atb_protocol *p = (struct atb_protocol *)1;
+	enum atb_status st = atb_protocol_load_file(V1, &p, &err);
+
+	if (st)
+		cr_assert_null(p);
+	atb_protocol_free(st ? NULL : p);
+	return st;
+}
+
+static enum atb_status walk_load_current(void)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	enum atb_status st = atb_protocol_load_current(SRC, &p, &err);
+
+	atb_protocol_free(p);
+	return st;
+}
+
+static enum atb_status walk_frozen_list(void)
+{
+	struct atb_error err;
+	struct atb_frozen_protocol *list = NULL;
+	size_t n = 0;
+	enum atb_status st = atb_protocol_frozen_list(SRC, &list, &n, NULL, &err);
+
+	atb_protocol_frozen_free(list, n);
+	return st;
+}
+
+static void walk(walk_fn fn, const char *what)
+{
+	long k;
+	enum atb_status st;
+
+	for (k = 1; k < 100000; k++) {
+		atb_alloc_fail_at(k);
+		st = fn();
+		if (!atb_alloc_failed()) {
+			atb_alloc_fail_at(0);
+			cr_assert_eq(st, ATB_OK, "%s: k=%ld: status %d without a failure", what, k,
+				     st);
+			cr_assert_gt(k, 10, "%s allocates too little to be walked", what);
+			return;
+		}
+		cr_assert_eq(st, ATB_ERR_NOMEM, "%s: k=%ld: status %s, want nomem", what, k,
+			     atb_status_name(st));
+	}
+	atb_alloc_fail_at(0);
+	cr_assert_fail("%s: never succeeded", what);
+}
+
+Test(protocol, allocation_failure_walk_load_file) { walk(walk_load_file, "load_file"); }
+Test(protocol, allocation_failure_walk_load_current) { walk(walk_load_current, "load_current"); }
+Test(protocol, allocation_failure_walk_frozen_list) { walk(walk_frozen_list, "frozen_list"); }
