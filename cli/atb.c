@@ -16,6 +16,7 @@ static const struct cli_command commands[] = {
 	{"db", cmd_db, "create and check the results store"},
 	{"audit", cmd_audit, "show and verify the audit chain"},
 	{"box", cmd_box, "show this machine's fingerprint"},
+	{"task", cmd_task, "list, show and check bundled tasks"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -47,5 +47,6 @@ int cmd_protocol(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_db(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_audit(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_box(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_task(int argc, char **argv, struct cli_ctx *ctx);
 
 #endif
