@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The results store: one SQLite file whose schema IS the ingest validator.
+ *
+ * Every protocol rule that a stored row must obey (paired seeds, frozen
+ * protocol digest, known box, baseline measured in the same job, CV cap,
+ * anomaly breaker, no duplicate seeds, finite positive values, append-only
+ * rows, a linked audit chain) is a CHECK constraint or a BEFORE trigger, so
+ * the database refuses a forbidden row whoever writes it, the sqlite3 shell
+ * included.  Refusals carry "atb-rule:<rule_id>: <explanation>"; the rule ids
+ * are the suffixes of the ATB_REJECTED_* status names (paired_seeds, ...).
+ *
+ * atb_store_ingest() is the one writer of measurements: one transaction per
+ * job (job, raw samples, per-seed results, result, audit entry).  A refused
+ * ingest is rolled back and recorded as a rejection row with its reason.
+ * Rows are never updated or deleted; a review adds a row.
+ *
+ * Does not: compute statistics (stats/ does), load the protocol from disk
+ * (the caller passes frozen protocols in), or print.
+ */
+#ifndef ATB_STORE_H
+#define ATB_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atb/protocol.h"
+#include "atb/status.h"
+
+#define ATB_STORE_SCHEMA_VERSION 1
+/* PRAGMA application_id of every atb store: "atb1" in ASCII. */
+#define ATB_STORE_APPLICATION_ID 0x61746231
+/* How long a write waits for another process's lock before ATB_ERR_LOCKED. */
+#define ATB_STORE_BUSY_TIMEOUT_MS 1000
+
+struct atb_store;
+
+enum atb_store_mode {
+	ATB_STORE_READ_ONLY = 0,  /* reporting; the store must exist */
+	ATB_STORE_READ_WRITE = 1, /* the store must exist */
+	ATB_STORE_CREATE = 2,     /* read-write; create schema v1 if absent */
+};
+
+/*
+ * Open the store at path.  Before anything is written the file is checked
+ * read-only: ATB_ERR_NOT_A_STORE ("'x' is not an atb store") for a non-SQLite
+ * file or another application_id, ATB_ERR_STORE_NEWER for a newer schema,
+ * ATB_ERR_NOT_FOUND when it does not exist (except ATB_STORE_CREATE),
+ * ATB_ERR_LOCKED when another process holds it.  A read-write open also
+ * recovers the audit mirror after a crash (see atb/audit.h).
+ * Caller owns *out (atb_store_close); *out is NULL on failure.
+ */
+enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
+			       struct atb_store **out, struct atb_error *err);
+void atb_store_close(struct atb_store *s);
+
+/* The store's file path and its audit mirror's ("<db>.audit.jsonl"). */
+const char *atb_store_path(const struct atb_store *s);
+const char *atb_store_mirror_path(const struct atb_store *s);
+
+/*
+ * Insert every frozen protocol of list that the store lacks (one audit entry
+ * "protocol.frozen" each).  Each entry's digest must be the SHA-256 of its
+ * canonical_json; a version or digest already stored with other content is
+ * ATB_ERR_PROTOCOL.  *added (may be NULL) counts the new rows.
+ */
+enum atb_status atb_store_sync_protocols(struct atb_store *s,
+					 const struct atb_frozen_protocol *list,
+					 size_t n, size_t *added,
+					 struct atb_error *err);
+
+/*
+ * Register a machine: fingerprint is 64 lowercase hex, description_json a
+ * JSON object (stored canonical).  Registering a known fingerprint again is
+ * ATB_OK and changes nothing.
+ */
+enum atb_status atb_store_register_box(struct atb_store *s, const char *fingerprint,
+				       const char *description_json,
+				       struct atb_error *err);
+
+enum atb_arm {
+	ATB_ARM_BASELINE = 0,       /* the honest baseline, same job, same box */
+	ATB_ARM_CANDIDATE = 1,
+	ATB_ARM_NAIVE = 2,          /* a naive starting point, reported beside */
+	ATB_ARM_BASELINE_ALONE = 3, /* baseline timed alone (drift gate) */
+};
+
+/* "baseline", "candidate", "naive", "baseline_alone". */
+const char *atb_arm_name(enum atb_arm arm);
+
+/* One raw per-trial measurement (a time in ns, or a rate). */
+struct atb_sample {
+	int64_t seed;
+	int32_t trial;
+	enum atb_arm arm;
+	double value;
+};
+
+/* One paired seed: the per-arm medians and their ratio (>1: candidate better). */
+struct atb_seed_result {
+	int64_t seed;
+	double baseline_median;
+	double candidate_median;
+	double ratio;
+};
+
+/* A measured job with its result, as the harness hands it to the store. */
+struct atb_ingest {
+	const char *job_uuid;         /* NULL: a fresh random id */
+	const char *kind;             /* "kernel" | "engine" */
+	const char *task;
+	const char *candidate;
+	const char *protocol_digest;  /* must be frozen in the store */
+	const char *box_fingerprint;  /* must be registered */
+	const char *unit;             /* of sample values: "ns", "req/s", ... */
+	const char *metric;           /* e.g. "time_ns/median" */
+	const struct atb_sample *samples;
+	size_t nsamples;
+	const struct atb_seed_result *seeds;
+	size_t nseeds;
+	const char *baseline_job_uuid; /* NULL: this job (the only one allowed) */
+	double speedup;               /* geometric mean of the seeds' ratios */
+	double ci_low, ci_high;
+	double cv;                    /* cross-run CV of per-seed medians */
+	const char *stats_json;       /* JSON object with more statistics; NULL: {} */
+};
+
+struct atb_ingest_outcome {
+	char job_uuid[65];
+	int64_t job_id;       /* 0 when refused */
+	int64_t result_id;    /* 0 when refused */
+	int64_t rejection_id; /* > 0 when refused and recorded */
+	int64_t audit_seq;    /* the ingest's (or rejection's) audit entry */
+	int quarantined;      /* speedup >= the protocol's anomaly factor */
+};
+
+/*
+ * Store one job and its result in one transaction.  The result's status is
+ * "quarantined" when speedup >= the frozen protocol's
+ * $.gates.anomaly_breaker.factor, else "admitted" (the schema re-checks).
+ * On a validator refusal the transaction is rolled back, a rejection row
+ * with the rule and reason is stored in a new transaction, and the rule's
+ * ATB_REJECTED_* status is returned with the reason in err.  Other errors:
+ * ATB_ERR_USAGE (missing fields), ATB_ERR_LOCKED, ATB_ERR_STORE, ATB_ERR_IO
+ * (the audit mirror), ATB_ERR_NOMEM.  out may be NULL.
+ */
+enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *in,
+				 struct atb_ingest_outcome *out, struct atb_error *err);
+
+/*
+ * Record a job refused before ingest (build failure, correctness, timeout):
+ * rule like "gate:correctness", status the refusal's status, reason one
+ * line, detail_json NULL or a JSON object.  job_uuid may be NULL.
+ * Secrets in reason/detail are redacted.  *rejection_id may be NULL.
+ */
+enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
+				 const char *rule, enum atb_status status,
+				 const char *reason, const char *detail_json,
+				 int64_t *rejection_id, struct atb_error *err);
+
+/*
+ * A human decision on a quarantined result: decision "admit" or "reject".
+ * Adds a review row and an audit entry; ATB_REJECTED_REVIEW when the result
+ * does not exist or is not quarantined.  *review_id may be NULL.
+ */
+enum atb_status atb_store_review(struct atb_store *s, int64_t result_id,
+				 const char *decision, const char *reviewer,
+				 const char *reason, int64_t *review_id,
+				 struct atb_error *err);
+
+/*
+ * Append one audit entry of kind ([a-z0-9_.:-]+) with payload_json (a JSON
+ * object; secrets redacted) in its own transaction.  *seq may be NULL.
+ */
+enum atb_status atb_store_audit_event(struct atb_store *s, const char *kind,
+				      const char *payload_json, int64_t *seq,
+				      struct atb_error *err);
+
+/* A stored result, for reports. */
+struct atb_result_row {
+	int64_t id;
+	char job_uuid[65];
+	char kind[8];
+	char *task;        /* owned by the array */
+	char *candidate;   /* owned by the array */
+	char metric[64];
+	int64_t n_seeds;
+	double speedup, ci_low, ci_high, cv;
+	char status[16];   /* "admitted" | "quarantined" */
+	char review[8];    /* latest review decision, "" when none */
+	char protocol_digest[65];
+	char box_fingerprint[65];
+	char created[40];
+};
+
+/* Every result, oldest first.  Caller owns *rows (atb_store_results_free). */
+enum atb_status atb_store_list_results(struct atb_store *s, struct atb_result_row **rows,
+				       size_t *n, struct atb_error *err);
+void atb_store_results_free(struct atb_result_row *rows, size_t n);
+
+struct atb_rejection_row {
+	int64_t id;
+	char job_uuid[65]; /* "" when none */
+	char rule[64];
+	int status;
+	char *reason;      /* owned by the array */
+	char created[40];
+};
+
+/* Every rejection, oldest first.  Caller owns *rows (atb_store_rejections_free). */
+enum atb_status atb_store_list_rejections(struct atb_store *s, struct atb_rejection_row **rows,
+					  size_t *n, struct atb_error *err);
+void atb_store_rejections_free(struct atb_rejection_row *rows, size_t n);
+
+#define ATB_STORE_NTABLES 9
+
+struct atb_store_info {
+	int schema_version;
+	const char *tables[ATB_STORE_NTABLES]; /* static names */
+	int64_t rows[ATB_STORE_NTABLES];
+	int nprotocols;
+	int protocol_versions[16];
+	char protocol_digests[16][65];
+	int nboxes;
+	char box_fingerprints[16][65]; /* the first 16 */
+};
+
+/* Schema version, row counts per table, protocols and boxes. */
+enum atb_status atb_store_info(struct atb_store *s, struct atb_store_info *info,
+			       struct atb_error *err);
+
+/* One problem found by atb_store_check. */
+struct atb_store_finding {
+	char rule[32];     /* a rule id, "schema", "integrity" or "audit" */
+	char table[24];    /* "" when not about a row */
+	int64_t row;       /* rowid / seq, 0 when none */
+	char what[512];
+};
+
+/*
+ * Re-verify the whole store: SQLite's integrity_check, the schema objects
+ * (a dropped or altered trigger is found), every validator rule over every
+ * row with SQL queries (so rows that got in while triggers were dropped are
+ * found), frozen protocol digests, and the audit chain of both copies.
+ * ATB_OK when clean, ATB_ERR_CHECK with the findings otherwise (at most
+ * max findings are kept; *nfound counts all).  Caller owns *found
+ * (atb_free).
+ */
+enum atb_status atb_store_check(struct atb_store *s, struct atb_store_finding **found,
+				size_t *nkept, size_t *nfound, struct atb_error *err);
+
+#endif

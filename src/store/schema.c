@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Schema v1 of the results store, which is also the ingest validator.
+ *
+ * Column-domain rules are named CHECK constraints; rules that look at other
+ * rows are BEFORE INSERT triggers; every table has BEFORE UPDATE and BEFORE
+ * DELETE triggers that refuse (append-only).  Each refusal message reads
+ * "atb-rule:<rule_id>: <explanation>" so that the C side maps it to an
+ * ATB_REJECTED_* status, and so that a refusal seen from the sqlite3 shell
+ * says which protocol rule was broken.
+ *
+ * INSERT OR REPLACE deletes the conflicting row without firing DELETE
+ * triggers (unless the writer enables recursive_triggers), so every INSERT
+ * trigger refuses a key that already exists before SQLite's conflict
+ * resolution can replace it.
+ *
+ * Does not: hash anything (SQLite has no SHA-256); the audit hashes and the
+ * frozen protocol digests are re-verified in C by atb_store_check.
+ */
+#include <stddef.h>
+
+#include "store/store_int.h"
+#include "banned.h"
+
+/* A finite positive real: NaN arrives as NULL, so NULL is refused too. */
+#define POS(c) \
+	"(" c " IS NOT NULL AND typeof(" c ") IN ('real','integer') AND " c " > 0 " \
+	"AND " c " <= 1.7976931348623157e308)"
+#define HEX64(c) "(length(" c ") = 64 AND " c " NOT GLOB '*[^0-9a-f]*')"
+
+#define APPEND_ONLY(t)                                                              \
+	"CREATE TRIGGER " t "_no_update BEFORE UPDATE ON " t " BEGIN "              \
+	"SELECT RAISE(ABORT, 'atb-rule:append_only: " t " rows are never updated'); " \
+	"END;\n"                                                                    \
+	"CREATE TRIGGER " t "_no_delete BEFORE DELETE ON " t " BEGIN "              \
+	"SELECT RAISE(ABORT, 'atb-rule:append_only: " t " rows are never deleted'); " \
+	"END;\n"
+
+const char atbi_store_schema_sql[] =
+	/* ---- frozen protocols: the only digests a row may carry ---- */
+	"CREATE TABLE frozen_protocol (\n"
+	"  digest TEXT PRIMARY KEY\n"
+	"    CONSTRAINT \"atb-rule:malformed: a protocol digest is 64 lowercase hex\"\n"
+	"    CHECK " HEX64("digest") ",\n"
+	"  version INTEGER NOT NULL UNIQUE\n"
+	"    CONSTRAINT \"atb-rule:malformed: a protocol version is a positive integer\"\n"
+	"    CHECK (typeof(version) = 'integer' AND version >= 1),\n"
+	"  canonical TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a protocol's canonical form is json\"\n"
+	"    CHECK (json_valid(canonical)),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER frozen_protocol_insert BEFORE INSERT ON frozen_protocol BEGIN\n"
+	"  SELECT RAISE(ABORT, 'atb-rule:append_only: a frozen protocol is never replaced')\n"
+	"  WHERE EXISTS (SELECT 1 FROM frozen_protocol\n"
+	"                WHERE digest = NEW.digest OR version = NEW.version);\n"
+	"END;\n"
+	APPEND_ONLY("frozen_protocol")
+
+	/* ---- boxes: every measurement names the machine it ran on ---- */
+	"CREATE TABLE box (\n"
+	"  fingerprint TEXT PRIMARY KEY\n"
+	"    CONSTRAINT \"atb-rule:no_box: a box fingerprint is 64 lowercase hex\"\n"
+	"    CHECK (fingerprint IS NOT NULL AND " HEX64("fingerprint") "),\n"
+	"  description TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a box description is a json object\"\n"
+	"    CHECK (json_valid(description) AND json_type(description) = 'object'),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER box_insert BEFORE INSERT ON box BEGIN\n"
+	"  SELECT RAISE(ABORT, 'atb-rule:append_only: a box is never replaced')\n"
+	"  WHERE EXISTS (SELECT 1 FROM box WHERE fingerprint = NEW.fingerprint);\n"
+	"END;\n"
+	APPEND_ONLY("box")
+
+	/* ---- jobs: one measurement of baseline and candidate on one box ---- */
+	"CREATE TABLE job (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  uuid TEXT NOT NULL UNIQUE\n"
+	"    CONSTRAINT \"atb-rule:malformed: a job uuid is 1-64 of [0-9a-zA-Z-]\"\n"
+	"    CHECK (length(uuid) BETWEEN 1 AND 64 AND uuid NOT GLOB '*[^0-9a-zA-Z-]*'),\n"
+	"  kind TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a job kind is kernel or engine\"\n"
+	"    CHECK (kind IN ('kernel', 'engine')),\n"
+	"  task TEXT NOT NULL,\n"
+	"  candidate TEXT NOT NULL,\n"
+	"  protocol_digest TEXT REFERENCES frozen_protocol(digest),\n"
+	"  box_fingerprint TEXT REFERENCES box(fingerprint),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER job_insert BEFORE INSERT ON job BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN EXISTS (SELECT 1 FROM job WHERE id = NEW.id OR uuid = NEW.uuid)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a job is never replaced')\n"
+	"    WHEN NEW.protocol_digest IS NULL OR NOT EXISTS\n"
+	"         (SELECT 1 FROM frozen_protocol WHERE digest = NEW.protocol_digest)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:unfrozen_protocol: the job''s protocol digest is not frozen in this store')\n"
+	"    WHEN NEW.box_fingerprint IS NULL OR NOT EXISTS\n"
+	"         (SELECT 1 FROM box WHERE fingerprint = NEW.box_fingerprint)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:no_box: the job names no registered box')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("job")
+
+	/* ---- raw per-trial samples: the hot path, kept lean ---- */
+	"CREATE TABLE sample (\n"
+	"  job INTEGER NOT NULL REFERENCES job(id),\n"
+	"  arm TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: an arm is baseline, candidate, naive or baseline_alone\"\n"
+	"    CHECK (arm IN ('baseline', 'candidate', 'naive', 'baseline_alone')),\n"
+	"  seed INTEGER NOT NULL,\n"
+	"  trial INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a trial number is a non-negative integer\"\n"
+	"    CHECK (typeof(trial) = 'integer' AND trial >= 0),\n"
+	"  value REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a sample value is finite and positive (not nan, inf, zero or negative)\"\n"
+	"    CHECK " POS("value") ",\n"
+	"  unit TEXT NOT NULL,\n"
+	"  protocol_digest TEXT,\n"
+	"  box_fingerprint TEXT,\n"
+	"  PRIMARY KEY (job, arm, seed, trial)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TRIGGER sample_insert BEFORE INSERT ON sample BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN j.id IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the sample names no stored job')\n"
+	"    WHEN NEW.protocol_digest IS NOT j.protocol_digest\n"
+	"      THEN RAISE(ABORT, 'atb-rule:unfrozen_protocol: the sample''s protocol digest is not its job''s')\n"
+	"    WHEN NEW.box_fingerprint IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:no_box: the sample names no box')\n"
+	"    WHEN NEW.box_fingerprint IS NOT j.box_fingerprint\n"
+	"      THEN RAISE(ABORT, 'atb-rule:baseline_elsewhere: the sample was measured on another box than its job')\n"
+	"    WHEN EXISTS (SELECT 1 FROM result WHERE job = NEW.job)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: the job''s result is stored; its samples are final')\n"
+	"    WHEN EXISTS (SELECT 1 FROM sample WHERE job = NEW.job AND arm = NEW.arm\n"
+	"                 AND seed = NEW.seed AND trial = NEW.trial)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a sample is never replaced')\n"
+	"  END FROM (SELECT 1) LEFT JOIN job j ON j.id = NEW.job;\n"
+	"END;\n"
+	APPEND_ONLY("sample")
+
+	/* ---- per-seed results: the paired comparison ---- */
+	"CREATE TABLE seed_result (\n"
+	"  job INTEGER NOT NULL REFERENCES job(id),\n"
+	"  seed INTEGER NOT NULL,\n"
+	"  baseline_median REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a baseline median is finite and positive\"\n"
+	"    CHECK " POS("baseline_median") ",\n"
+	"  candidate_median REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a candidate median is finite and positive\"\n"
+	"    CHECK " POS("candidate_median") ",\n"
+	"  ratio REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a per-seed ratio is finite and positive\"\n"
+	"    CHECK " POS("ratio") ",\n"
+	"  PRIMARY KEY (job, seed)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TRIGGER seed_result_insert BEFORE INSERT ON seed_result BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN NOT EXISTS (SELECT 1 FROM job WHERE id = NEW.job)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the seed result names no stored job')\n"
+	"    WHEN EXISTS (SELECT 1 FROM seed_result WHERE job = NEW.job AND seed = NEW.seed)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:duplicate_seed: this seed already has a result in this job')\n"
+	"    WHEN EXISTS (SELECT 1 FROM result WHERE job = NEW.job)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:paired_seeds: the job''s result is stored; no seed can be added')\n"
+	"    WHEN NOT EXISTS (SELECT 1 FROM sample WHERE job = NEW.job AND arm = 'baseline'\n"
+	"                     AND seed = NEW.seed)\n"
+	"      OR NOT EXISTS (SELECT 1 FROM sample WHERE job = NEW.job AND arm = 'candidate'\n"
+	"                     AND seed = NEW.seed)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:paired_seeds: the seed lacks baseline or candidate samples in this job')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("seed_result")
+
+	/* ---- results: admitted or quarantined, never anything else ---- */
+	"CREATE TABLE result (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  job INTEGER NOT NULL UNIQUE REFERENCES job(id),\n"
+	"  kind TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a result kind is kernel or engine\"\n"
+	"    CHECK (kind IN ('kernel', 'engine')),\n"
+	"  metric TEXT NOT NULL,\n"
+	"  baseline_job INTEGER,\n"
+	"  n_seeds INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:paired_seeds: n_seeds is a positive integer\"\n"
+	"    CHECK (typeof(n_seeds) = 'integer' AND n_seeds >= 1),\n"
+	"  speedup REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a speedup is finite and positive\"\n"
+	"    CHECK " POS("speedup") ",\n"
+	"  ci_low REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a confidence bound is finite and positive\"\n"
+	"    CHECK " POS("ci_low") ",\n"
+	"  ci_high REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a confidence bound is finite and positive\"\n"
+	"    CHECK " POS("ci_high") ",\n"
+	"  cv REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a cv is finite and not negative\"\n"
+	"    CHECK (cv IS NOT NULL AND typeof(cv) IN ('real', 'integer') AND cv >= 0\n"
+	"           AND cv <= 1.7976931348623157e308),\n"
+	"  status TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a result status is admitted or quarantined\"\n"
+	"    CHECK (status IN ('admitted', 'quarantined')),\n"
+	"  stats TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: result stats are a json object\"\n"
+	"    CHECK (json_valid(stats) AND json_type(stats) = 'object'),\n"
+	"  protocol_digest TEXT,\n"
+	"  box_fingerprint TEXT,\n"
+	"  created TEXT NOT NULL,\n"
+	"  CONSTRAINT \"atb-rule:malformed: the confidence interval holds the speedup\"\n"
+	"    CHECK (ci_low <= speedup AND speedup <= ci_high)\n"
+	");\n"
+	"CREATE TRIGGER result_insert BEFORE INSERT ON result BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN j.id IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the result names no stored job')\n"
+	"    WHEN EXISTS (SELECT 1 FROM result WHERE id = NEW.id OR job = NEW.job)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a job has one result, never replaced')\n"
+	"    WHEN NEW.kind IS NOT j.kind\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the result''s kind is not its job''s')\n"
+	"    WHEN p.digest IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:unfrozen_protocol: the result''s protocol digest is not frozen in this store')\n"
+	"    WHEN NEW.protocol_digest IS NOT j.protocol_digest\n"
+	"      THEN RAISE(ABORT, 'atb-rule:unfrozen_protocol: the result''s protocol digest is not its job''s')\n"
+	"    WHEN NEW.box_fingerprint IS NULL OR NOT EXISTS\n"
+	"         (SELECT 1 FROM box WHERE fingerprint = NEW.box_fingerprint)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:no_box: the result names no registered box')\n"
+	"    WHEN NEW.box_fingerprint IS NOT j.box_fingerprint\n"
+	"      THEN RAISE(ABORT, 'atb-rule:baseline_elsewhere: the result''s box is not its job''s')\n"
+	"    WHEN NEW.baseline_job IS NOT NEW.job\n"
+	"      THEN RAISE(ABORT, 'atb-rule:baseline_elsewhere: the baseline was not measured in the result''s own job')\n"
+	"    WHEN NEW.n_seeds IS NOT (SELECT count(*) FROM seed_result WHERE job = NEW.job)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:paired_seeds: n_seeds is not the number of the job''s paired seeds')\n"
+	"    WHEN NEW.n_seeds < json_extract(p.canonical, '$.stats.min_paired_seeds')\n"
+	"      THEN RAISE(ABORT, 'atb-rule:paired_seeds: fewer paired seeds than the protocol''s stats.min_paired_seeds')\n"
+	"    WHEN EXISTS (SELECT 1 FROM seed_result r WHERE r.job = NEW.job AND (\n"
+	"             NOT EXISTS (SELECT 1 FROM sample WHERE job = r.job AND arm = 'baseline' AND seed = r.seed)\n"
+	"          OR NOT EXISTS (SELECT 1 FROM sample WHERE job = r.job AND arm = 'candidate' AND seed = r.seed)))\n"
+	"      THEN RAISE(ABORT, 'atb-rule:paired_seeds: a seed lacks baseline or candidate samples in this job')\n"
+	"    WHEN NEW.cv > json_extract(p.canonical, '$.stats.cv_cap')\n"
+	"      THEN RAISE(ABORT, 'atb-rule:cv_over_cap: the cross-run cv is over the protocol''s stats.cv_cap')\n"
+	"    WHEN NEW.speedup >= json_extract(p.canonical, '$.gates.anomaly_breaker.factor')\n"
+	"         AND NEW.status IS NOT 'quarantined'\n"
+	"      THEN RAISE(ABORT, 'atb-rule:anomaly_not_quarantined: a speedup at or over the anomaly factor must be quarantined')\n"
+	"  END FROM (SELECT 1) LEFT JOIN job j ON j.id = NEW.job\n"
+	"    LEFT JOIN frozen_protocol p ON p.digest = NEW.protocol_digest;\n"
+	"END;\n"
+	APPEND_ONLY("result")
+
+	/* ---- rejections: refused jobs, with their reason ---- */
+	"CREATE TABLE rejection (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  job_uuid TEXT,\n"
+	"  rule TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a rejection names its rule\"\n"
+	"    CHECK (length(rule) BETWEEN 1 AND 63),\n"
+	"  status INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a rejection status is a non-zero atb status\"\n"
+	"    CHECK (typeof(status) = 'integer' AND status > 0),\n"
+	"  reason TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a rejection gives its reason\"\n"
+	"    CHECK (length(reason) >= 1),\n"
+	"  detail TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: rejection detail is a json object\"\n"
+	"    CHECK (json_valid(detail) AND json_type(detail) = 'object'),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER rejection_insert BEFORE INSERT ON rejection BEGIN\n"
+	"  SELECT RAISE(ABORT, 'atb-rule:append_only: a rejection is never replaced')\n"
+	"  WHERE EXISTS (SELECT 1 FROM rejection WHERE id = NEW.id);\n"
+	"END;\n"
+	APPEND_ONLY("rejection")
+
+	/* ---- reviews: a human decision adds a row, never edits one ---- */
+	"CREATE TABLE review (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  result INTEGER NOT NULL REFERENCES result(id),\n"
+	"  decision TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:review: a decision is admit or reject\"\n"
+	"    CHECK (decision IN ('admit', 'reject')),\n"
+	"  reviewer TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:review: a review names its reviewer\"\n"
+	"    CHECK (length(reviewer) >= 1),\n"
+	"  reason TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:review: a review gives its reason\"\n"
+	"    CHECK (length(reason) >= 1),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER review_insert BEFORE INSERT ON review BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN EXISTS (SELECT 1 FROM review WHERE id = NEW.id)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a review is never replaced')\n"
+	"    WHEN NOT EXISTS (SELECT 1 FROM result WHERE id = NEW.result)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:review: the reviewed result does not exist')\n"
+	"    WHEN (SELECT status FROM result WHERE id = NEW.result) IS NOT 'quarantined'\n"
+	"      THEN RAISE(ABORT, 'atb-rule:review: only a quarantined result can be reviewed')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("review")
+
+	/* ---- the audit chain (hashes re-verified in C) ---- */
+	"CREATE TABLE audit (\n"
+	"  seq INTEGER PRIMARY KEY\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: seq is a positive integer\"\n"
+	"    CHECK (typeof(seq) = 'integer' AND seq >= 1),\n"
+	"  time TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: time is rfc 3339 utc with nanoseconds\"\n"
+	"    CHECK (time GLOB '[0-9][0-9][0-9][0-9]-[0-1][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9].[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]Z'),\n"
+	"  kind TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: kind is 1-63 of [a-z0-9_.:-]\"\n"
+	"    CHECK (length(kind) BETWEEN 1 AND 63 AND kind NOT GLOB '*[^a-z0-9_.:-]*'),\n"
+	"  payload TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: payload is a json object\"\n"
+	"    CHECK (json_valid(payload) AND json_type(payload) = 'object'),\n"
+	"  prev_hash TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: prev_hash is 64 lowercase hex\"\n"
+	"    CHECK " HEX64("prev_hash") ",\n"
+	"  hash TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:audit_chain: hash is 64 lowercase hex\"\n"
+	"    CHECK " HEX64("hash") "\n"
+	");\n"
+	"CREATE TRIGGER audit_insert BEFORE INSERT ON audit BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN NEW.seq IS NOT (SELECT coalesce(max(seq), 0) + 1 FROM audit)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:audit_chain: seq must be the last seq plus one')\n"
+	"    WHEN NEW.prev_hash IS NOT coalesce((SELECT hash FROM audit WHERE seq = NEW.seq - 1),\n"
+	"         '" ATBI_GENESIS "')\n"
+	"      THEN RAISE(ABORT, 'atb-rule:audit_chain: prev_hash must be the previous entry''s hash')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("audit")
+
+	"CREATE INDEX rejection_job ON rejection(job_uuid);\n"
+	"CREATE INDEX review_result ON review(result);\n"
+	"CREATE INDEX audit_kind ON audit(kind);\n";
+
+const char *const atbi_store_tables[ATB_STORE_NTABLES] = {
+	"frozen_protocol", "box", "job", "sample", "seed_result",
+	"result", "rejection", "review", "audit",
+};

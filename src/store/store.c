@@ -1,0 +1,1016 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The results store: opening (checks before any write), schema creation,
+ * and the writers (ingest, reject, review, boxes, frozen protocols, audit
+ * events).  Every writer runs one transaction and appends its audit entry
+ * in it; the schema's constraints and triggers do the validating, this file
+ * only maps their "atb-rule:" refusals to statuses.
+ *
+ * Does not: re-verify stored rows (check.c) or hash the chain (src/audit).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atb/alloc.h"
+#include "atb/audit.h"
+#include "store/store_int.h"
+#include "banned.h"
+
+static const struct {
+	const char *rule;
+	enum atb_status status;
+} rules[] = {
+	{"paired_seeds", ATB_REJECTED_PAIRED_SEEDS},
+	{"unfrozen_protocol", ATB_REJECTED_UNFROZEN_PROTOCOL},
+	{"no_box", ATB_REJECTED_NO_BOX},
+	{"baseline_elsewhere", ATB_REJECTED_BASELINE_ELSEWHERE},
+	{"cv_over_cap", ATB_REJECTED_CV_OVER_CAP},
+	{"anomaly_not_quarantined", ATB_REJECTED_ANOMALY_NOT_QUARANTINED},
+	{"duplicate_seed", ATB_REJECTED_DUPLICATE_SEED},
+	{"bad_time", ATB_REJECTED_BAD_TIME},
+	{"append_only", ATB_REJECTED_APPEND_ONLY},
+	{"audit_chain", ATB_REJECTED_AUDIT_CHAIN},
+	{"review", ATB_REJECTED_REVIEW},
+	{"malformed", ATB_REJECTED_MALFORMED},
+};
+
+enum atb_status atbi_store_rule_status(const char *rule, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		if (strlen(rules[i].rule) == len && !memcmp(rules[i].rule, rule, len))
+			return rules[i].status;
+	return ATB_REJECTED_MALFORMED;
+}
+
+enum atb_status atbi_store_sqlerr(struct atb_store *s, int rc, const char *what,
+				  struct atb_error *err)
+{
+	const char *msg = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+	const char *path = s && s->path ? s->path : "";
+	const char *r;
+
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return atb_error_set(err, ATB_ERR_LOCKED,
+				     "store '%s' is locked by another process", path);
+	case SQLITE_NOMEM:
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot %s: out of memory", what);
+	case SQLITE_NOTADB:
+		return atb_error_set(err, ATB_ERR_NOT_A_STORE, "'%s' is not an atb store", path);
+	case SQLITE_CONSTRAINT:
+		r = strstr(msg, "atb-rule:");
+		if (r) {
+			const char *id = r + 9, *end = strchr(id, ':');
+			size_t len = end ? (size_t)(end - id) : strlen(id);
+
+			return atb_error_set(err, atbi_store_rule_status(id, len),
+					     "%s refused: %s", what, r);
+		}
+		return atb_error_set(err, ATB_REJECTED_MALFORMED,
+				     "%s refused: atb-rule:malformed: %s", what, msg);
+	default:
+		return atb_error_set(err, ATB_ERR_STORE, "cannot %s in store '%s': %s",
+				     what, path, msg);
+	}
+}
+
+const char *atb_arm_name(enum atb_arm arm)
+{
+	switch (arm) {
+	case ATB_ARM_BASELINE: return "baseline";
+	case ATB_ARM_CANDIDATE: return "candidate";
+	case ATB_ARM_NAIVE: return "naive";
+	case ATB_ARM_BASELINE_ALONE: return "baseline_alone";
+	}
+	return "invalid";
+}
+
+const char *atb_store_path(const struct atb_store *s)
+{
+	return s->path;
+}
+
+const char *atb_store_mirror_path(const struct atb_store *s)
+{
+	return s->mirror_path;
+}
+
+/* ---- transactions ---- */
+
+enum atb_status atbi_store_begin(struct atb_store *s, struct atb_error *err)
+{
+	int rc;
+
+	if (s->read_only)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "store '%s' is open read-only", s->path);
+	rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "begin a transaction", err);
+	s->in_txn = 1;
+	s->mirror_pending = -1;
+	return ATB_OK;
+}
+
+static void undo_mirror(struct atb_store *s)
+{
+	if (s->mirror_pending >= 0 && s->mirror_fd >= 0) {
+		if (ftruncate(s->mirror_fd, s->mirror_pending) == 0)
+			(void)fdatasync(s->mirror_fd);
+	}
+	s->mirror_pending = -1;
+}
+
+enum atb_status atbi_store_commit(struct atb_store *s, struct atb_error *err)
+{
+	int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+
+	if (rc != SQLITE_OK) {
+		enum atb_status st = atbi_store_sqlerr(s, rc, "commit", err);
+
+		atbi_store_rollback(s);
+		return st;
+	}
+	s->in_txn = 0;
+	s->mirror_pending = -1;
+	return ATB_OK;
+}
+
+void atbi_store_rollback(struct atb_store *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	undo_mirror(s);
+	s->in_txn = 0;
+}
+
+/* ---- open / close ---- */
+
+static enum atb_status probe(const char *path, int *user_version, int *empty,
+			     struct atb_error *err)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int rc, app = 0, objects = 0;
+	enum atb_status status = ATB_OK;
+	struct atb_store tmp = {0};
+
+	*user_version = 0;
+	*empty = 0;
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+	tmp.db = db;
+	tmp.path = (char *)path;
+	if (rc != SQLITE_OK) {
+		status = atbi_store_sqlerr(&tmp, rc, "open", err);
+		goto out;
+	}
+	sqlite3_busy_timeout(db, ATB_STORE_BUSY_TIMEOUT_MS);
+	rc = sqlite3_prepare_v2(db,
+		"SELECT (SELECT application_id FROM pragma_application_id),"
+		" (SELECT user_version FROM pragma_user_version),"
+		" (SELECT count(*) FROM sqlite_schema)", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT)
+			status = atb_error_set(err, ATB_ERR_NOT_A_STORE,
+					       "'%s' is not an atb store", path);
+		else
+			status = atbi_store_sqlerr(&tmp, rc, "read", err);
+		goto out;
+	}
+	app = sqlite3_column_int(st, 0);
+	*user_version = sqlite3_column_int(st, 1);
+	objects = sqlite3_column_int(st, 2);
+	if (app == 0 && *user_version == 0 && objects == 0) {
+		*empty = 1;
+	} else if (app != ATB_STORE_APPLICATION_ID || *user_version < 1) {
+		status = atb_error_set(err, ATB_ERR_NOT_A_STORE, "'%s' is not an atb store", path);
+	} else if (*user_version > ATB_STORE_SCHEMA_VERSION) {
+		status = atb_error_set(err, ATB_ERR_STORE_NEWER,
+				       "store '%s' has schema %d, this atb reads up to %d; upgrade atb",
+				       path, *user_version, ATB_STORE_SCHEMA_VERSION);
+	}
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return status;
+}
+
+static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
+{
+	enum atb_status st;
+	sqlite3_stmt *q = NULL;
+	int rc, have = 0;
+	char pragmas[128];
+
+	st = atbi_store_begin(s, err);
+	if (st)
+		return st;
+	/* Another process may have created it while we waited for the lock. */
+	rc = sqlite3_prepare_v2(s->db, "SELECT user_version FROM pragma_user_version",
+				-1, &q, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		have = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	if (have) {
+		atbi_store_rollback(s);
+		return ATB_OK;
+	}
+	rc = sqlite3_exec(s->db, atbi_store_schema_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		snprintf(pragmas, sizeof(pragmas),
+			 "PRAGMA application_id = %d; PRAGMA user_version = %d;",
+			 ATB_STORE_APPLICATION_ID, ATB_STORE_SCHEMA_VERSION);
+		rc = sqlite3_exec(s->db, pragmas, NULL, NULL, NULL);
+	}
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "create the schema", err);
+		atbi_store_rollback(s);
+		return st;
+	}
+	return atbi_store_commit(s, err);
+}
+
+enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
+			       struct atb_store **out, struct atb_error *err)
+{
+	struct atb_store *s;
+	struct stat sb;
+	enum atb_status st;
+	int uv = 0, empty = 1, rc, flags;
+	size_t plen;
+
+	*out = NULL;
+	if (!path || !*path)
+		return atb_error_set(err, ATB_ERR_USAGE, "no store path given");
+	if (stat(path, &sb) == 0) {
+		if (!S_ISREG(sb.st_mode))
+			return atb_error_set(err, ATB_ERR_NOT_A_STORE,
+					     "'%s' is not an atb store", path);
+		if (sb.st_size > 0) {
+			st = probe(path, &uv, &empty, err);
+			if (st)
+				return st;
+		}
+		if (empty && mode != ATB_STORE_CREATE)
+			return atb_error_set(err, ATB_ERR_NOT_A_STORE,
+					     "'%s' is not an atb store", path);
+	} else if (errno != ENOENT) {
+		return atb_error_set(err, ATB_ERR_IO, "cannot open store '%s': %s",
+				     path, strerror(errno));
+	} else if (mode != ATB_STORE_CREATE) {
+		return atb_error_set(err, ATB_ERR_NOT_FOUND,
+				     "store '%s' does not exist; create it with 'atb db init'", path);
+	}
+
+	s = atb_calloc(1, sizeof(*s));
+	if (!s)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot open store '%s': out of memory", path);
+	s->mirror_fd = -1;
+	s->mirror_pending = -1;
+	s->read_only = mode == ATB_STORE_READ_ONLY;
+	s->path = atb_strdup(path);
+	plen = strlen(path);
+	s->mirror_path = atb_malloc(plen + sizeof(".audit.jsonl"));
+	if (!s->path || !s->mirror_path) {
+		atb_store_close(s);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot open store '%s': out of memory", path);
+	}
+	memcpy(s->mirror_path, path, plen);
+	memcpy(s->mirror_path + plen, ".audit.jsonl", sizeof(".audit.jsonl"));
+
+	flags = s->read_only ? SQLITE_OPEN_READONLY
+			     : SQLITE_OPEN_READWRITE | (mode == ATB_STORE_CREATE ? SQLITE_OPEN_CREATE : 0);
+	rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "open", err);
+		atb_store_close(s);
+		return st;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	sqlite3_busy_timeout(s->db, ATB_STORE_BUSY_TIMEOUT_MS);
+	if (!s->read_only) {
+		rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
+				  NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			st = atbi_store_sqlerr(s, rc, "set up", err);
+			atb_store_close(s);
+			return st;
+		}
+		if (empty) {
+			st = create_schema(s, err);
+			if (st) {
+				atb_store_close(s);
+				return st;
+			}
+		}
+		st = atbi_audit_recover(s, err);
+		if (st) {
+			atb_store_close(s);
+			return st;
+		}
+	}
+	*out = s;
+	return ATB_OK;
+}
+
+void atb_store_close(struct atb_store *s)
+{
+	if (!s)
+		return;
+	if (s->db && s->in_txn)
+		atbi_store_rollback(s);
+	sqlite3_finalize(s->st_job);
+	sqlite3_finalize(s->st_sample);
+	sqlite3_finalize(s->st_seed);
+	sqlite3_finalize(s->st_result);
+	sqlite3_finalize(s->st_audit);
+	if (s->db)
+		sqlite3_close(s->db);
+	if (s->mirror_fd >= 0)
+		close(s->mirror_fd);
+	atb_free(s->path);
+	atb_free(s->mirror_path);
+	atb_free(s);
+}
+
+/* ---- helpers ---- */
+
+static enum atb_status prep(struct atb_store *s, sqlite3_stmt **st, const char *sql,
+			    struct atb_error *err)
+{
+	int rc;
+
+	if (*st) {
+		sqlite3_reset(*st);
+		return ATB_OK;
+	}
+	rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "prepare a statement", err);
+	return ATB_OK;
+}
+
+/* Step a write statement that returns no row, then reset it. */
+static int step_done(sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(sqlite3_db_handle(st));
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+/* Parse text as a JSON object, redact it and return its canonical text. */
+static enum atb_status canonical_object(const char *text, const char *what, char **out,
+					struct atb_error *err)
+{
+	json_t *v;
+	json_error_t je;
+	enum atb_status st;
+
+	*out = NULL;
+	atb_alloc_install_json();
+	v = json_loads(text ? text : "{}", JSON_REJECT_DUPLICATES, &je);
+	if (!v)
+		return atb_error_set(err, ATB_ERR_PARSE, "%s is not valid json: %s", what, je.text);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return atb_error_set(err, ATB_ERR_SCHEMA, "%s is not a json object", what);
+	}
+	st = atbi_redact_json(v);
+	if (st == ATB_OK)
+		st = atbi_json_canonical(v, out, err);
+	else
+		atb_error_set(err, st, "cannot redact %s: out of memory", what);
+	json_decref(v);
+	return st;
+}
+
+/* Look up (and cache) the protocol's anomaly factor; INFINITY when unknown. */
+static enum atb_status anomaly_factor(struct atb_store *s, const char *digest, double *factor,
+				      struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	json_t *root, *f;
+	json_error_t je;
+	int rc;
+
+	*factor = INFINITY;
+	if (!digest)
+		return ATB_OK;
+	if (s->factor_digest[0] && !strcmp(s->factor_digest, digest)) {
+		*factor = s->factor;
+		return ATB_OK;
+	}
+	rc = sqlite3_prepare_v2(s->db, "SELECT canonical FROM frozen_protocol WHERE digest = ?",
+				-1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read the frozen protocol", err);
+	sqlite3_bind_text(q, 1, digest, -1, SQLITE_STATIC);
+	if (sqlite3_step(q) != SQLITE_ROW) {
+		sqlite3_finalize(q);
+		return ATB_OK;  /* not frozen: the schema refuses the job */
+	}
+	atb_alloc_install_json();
+	root = json_loads((const char *)sqlite3_column_text(q, 0), 0, &je);
+	sqlite3_finalize(q);
+	if (!root)
+		return atb_error_set(err, ATB_ERR_NOMEM,
+				     "cannot read frozen protocol '%s': %s", digest, je.text);
+	f = json_object_get(json_object_get(json_object_get(root, "gates"), "anomaly_breaker"),
+			    "factor");
+	/* PROTO: gates.anomaly_breaker.factor */
+	if (json_is_number(f))
+		*factor = json_number_value(f);
+	json_decref(root);
+	snprintf(s->factor_digest, sizeof(s->factor_digest), "%s", digest);
+	s->factor = *factor;
+	return ATB_OK;
+}
+
+static int valid_kind(const char *k)
+{
+	size_t n = 0;
+
+	if (!k)
+		return 0;
+	for (; k[n]; n++)
+		if (!((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= '0' && k[n] <= '9') ||
+		      k[n] == '_' || k[n] == '.' || k[n] == ':' || k[n] == '-'))
+			return 0;
+	return n >= 1 && n <= 63;
+}
+
+/* ---- rejections ---- */
+
+static enum atb_status insert_rejection(struct atb_store *s, const char *job_uuid,
+					const char *rule, enum atb_status status,
+					const char *reason, const char *detail_canonical,
+					int64_t *rejection_id, int64_t *seq,
+					struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	char now[40], *red = NULL;
+	json_t *payload = NULL;
+	enum atb_status st;
+	int64_t id;
+	int rc;
+
+	red = atbi_redact_string(reason ? reason : "");
+	if (!red)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot record a rejection: out of memory");
+	st = atbi_store_begin(s, err);
+	if (st)
+		goto out;
+	atbi_audit_time(now, sizeof(now));
+	rc = sqlite3_prepare_v2(s->db,
+		"INSERT INTO rejection (job_uuid, rule, status, reason, detail, created)"
+		" VALUES (?, ?, ?, ?, ?, ?)", -1, &q, NULL);
+	if (rc == SQLITE_OK) {
+		bind_text(q, 1, job_uuid);
+		bind_text(q, 2, rule);
+		sqlite3_bind_int(q, 3, (int)status);
+		bind_text(q, 4, red);
+		bind_text(q, 5, detail_canonical ? detail_canonical : "{}");
+		bind_text(q, 6, now);
+		rc = step_done(q);
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "record the rejection", err);
+		goto fail;
+	}
+	id = sqlite3_last_insert_rowid(s->db);
+	payload = json_pack("{s:I, s:s?, s:s, s:s, s:i, s:s}", "rejection", (json_int_t)id,
+			    "job", job_uuid, "rule", rule, "status", atb_status_name(status),
+			    "code", (int)status, "reason", red);
+	if (!payload) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot record a rejection: out of memory");
+		goto fail;
+	}
+	st = atbi_audit_append(s, "rejection", payload, seq, err);
+	if (st)
+		goto fail;
+	st = atbi_store_commit(s, err);
+	if (st == ATB_OK && rejection_id)
+		*rejection_id = id;
+	goto out;
+fail:
+	atbi_store_rollback(s);
+out:
+	json_decref(payload);
+	atb_free(red);
+	return st;
+}
+
+enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
+				 const char *rule, enum atb_status status,
+				 const char *reason, const char *detail_json,
+				 int64_t *rejection_id, struct atb_error *err)
+{
+	char *detail = NULL;
+	enum atb_status st;
+
+	if (rejection_id)
+		*rejection_id = 0;
+	if (!s || !rule || !*rule || !reason || !*reason || status == ATB_OK)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "a rejection needs a rule, a failure status and a reason");
+	st = canonical_object(detail_json, "rejection detail", &detail, err);
+	if (st)
+		return st;
+	st = insert_rejection(s, job_uuid, rule, status, reason, detail, rejection_id, NULL, err);
+	atb_free(detail);
+	return st;
+}
+
+/* ---- ingest ---- */
+
+#define SQL_JOB "INSERT INTO job (uuid, kind, task, candidate, protocol_digest," \
+	" box_fingerprint, created) VALUES (?, ?, ?, ?, ?, ?, ?)"
+#define SQL_SAMPLE "INSERT INTO sample (job, arm, seed, trial, value, unit," \
+	" protocol_digest, box_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#define SQL_SEED "INSERT INTO seed_result (job, seed, baseline_median," \
+	" candidate_median, ratio) VALUES (?, ?, ?, ?, ?)"
+#define SQL_RESULT "INSERT INTO result (job, kind, metric, baseline_job, n_seeds," \
+	" speedup, ci_low, ci_high, cv, status, stats, protocol_digest, box_fingerprint," \
+	" created) VALUES (?1, ?2, ?3, CASE WHEN ?4 IS NULL THEN ?1 ELSE" \
+	" (SELECT id FROM job WHERE uuid = ?4) END, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+
+static void bind_real(sqlite3_stmt *st, int i, double v)
+{
+	sqlite3_bind_double(st, i, v);  /* NaN is stored as NULL: refused */
+}
+
+/* The ingest transaction proper; on failure the caller rolls back. */
+static enum atb_status ingest_txn(struct atb_store *s, const struct atb_ingest *in,
+				  const char *uuid, const char *stats, int quarantined,
+				  struct atb_ingest_outcome *o, struct atb_error *err)
+{
+	char now[40];
+	enum atb_status st;
+	json_t *payload;
+	size_t i;
+	int rc;
+
+	atbi_audit_time(now, sizeof(now));
+	st = prep(s, &s->st_job, SQL_JOB, err);
+	if (st)
+		return st;
+	bind_text(s->st_job, 1, uuid);
+	bind_text(s->st_job, 2, in->kind);
+	bind_text(s->st_job, 3, in->task);
+	bind_text(s->st_job, 4, in->candidate);
+	bind_text(s->st_job, 5, in->protocol_digest);
+	bind_text(s->st_job, 6, in->box_fingerprint);
+	bind_text(s->st_job, 7, now);
+	rc = step_done(s->st_job);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "job", err);
+	o->job_id = sqlite3_last_insert_rowid(s->db);
+
+	st = prep(s, &s->st_sample, SQL_SAMPLE, err);
+	if (st)
+		return st;
+	sqlite3_bind_int64(s->st_sample, 1, o->job_id);
+	bind_text(s->st_sample, 6, in->unit);
+	bind_text(s->st_sample, 7, in->protocol_digest);
+	bind_text(s->st_sample, 8, in->box_fingerprint);
+	for (i = 0; i < in->nsamples; i++) {
+		const struct atb_sample *x = &in->samples[i];
+
+		sqlite3_bind_text(s->st_sample, 2, atb_arm_name(x->arm), -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s->st_sample, 3, x->seed);
+		sqlite3_bind_int(s->st_sample, 4, x->trial);
+		bind_real(s->st_sample, 5, x->value);
+		if (sqlite3_step(s->st_sample) != SQLITE_DONE) {
+			rc = sqlite3_errcode(s->db);
+			st = atbi_store_sqlerr(s, rc, "sample", err);
+			sqlite3_reset(s->st_sample);
+			return st;
+		}
+		sqlite3_reset(s->st_sample);
+	}
+
+	st = prep(s, &s->st_seed, SQL_SEED, err);
+	if (st)
+		return st;
+	sqlite3_bind_int64(s->st_seed, 1, o->job_id);
+	for (i = 0; i < in->nseeds; i++) {
+		const struct atb_seed_result *r = &in->seeds[i];
+
+		sqlite3_bind_int64(s->st_seed, 2, r->seed);
+		bind_real(s->st_seed, 3, r->baseline_median);
+		bind_real(s->st_seed, 4, r->candidate_median);
+		bind_real(s->st_seed, 5, r->ratio);
+		rc = step_done(s->st_seed);
+		if (rc != SQLITE_OK)
+			return atbi_store_sqlerr(s, rc, "seed result", err);
+	}
+
+	st = prep(s, &s->st_result, SQL_RESULT, err);
+	if (st)
+		return st;
+	sqlite3_bind_int64(s->st_result, 1, o->job_id);
+	bind_text(s->st_result, 2, in->kind);
+	bind_text(s->st_result, 3, in->metric);
+	bind_text(s->st_result, 4, in->baseline_job_uuid && strcmp(in->baseline_job_uuid, uuid)
+					   ? in->baseline_job_uuid : NULL);
+	sqlite3_bind_int64(s->st_result, 5, (sqlite3_int64)in->nseeds);
+	bind_real(s->st_result, 6, in->speedup);
+	bind_real(s->st_result, 7, in->ci_low);
+	bind_real(s->st_result, 8, in->ci_high);
+	bind_real(s->st_result, 9, in->cv);
+	bind_text(s->st_result, 10, quarantined ? "quarantined" : "admitted");
+	bind_text(s->st_result, 11, stats);
+	bind_text(s->st_result, 12, in->protocol_digest);
+	bind_text(s->st_result, 13, in->box_fingerprint);
+	bind_text(s->st_result, 14, now);
+	rc = step_done(s->st_result);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "result", err);
+	o->result_id = sqlite3_last_insert_rowid(s->db);
+
+	payload = json_pack("{s:s, s:I, s:s, s:s?, s:s?, s:I, s:s, s:f, s:I, s:I, s:s?, s:s?}",
+			    "job", uuid, "job_id", (json_int_t)o->job_id, "kind", in->kind,
+			    "task", in->task, "candidate", in->candidate,
+			    "result", (json_int_t)o->result_id,
+			    "status", quarantined ? "quarantined" : "admitted",
+			    "speedup", in->speedup, "n_seeds", (json_int_t)in->nseeds,
+			    "n_samples", (json_int_t)in->nsamples,
+			    "protocol", in->protocol_digest, "box", in->box_fingerprint);
+	if (!payload)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot audit the ingest: out of memory");
+	st = atbi_audit_append(s, "ingest", payload, &o->audit_seq, err);
+	json_decref(payload);
+	return st;
+}
+
+enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *in,
+				 struct atb_ingest_outcome *out, struct atb_error *err)
+{
+	struct atb_ingest_outcome o;
+	char *stats = NULL, *detail = NULL;
+	const char *stats_text;
+	enum atb_status st, rst;
+	struct atb_error rerr;
+	double factor;
+	json_t *dj;
+
+	memset(&o, 0, sizeof(o));
+	if (out)
+		*out = o;
+	if (!s || !in || (in->nsamples && !in->samples) || (in->nseeds && !in->seeds) ||
+	    !in->kind || !in->task || !in->candidate || !in->unit || !in->metric)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "an ingest needs kind, task, candidate, unit, metric, samples and seeds");
+	if (in->job_uuid) {
+		snprintf(o.job_uuid, sizeof(o.job_uuid), "%s", in->job_uuid);
+	} else if (atbi_random_id(o.job_uuid) != ATB_OK) {
+		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot draw a job id");
+	}
+
+	/* Bad stats json is left for the schema to refuse (and recorded). */
+	stats_text = in->stats_json ? in->stats_json : "{}";
+	st = canonical_object(stats_text, "result stats", &stats, err);
+	if (st == ATB_ERR_NOMEM)
+		return st;
+	if (stats)
+		stats_text = stats;
+
+	st = atbi_store_begin(s, err);
+	if (st)
+		goto out;
+	st = anomaly_factor(s, in->protocol_digest, &factor, err);
+	if (st == ATB_OK) {
+		/* PROTO: gates.anomaly_breaker: >= factor is quarantined, never admitted */
+		o.quarantined = in->speedup >= factor;
+		st = ingest_txn(s, in, o.job_uuid, stats_text, o.quarantined, &o, err);
+	}
+	if (st == ATB_OK)
+		st = atbi_store_commit(s, err);
+	else
+		atbi_store_rollback(s);
+	if (st == ATB_OK)
+		goto out;
+
+	o.job_id = o.result_id = o.audit_seq = 0;
+	o.quarantined = 0;
+	if (ATB_PRIMARY(st) != ATB_ERR_REJECTED)
+		goto out;
+	/* Refused: record it with its rule and reason, in a new transaction. */
+	atb_alloc_install_json();
+	dj = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:I}", "kind", in->kind,
+		       "task", in->task, "candidate", in->candidate,
+		       "protocol", in->protocol_digest, "box", in->box_fingerprint,
+		       "n_samples", (json_int_t)in->nsamples, "n_seeds", (json_int_t)in->nseeds);
+	if (dj && atbi_redact_json(dj) == ATB_OK)
+		atbi_json_canonical(dj, &detail, NULL);
+	json_decref(dj);
+	if (detail) {
+		char rule[64];
+		const char *r = strstr(err ? err->msg : "", "atb-rule:");
+
+		snprintf(rule, sizeof(rule), "store:%s", atb_status_name(st) + 9);
+		atb_error_clear(&rerr);
+		rst = insert_rejection(s, o.job_uuid, rule, st,
+				       r ? r : atb_status_name(st), detail,
+				       &o.rejection_id, &o.audit_seq, &rerr);
+	} else {
+		rst = atb_error_set(&rerr, ATB_ERR_NOMEM, "cannot record a rejection: out of memory");
+	}
+	if (rst) {
+		/* The refusal stands; say the record of it failed too. */
+		if (err) {
+			size_t n = strlen(err->msg);
+
+			snprintf(err->msg + n, sizeof(err->msg) - n, " (and the rejection was not recorded: %s)",
+				 rerr.msg);
+		}
+	} else if (err) {
+		/* The reason as recorded (secrets redacted). */
+		char *red = atbi_redact_string(err->msg);
+
+		if (red) {
+			snprintf(err->msg, sizeof(err->msg), "%s", red);
+			atb_free(red);
+		}
+	}
+out:
+	atb_free(stats);
+	atb_free(detail);
+	if (out)
+		*out = o;
+	return st;
+}
+
+/* ---- review, boxes, protocols, events ---- */
+
+enum atb_status atb_store_review(struct atb_store *s, int64_t result_id,
+				 const char *decision, const char *reviewer,
+				 const char *reason, int64_t *review_id,
+				 struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	char now[40], *red = NULL;
+	json_t *payload = NULL;
+	enum atb_status st;
+	int64_t id;
+	int rc;
+
+	if (review_id)
+		*review_id = 0;
+	if (!s)
+		return atb_error_set(err, ATB_ERR_USAGE, "no store");
+	red = atbi_redact_string(reason ? reason : "");
+	if (!red)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot review: out of memory");
+	st = atbi_store_begin(s, err);
+	if (st)
+		goto out;
+	atbi_audit_time(now, sizeof(now));
+	rc = sqlite3_prepare_v2(s->db, "INSERT INTO review (result, decision, reviewer, reason,"
+				" created) VALUES (?, ?, ?, ?, ?)", -1, &q, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_int64(q, 1, result_id);
+		bind_text(q, 2, decision);
+		bind_text(q, 3, reviewer);
+		bind_text(q, 4, red);
+		bind_text(q, 5, now);
+		rc = step_done(q);
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "review", err);
+		goto fail;
+	}
+	id = sqlite3_last_insert_rowid(s->db);
+	payload = json_pack("{s:I, s:I, s:s, s:s, s:s}", "review", (json_int_t)id,
+			    "result", (json_int_t)result_id, "decision", decision,
+			    "reviewer", reviewer, "reason", red);
+	if (!payload) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot review: out of memory");
+		goto fail;
+	}
+	st = atbi_audit_append(s, "review", payload, NULL, err);
+	if (st)
+		goto fail;
+	st = atbi_store_commit(s, err);
+	if (st == ATB_OK && review_id)
+		*review_id = id;
+	goto out;
+fail:
+	atbi_store_rollback(s);
+out:
+	json_decref(payload);
+	atb_free(red);
+	return st;
+}
+
+enum atb_status atb_store_register_box(struct atb_store *s, const char *fingerprint,
+				       const char *description_json,
+				       struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	char now[40], *desc = NULL;
+	json_t *payload = NULL;
+	enum atb_status st;
+	int rc, exists = 0;
+
+	if (!s || !fingerprint || !atbi_is_sha256_hex(fingerprint))
+		return atb_error_set(err, ATB_REJECTED_NO_BOX,
+				     "box fingerprint '%s' is not 64 lowercase hex",
+				     fingerprint ? fingerprint : "");
+	st = canonical_object(description_json, "box description", &desc, err);
+	if (st)
+		return st;
+	st = atbi_store_begin(s, err);
+	if (st)
+		goto out;
+	rc = sqlite3_prepare_v2(s->db, "SELECT 1 FROM box WHERE fingerprint = ?", -1, &q, NULL);
+	if (rc == SQLITE_OK) {
+		bind_text(q, 1, fingerprint);
+		exists = sqlite3_step(q) == SQLITE_ROW;
+	}
+	sqlite3_finalize(q);
+	q = NULL;
+	if (exists) {
+		atbi_store_rollback(s);
+		goto out;
+	}
+	atbi_audit_time(now, sizeof(now));
+	rc = sqlite3_prepare_v2(s->db, "INSERT INTO box (fingerprint, description, created)"
+				" VALUES (?, ?, ?)", -1, &q, NULL);
+	if (rc == SQLITE_OK) {
+		bind_text(q, 1, fingerprint);
+		bind_text(q, 2, desc);
+		bind_text(q, 3, now);
+		rc = step_done(q);
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "register the box", err);
+		goto fail;
+	}
+	payload = json_pack("{s:s, s:o}", "fingerprint", fingerprint,
+			    "description", json_loads(desc, 0, NULL));
+	if (!payload) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot register the box: out of memory");
+		goto fail;
+	}
+	st = atbi_audit_append(s, "box.registered", payload, NULL, err);
+	if (st)
+		goto fail;
+	st = atbi_store_commit(s, err);
+	goto out;
+fail:
+	atbi_store_rollback(s);
+out:
+	json_decref(payload);
+	atb_free(desc);
+	return st;
+}
+
+enum atb_status atb_store_sync_protocols(struct atb_store *s,
+					 const struct atb_frozen_protocol *list,
+					 size_t n, size_t *added,
+					 struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL, *ins = NULL;
+	char hex[65], now[40];
+	enum atb_status st;
+	json_t *payload;
+	size_t i, nadded = 0;
+	int rc;
+
+	if (added)
+		*added = 0;
+	if (!s || (n && !list))
+		return atb_error_set(err, ATB_ERR_USAGE, "no protocols given");
+	for (i = 0; i < n; i++) {
+		if (!list[i].canonical_json ||
+		    atbi_sha256_hex(list[i].canonical_json, strlen(list[i].canonical_json), hex) ||
+		    strcmp(hex, list[i].digest))
+			return atb_error_set(err, ATB_ERR_PROTOCOL,
+					     "frozen protocol version %d: digest '%s' is not the sha-256 of its canonical form",
+					     list[i].version, list[i].digest);
+	}
+	st = atbi_store_begin(s, err);
+	if (st)
+		return st;
+	rc = sqlite3_prepare_v2(s->db, "SELECT digest, version, canonical FROM frozen_protocol"
+				" WHERE digest = ? OR version = ?", -1, &q, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(s->db, "INSERT INTO frozen_protocol (digest, version,"
+					" canonical, created) VALUES (?, ?, ?, ?)", -1, &ins, NULL);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "sync frozen protocols", err);
+		goto fail;
+	}
+	atbi_audit_time(now, sizeof(now));
+	for (i = 0; i < n; i++) {
+		int found = 0, same = 0;
+
+		sqlite3_reset(q);
+		bind_text(q, 1, list[i].digest);
+		sqlite3_bind_int(q, 2, list[i].version);
+		while (sqlite3_step(q) == SQLITE_ROW) {
+			found = 1;
+			same = !strcmp((const char *)sqlite3_column_text(q, 0), list[i].digest) &&
+			       sqlite3_column_int(q, 1) == list[i].version &&
+			       !strcmp((const char *)sqlite3_column_text(q, 2), list[i].canonical_json);
+			if (!same)
+				break;
+		}
+		if (found && !same) {
+			st = atb_error_set(err, ATB_ERR_PROTOCOL,
+					   "frozen protocol version %d ('%s') conflicts with the store's",
+					   list[i].version, list[i].digest);
+			goto fail;
+		}
+		if (found)
+			continue;
+		sqlite3_reset(ins);
+		bind_text(ins, 1, list[i].digest);
+		sqlite3_bind_int(ins, 2, list[i].version);
+		bind_text(ins, 3, list[i].canonical_json);
+		bind_text(ins, 4, now);
+		rc = step_done(ins);
+		if (rc != SQLITE_OK) {
+			st = atbi_store_sqlerr(s, rc, "freeze the protocol", err);
+			goto fail;
+		}
+		payload = json_pack("{s:i, s:s}", "version", list[i].version, "digest", list[i].digest);
+		if (!payload) {
+			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot sync protocols: out of memory");
+			goto fail;
+		}
+		st = atbi_audit_append(s, "protocol.frozen", payload, NULL, err);
+		json_decref(payload);
+		if (st)
+			goto fail;
+		nadded++;
+	}
+	sqlite3_finalize(q);
+	sqlite3_finalize(ins);
+	st = atbi_store_commit(s, err);
+	if (st == ATB_OK && added)
+		*added = nadded;
+	return st;
+fail:
+	sqlite3_finalize(q);
+	sqlite3_finalize(ins);
+	atbi_store_rollback(s);
+	return st;
+}
+
+enum atb_status atb_store_audit_event(struct atb_store *s, const char *kind,
+				      const char *payload_json, int64_t *seq,
+				      struct atb_error *err)
+{
+	json_t *v;
+	json_error_t je;
+	enum atb_status st;
+
+	if (seq)
+		*seq = 0;
+	if (!s || !valid_kind(kind))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "audit kind '%s' is not 1-63 of [a-z0-9_.:-]", kind ? kind : "");
+	atb_alloc_install_json();
+	v = json_loads(payload_json ? payload_json : "{}", JSON_REJECT_DUPLICATES, &je);
+	if (!v)
+		return atb_error_set(err, ATB_ERR_PARSE, "audit payload is not valid json: %s", je.text);
+	if (!json_is_object(v)) {
+		json_decref(v);
+		return atb_error_set(err, ATB_ERR_SCHEMA, "audit payload is not a json object");
+	}
+	st = atbi_store_begin(s, err);
+	if (st == ATB_OK) {
+		st = atbi_audit_append(s, kind, v, seq, err);
+		if (st == ATB_OK)
+			st = atbi_store_commit(s, err);
+		else
+			atbi_store_rollback(s);
+	}
+	json_decref(v);
+	return st;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Internals of the store, shared with src/audit (which appends to and
+ * verifies the chain kept in the store's audit table and its mirror).
+ */
+#ifndef ATB_STORE_INT_H
+#define ATB_STORE_INT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "atb/store.h"
+#include "util.h"
+
+#define ATBI_GENESIS "0000000000000000000000000000000000000000000000000000000000000000"
+
+struct atb_store {
+	sqlite3 *db;
+	char *path;
+	char *mirror_path;
+	int read_only;
+	int mirror_fd;          /* -1 until the first append (read-write only) */
+	off_t mirror_pending;   /* mirror size before an uncommitted append, -1 none */
+	int in_txn;
+	/* Prepared statements reused across ingests (the hot path). */
+	sqlite3_stmt *st_job, *st_sample, *st_seed, *st_result, *st_audit;
+	/* The anomaly factor of the last protocol digest looked up. */
+	char factor_digest[65];
+	double factor;
+};
+
+ATBI_FUNC extern const char atbi_store_schema_sql[];
+ATBI_FUNC extern const char *const atbi_store_tables[ATB_STORE_NTABLES];
+
+/* Map a SQLite failure on s->db to a status and message ("atb-rule:" aware). */
+ATBI_FUNC enum atb_status atbi_store_sqlerr(struct atb_store *s, int rc, const char *what,
+					    struct atb_error *err);
+/* Status for a rule id ("paired_seeds" -> ATB_REJECTED_PAIRED_SEEDS). */
+ATBI_FUNC enum atb_status atbi_store_rule_status(const char *rule, size_t len);
+
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK; COMMIT undoes a pending mirror append on failure. */
+ATBI_FUNC enum atb_status atbi_store_begin(struct atb_store *s, struct atb_error *err);
+ATBI_FUNC enum atb_status atbi_store_commit(struct atb_store *s, struct atb_error *err);
+ATBI_FUNC void atbi_store_rollback(struct atb_store *s);
+
+/* Now as RFC 3339 UTC with nanoseconds (buf >= 40 bytes). */
+ATBI_FUNC void atbi_audit_time(char *buf, size_t size);
+
+/*
+ * Append one entry inside the open transaction: redact payload (modified in
+ * place), insert the row, write and fsync the mirror line.  The caller
+ * commits with atbi_store_commit.
+ */
+ATBI_FUNC enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
+					    json_t *payload, int64_t *seq,
+					    struct atb_error *err);
+
+/* After a crash: drop a trailing mirror entry/partial line the store lacks. */
+ATBI_FUNC enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err);
+
+/* Redact secrets from every string in v, in place; ATB_ERR_NOMEM possible. */
+ATBI_FUNC enum atb_status atbi_redact_json(json_t *v);
+/* A copy of s with secrets redacted; NULL on allocation failure. */
+ATBI_FUNC char *atbi_redact_string(const char *s);
+
+/*
+ * The entry body bytes (canonical JSON) of one entry; caller owns *out.
+ */
+ATBI_FUNC enum atb_status atbi_audit_body(int64_t seq, const char *time, const char *kind,
+					  const char *payload, const char *prev_hash,
+					  char **out, size_t *len);
+
+/*
+ * Verify a mirror's bytes alone (hashes, seq from 1, links).  Returns the
+ * number of complete, valid entries in *n; on the first bad line fills
+ * problem (seq and what) and returns ATB_ERR_AUDIT.  A trailing partial
+ * line is not counted and sets *partial.
+ */
+ATBI_FUNC enum atb_status atbi_audit_verify_buffer(const char *buf, size_t len, int64_t *n,
+						   int *partial, int64_t *bad_seq,
+						   char *problem, size_t problem_size);
+
+#endif

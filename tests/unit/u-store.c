@@ -1,0 +1,665 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The store and its validator.  Each rule has a test named for what it
+ * forbids; each attacks the database directly with SQL on a second
+ * connection (as the sqlite3 shell would) and checks the exact rule id, and
+ * most also go through atb_store_ingest and check the status and the stored
+ * rejection.  Also: opening (not a store, newer schema, locked, nothing
+ * written), quarantine and review, redaction, atb_store_check, and an
+ * allocation-failure walk over ingest and audit append.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <sys/stat.h>
+
+#include "../fixtures/store/fixture.h"
+#include "banned.h"
+
+static struct fx F;
+
+static void setup(void)
+{
+	fx_setup(&F);
+}
+
+static void teardown(void)
+{
+	fx_teardown(&F);
+}
+
+TestSuite(store, .init = setup, .fini = teardown);
+
+#define JOB(uuid, kind, digest, box) \
+	"INSERT INTO job (uuid, kind, task, candidate, protocol_digest, box_fingerprint," \
+	" created) VALUES ('" uuid "', '" kind "', 't', 'c', " digest ", " box ", 'now');"
+#define JOBID(uuid) "(SELECT id FROM job WHERE uuid = '" uuid "')"
+#define SAMPLE(uuid, arm, seed, value, box) \
+	"INSERT INTO sample VALUES (" JOBID(uuid) ", '" arm "', " seed ", 0, " value \
+	", 'ns', '%s', " box ");"
+
+static void ingest_ok(struct atb_ingest_outcome *o)
+{
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_ingest(F.s, &F.in, o, &err), ATB_OK, "%s", err.msg);
+}
+
+static void ingest_refused(enum atb_status want)
+{
+	struct atb_ingest_outcome o;
+	struct atb_error err;
+	enum atb_status st;
+	char rule[80];
+
+	long jobs = fx_count(&F, "SELECT count(*) FROM job");
+	long results = fx_count(&F, "SELECT count(*) FROM result");
+
+	atb_error_clear(&err);
+	st = atb_store_ingest(F.s, &F.in, &o, &err);
+	cr_assert_eq(st, want, "got %s (%s), want %s", atb_status_name(st), err.msg,
+		     atb_status_name(want));
+	snprintf(rule, sizeof(rule), "atb-rule:%s:", atb_status_name(want) + 9);
+	cr_assert(strstr(err.msg, rule), "'%s' lacks '%s'", err.msg, rule);
+	cr_assert_gt(o.rejection_id, 0);
+	cr_assert_eq(o.result_id, 0);
+	/* Rolled back: no trace of the job but its rejection. */
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), results);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM job"), jobs);
+	snprintf(rule, sizeof(rule), "store:%s", atb_status_name(want) + 9);
+	{
+		char q[200];
+
+		snprintf(q, sizeof(q), "SELECT count(*) FROM rejection WHERE rule = '%s' AND status = %d",
+			 rule, (int)want);
+		cr_assert_eq(fx_count(&F, q), 1);
+	}
+}
+
+/* ---- the paired-seed rule ---- */
+
+Test(store, engine_result_without_paired_seeds_cannot_enter_db)
+{
+	int i;
+
+	fx_accepted(&F, JOB("e1", "engine", "'%s'", "'%s'"), F.digest, F.box);
+	/* A result with no seed results at all. */
+	fx_refused(&F, "paired_seeds",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("e1") ", 'engine', 'rps', " JOBID("e1") ", 5, 1.2, 1.1, 1.3, 0.01,"
+		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+	/* Candidate-only samples: a seed result cannot pair them. */
+	fx_accepted(&F, SAMPLE("e1", "candidate", "1", "10.0", "'%s'"), F.digest, F.box);
+	fx_refused(&F, "paired_seeds", "INSERT INTO seed_result VALUES (" JOBID("e1")
+		   ", 1, 10.0, 12.0, 1.2)");
+	/* n_seeds 0 is refused by the column rule. */
+	fx_refused(&F, "paired_seeds",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("e1") ", 'engine', 'rps', " JOBID("e1") ", 0, 1.2, 1.1, 1.3, 0.01,"
+		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+
+	/* Through the C API: candidate samples without the baseline arm. */
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 5, 1.2);
+	F.in.kind = "engine";
+	for (i = 0; i < (int)F.in.nsamples; i++)
+		F.samples[i].arm = ATB_ARM_CANDIDATE;
+	for (i = 0; i < (int)F.in.nsamples; i++)
+		F.samples[i].trial = i;
+	ingest_refused(ATB_REJECTED_PAIRED_SEEDS);
+}
+
+Test(store, kernel_result_without_paired_seeds_cannot_enter_db)
+{
+	int i;
+
+	fx_accepted(&F, JOB("k1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	fx_accepted(&F, SAMPLE("k1", "baseline", "1", "10.0", "'%s'"), F.digest, F.box);
+	fx_refused(&F, "paired_seeds", "INSERT INTO seed_result VALUES (" JOBID("k1")
+		   ", 1, 10.0, 8.0, 1.25)");
+	/* Fewer paired seeds than the protocol's min_paired_seeds (5). */
+	for (i = 1; i <= 3; i++) {
+		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("k1") ", 'baseline', %d, 1, 10.0,"
+			    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("k1")
+			    ", 'candidate', %d, 1, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
+			    " VALUES (" JOBID("k1") ", %d, 10.0, 8.0, 1.25)", i, F.digest, F.box, i,
+			    F.digest, F.box, i);
+	}
+	fx_refused(&F, "paired_seeds",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("k1") ", 'kernel', 'ns', " JOBID("k1") ", 3, 1.25, 1.2, 1.3, 0.01,"
+		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+	/* n_seeds that is not the count of seed results. */
+	fx_refused(&F, "paired_seeds",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("k1") ", 'kernel', 'ns', " JOBID("k1") ", 7, 1.25, 1.2, 1.3, 0.01,"
+		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 3, 1.5);
+	ingest_refused(ATB_REJECTED_PAIRED_SEEDS);
+}
+
+/* ---- provenance: frozen protocol and box ---- */
+
+Test(store, row_with_unfrozen_protocol_digest_cannot_enter_db)
+{
+	char other[65];
+
+	atbi_sha256_hex("not frozen", 10, other);
+	fx_refused(&F, "unfrozen_protocol", JOB("u1", "kernel", "'%s'", "'%s'"), other, F.box);
+	fx_refused(&F, "unfrozen_protocol", JOB("u2", "kernel", "NULL", "'%s'"), F.box);
+	/* A sample carrying another digest than its job. */
+	fx_accepted(&F, JOB("u3", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	fx_refused(&F, "unfrozen_protocol", "INSERT INTO sample VALUES (" JOBID("u3")
+		   ", 'baseline', 1, 0, 1.0, 'ns', '%s', '%s')", other, F.box);
+	fx_ingest(&F, 5, 1.5);
+	F.in.protocol_digest = other;
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 5, 1.5);
+	F.in.protocol_digest = other;
+	ingest_refused(ATB_REJECTED_UNFROZEN_PROTOCOL);
+}
+
+Test(store, row_without_box_fingerprint_cannot_enter_db)
+{
+	char unknown[65];
+
+	atbi_sha256_hex("unknown box", 11, unknown);
+	fx_refused(&F, "no_box", JOB("b1", "kernel", "'%s'", "NULL"), F.digest);
+	fx_refused(&F, "no_box", JOB("b2", "kernel", "'%s'", "'%s'"), F.digest, unknown);
+	fx_refused(&F, "no_box", "INSERT INTO box VALUES ('not-hex', '{}', 'now')");
+	fx_accepted(&F, JOB("b3", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	fx_refused(&F, "no_box", SAMPLE("b3", "baseline", "1", "1.0", "NULL"), F.digest);
+	fx_ingest(&F, 5, 1.5);
+	F.in.box_fingerprint = unknown;
+	ingest_refused(ATB_REJECTED_NO_BOX);
+}
+
+Test(store, sample_measured_on_another_box_cannot_enter_db)
+{
+	fx_accepted(&F, JOB("x1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	fx_refused(&F, "baseline_elsewhere", SAMPLE("x1", "baseline", "1", "1.0", "'%s'"),
+		   F.digest, F.box2);
+}
+
+Test(store, result_with_baseline_from_another_job_cannot_enter_db)
+{
+	struct atb_ingest_outcome first;
+	char uuid[65];
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&first);
+	memcpy(uuid, first.job_uuid, sizeof(uuid));
+	/* SQL: a fully paired job whose result names the first job's baseline. */
+	fx_accepted(&F, JOB("o1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	for (int i = 1; i <= 5; i++)
+		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("o1") ", 'baseline', %d, 0, 10.0,"
+			    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("o1")
+			    ", 'candidate', %d, 0, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
+			    " VALUES (" JOBID("o1") ", %d, 10.0, 8.0, 1.25)", i, F.digest, F.box, i,
+			    F.digest, F.box, i);
+	fx_refused(&F, "baseline_elsewhere",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("o1") ", 'kernel', 'ns', (SELECT id FROM job WHERE uuid = '%s'), 5, 1.25,"
+		   " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", uuid, F.digest, F.box);
+	/* ...or another box than its job's. */
+	fx_refused(&F, "baseline_elsewhere",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("o1") ", 'kernel', 'ns', " JOBID("o1") ", 5, 1.25,"
+		   " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box2);
+	fx_accepted(&F, "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup,"
+		    " ci_low, ci_high, cv, status, stats, protocol_digest, box_fingerprint, created)"
+		    " VALUES (" JOBID("o1") ", 'kernel', 'ns', " JOBID("o1") ", 5, 1.25,"
+		    " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+
+	/* C API. */
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&first);
+	fx_ingest(&F, 5, 1.5);
+	F.in.baseline_job_uuid = first.job_uuid;
+	{
+		struct atb_ingest_outcome o;
+		struct atb_error err;
+
+		atb_error_clear(&err);
+		cr_assert_eq(atb_store_ingest(F.s, &F.in, &o, &err), ATB_REJECTED_BASELINE_ELSEWHERE,
+			     "%s", err.msg);
+		cr_assert(strstr(err.msg, "atb-rule:baseline_elsewhere:"));
+		cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 1);
+	}
+}
+
+/* ---- statistics rules ---- */
+
+Test(store, result_with_cv_over_cap_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.in.cv = 0.08;
+	ingest_refused(ATB_REJECTED_CV_OVER_CAP);
+	fx_ingest(&F, 5, 1.5);
+	F.in.cv = 0.05;  /* at the cap is allowed */
+	ingest_ok(NULL);
+}
+
+Test(store, admitted_anomaly_cannot_enter_db)
+{
+	struct atb_ingest_outcome o;
+
+	fx_accepted(&F, JOB("a1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	for (int i = 1; i <= 5; i++)
+		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("a1") ", 'baseline', %d, 0,"
+			    " 61000.0, 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("a1")
+			    ", 'candidate', %d, 0, 1.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
+			    " VALUES (" JOBID("a1") ", %d, 61000.0, 1.0, 61000.0)", i, F.digest, F.box,
+			    i, F.digest, F.box, i);
+	fx_refused(&F, "anomaly_not_quarantined",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   JOBID("a1") ", 'kernel', 'ns', " JOBID("a1") ", 5, 61000.0, 60000.0, 62000.0,"
+		   " 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+	/* The C ingest quarantines it (exactly at the factor too). */
+	fx_ingest(&F, 5, 10.0);
+	ingest_ok(&o);
+	cr_assert(o.quarantined);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result WHERE status = 'quarantined'"), 1);
+	fx_ingest(&F, 5, 9.99);
+	ingest_ok(&o);
+	cr_assert_not(o.quarantined);
+}
+
+Test(store, duplicate_seed_cannot_enter_db)
+{
+	fx_accepted(&F, JOB("d1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("d1") ", 'baseline', 1, 0, 10.0,"
+		    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("d1")
+		    ", 'candidate', 1, 0, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
+		    " VALUES (" JOBID("d1") ", 1, 10.0, 8.0, 1.25)", F.digest, F.box, F.digest, F.box);
+	fx_refused(&F, "duplicate_seed", "INSERT INTO seed_result VALUES (" JOBID("d1")
+		   ", 1, 10.0, 8.0, 1.25)");
+	fx_refused(&F, "duplicate_seed", "INSERT OR REPLACE INTO seed_result VALUES (" JOBID("d1")
+		   ", 1, 10.0, 5.0, 2.0)");
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[4].seed = F.seeds[3].seed;
+	ingest_refused(ATB_REJECTED_DUPLICATE_SEED);
+}
+
+Test(store, nan_inf_zero_or_negative_value_cannot_enter_db)
+{
+	static const char *const bad[] = {"NULL", "0.0/0.0", "9e999", "-9e999", "0", "-1.5",
+					  "'abc'"};
+	size_t i;
+
+	fx_accepted(&F, JOB("v1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		fx_refused(&F, "bad_time", "INSERT INTO sample VALUES (" JOBID("v1")
+			   ", 'baseline', 1, %zu, %s, 'ns', '%s', '%s')", i, bad[i], F.digest, F.box);
+	fx_ingest(&F, 5, 1.5);
+	F.samples[2].value = NAN;
+	ingest_refused(ATB_REJECTED_BAD_TIME);
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 5, 1.5);
+	F.samples[2].value = INFINITY;
+	ingest_refused(ATB_REJECTED_BAD_TIME);
+	fx_teardown(&F);
+	fx_setup(&F);
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[1].ratio = -1.0;
+	ingest_refused(ATB_REJECTED_BAD_TIME);
+}
+
+/* ---- append-only ---- */
+
+Test(store, stored_row_cannot_be_updated_deleted_or_replaced)
+{
+	static const char *const tables[][2] = {
+		{"frozen_protocol", "version"}, {"box", "fingerprint"}, {"job", "id"},
+		{"sample", "trial"}, {"seed_result", "seed"}, {"result", "id"},
+		{"rejection", "id"}, {"review", "id"}, {"audit", "seq"}};
+	struct atb_ingest_outcome o;
+	struct atb_error err;
+	size_t i;
+
+	fx_ingest(&F, 5, 20.0);
+	ingest_ok(&o);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_review(F.s, o.result_id, "reject", "ana", "identity kernel", NULL,
+				      &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:correctness", ATB_ERR_CHECK, "wrong output",
+				      NULL, NULL, &err), ATB_OK, "%s", err.msg);
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		fx_refused(&F, "append_only", "UPDATE %s SET %s = %s", tables[i][0], tables[i][1],
+			   tables[i][1]);
+		fx_refused(&F, "append_only", "DELETE FROM %s", tables[i][0]);
+	}
+	/* UPDATE through a column write, and REPLACE on each keyed table. */
+	fx_refused(&F, "append_only", "UPDATE result SET status = 'admitted'");
+	fx_refused(&F, "append_only", "UPDATE sample SET value = 1.0");
+	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO box VALUES ('%s', '{}', 'now')", F.box);
+	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO sample SELECT job, arm, seed, trial,"
+		   " 1.0, unit, protocol_digest, box_fingerprint FROM sample LIMIT 1");
+	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO result SELECT * FROM result");
+	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO job SELECT * FROM job");
+	fx_refused(&F, "append_only", "INSERT INTO result SELECT * FROM result WHERE true ON CONFLICT DO"
+		   " UPDATE SET status = 'admitted'");
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), 30);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result WHERE status = 'quarantined'"), 1);
+}
+
+Test(store, audit_row_breaking_the_chain_cannot_enter_db)
+{
+	fx_refused(&F, "audit_chain", "INSERT INTO audit VALUES (99, '2026-01-01T00:00:00.000000000Z',"
+		   " 'x', '{}', '%s', '%s')", ATBI_GENESIS, ATBI_GENESIS);
+	fx_refused(&F, "audit_chain", "INSERT INTO audit SELECT max(seq) + 1,"
+		   " '2026-01-01T00:00:00.000000000Z', 'x', '{}', '%s', '%s' FROM audit",
+		   ATBI_GENESIS, ATBI_GENESIS);
+	fx_refused(&F, "audit_chain", "INSERT INTO audit SELECT max(seq) + 1, 'yesterday', 'x', '{}',"
+		   " (SELECT hash FROM audit ORDER BY seq DESC LIMIT 1), '%s' FROM audit", ATBI_GENESIS);
+}
+
+Test(store, review_of_a_result_not_quarantined_cannot_enter_db)
+{
+	struct atb_ingest_outcome o, q;
+	struct atb_error err;
+	int64_t id = 0;
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&o);
+	fx_refused(&F, "review", "INSERT INTO review (result, decision, reviewer, reason, created)"
+		   " VALUES (%lld, 'admit', 'ana', 'ok', 'now')", (long long)o.result_id);
+	fx_refused(&F, "review", "INSERT INTO review (result, decision, reviewer, reason, created)"
+		   " VALUES (999, 'admit', 'ana', 'ok', 'now')");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_review(F.s, o.result_id, "admit", "ana", "fine", &id, &err),
+		     ATB_REJECTED_REVIEW, "%s", err.msg);
+	fx_ingest(&F, 5, 12.0);
+	ingest_ok(&q);
+	cr_assert(q.quarantined);
+	fx_refused(&F, "review", "INSERT INTO review (result, decision, reviewer, reason, created)"
+		   " VALUES (%lld, 'maybe', 'ana', 'ok', 'now')", (long long)q.result_id);
+	cr_assert_eq(atb_store_review(F.s, q.result_id, "admit", "ana", "re-measured", &id, &err),
+		     ATB_OK, "%s", err.msg);
+	cr_assert_gt(id, 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result WHERE status = 'quarantined'"), 1);
+}
+
+/* ---- opening ---- */
+
+static void file_bytes(const char *path, char **buf, size_t *len)
+{
+	struct atb_error err;
+
+	cr_assert_eq(atbi_read_file(path, buf, len, &err), ATB_OK, "%s", err.msg);
+}
+
+Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
+{
+	struct atb_store *s = NULL;
+	struct atb_error err;
+	char p[400], *before, *after;
+	size_t lb, la;
+	sqlite3 *db;
+	FILE *fp;
+
+	snprintf(p, sizeof(p), "%s/text.db", F.dir);
+	fp = fopen(p, "w");
+	fputs("hello, not sqlite at all, just some text that is long enough\n", fp);
+	fclose(fp);
+	file_bytes(p, &before, &lb);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_CREATE, &s, &err), ATB_ERR_NOT_A_STORE, "%s", err.msg);
+	cr_assert_null(s);
+	cr_assert(strstr(err.msg, "is not an atb store"));
+	file_bytes(p, &after, &la);
+	cr_assert(lb == la && !memcmp(before, after, lb));
+	atb_free(before);
+	atb_free(after);
+
+	/* Another application's SQLite file. */
+	snprintf(p, sizeof(p), "%s/other.db", F.dir);
+	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 42;", NULL, NULL, NULL);
+	sqlite3_close(db);
+	file_bytes(p, &before, &lb);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_NOT_A_STORE);
+	file_bytes(p, &after, &la);
+	cr_assert(lb == la && !memcmp(before, after, lb));
+	atb_free(before);
+	atb_free(after);
+
+	/* A newer schema. */
+	snprintf(p, sizeof(p), "%s/newer.db", F.dir);
+	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 1635017265;"
+		     " PRAGMA user_version = 3;", NULL, NULL, NULL);
+	sqlite3_close(db);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_STORE_NEWER);
+	cr_assert(strstr(err.msg, "has schema 3, this atb reads up to 1; upgrade atb"), "%s", err.msg);
+
+	/* Missing. */
+	snprintf(p, sizeof(p), "%s/none.db", F.dir);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_ONLY, &s, &err), ATB_ERR_NOT_FOUND);
+	cr_assert_eq(access(p, F_OK), -1);
+}
+
+Test(store, open_and_write_report_a_locked_store)
+{
+	struct atb_error err;
+	sqlite3 *db;
+
+	cr_assert_eq(sqlite3_open(F.path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+	fx_ingest(&F, 5, 1.5);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_ingest(F.s, &F.in, NULL, &err), ATB_ERR_LOCKED, "%s", err.msg);
+	sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	sqlite3_close(db);
+	ingest_ok(NULL);
+}
+
+Test(store, read_only_store_refuses_writes)
+{
+	struct atb_store *ro = NULL;
+	struct atb_error err;
+	struct atb_result_row *rows;
+	size_t n;
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(NULL);
+	cr_assert_eq(atb_store_open(F.path, ATB_STORE_READ_ONLY, &ro, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_ingest(ro, fx_ingest(&F, 5, 1.5), NULL, &err), ATB_ERR_USAGE);
+	cr_assert_eq(atb_store_list_results(ro, &rows, &n, &err), ATB_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(rows[0].status, "admitted");
+	cr_assert_float_eq(rows[0].speedup, 1.5, 1e-12);
+	atb_store_results_free(rows, n);
+	atb_store_close(ro);
+}
+
+/* ---- the writers ---- */
+
+Test(store, ingest_stores_everything_in_one_transaction_with_its_audit_entry)
+{
+	struct atb_ingest_outcome o;
+	struct atb_audit_report rep;
+	struct atb_store_info info;
+	struct atb_error err;
+
+	fx_ingest(&F, 6, 1.5);
+	ingest_ok(&o);
+	cr_assert_gt(o.job_id, 0);
+	cr_assert_gt(o.result_id, 0);
+	cr_assert_gt(o.audit_seq, 0);
+	cr_assert_eq(strlen(o.job_uuid), 32);
+	cr_assert_eq(atb_store_info(F.s, &info, &err), ATB_OK);
+	cr_assert_eq(info.schema_version, 1);
+	cr_assert_eq(info.rows[3], 36);   /* sample */
+	cr_assert_eq(info.rows[4], 6);    /* seed_result */
+	cr_assert_eq(info.nprotocols, 1);
+	cr_assert_eq(info.nboxes, 2);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.db_entries, 4);  /* protocol, 2 boxes, ingest */
+	cr_assert_eq(rep.mirror_entries, 4);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit WHERE kind = 'ingest' AND"
+			     " json_extract(payload, '$.result') = 1"), 1);
+}
+
+Test(store, rejections_are_stored_with_their_reason)
+{
+	struct atb_rejection_row *rows;
+	struct atb_error err;
+	int64_t id = 0;
+	size_t n;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_reject(F.s, "job-7", "gate:correctness", ATB_ERR_CHECK,
+				      "output differs at element 3", "{\"max_err\":2.5}", &id, &err),
+		     ATB_OK, "%s", err.msg);
+	cr_assert_gt(id, 0);
+	cr_assert_eq(atb_store_reject(F.s, NULL, "", ATB_ERR_CHECK, "x", NULL, NULL, &err),
+		     ATB_ERR_USAGE);
+	cr_assert_eq(atb_store_list_rejections(F.s, &rows, &n, &err), ATB_OK);
+	cr_assert_eq(n, 1);
+	cr_assert_str_eq(rows[0].rule, "gate:correctness");
+	cr_assert_str_eq(rows[0].reason, "output differs at element 3");
+	cr_assert_str_eq(rows[0].job_uuid, "job-7");
+	atb_store_rejections_free(rows, n);
+}
+
+Test(store, secrets_never_reach_the_store_or_the_audit_chain)
+{
+	const char *key = "sk-test-0123456789abcdefSECRETVALUE";
+	char q[300], *mirror;
+	struct atb_error err;
+	size_t len;
+
+	setenv("OPENAI_API_KEY", key, 1);
+	fx_ingest(&F, 5, 1.5);
+	F.in.candidate = "cand sk-test-0123456789abcdefSECRETVALUE";
+	ingest_ok(NULL);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:llm", ATB_ERR_CHECK,
+				      "call failed with key sk-test-0123456789abcdefSECRETVALUE",
+				      "{\"headers\":[\"Bearer sk-test-0123456789abcdefSECRETVALUE\"]}",
+				      NULL, &err), ATB_OK, "%s", err.msg);
+	fx_ingest(&F, 5, 1.5);
+	F.in.cv = 0.5;
+	F.in.task = "task sk-test-0123456789abcdefSECRETVALUE";
+	cr_assert_eq(atb_store_ingest(F.s, &F.in, NULL, &err), ATB_REJECTED_CV_OVER_CAP);
+	cr_assert_eq(atb_store_audit_event(F.s, "llm.call",
+					   "{\"auth\":\"sk-test-0123456789abcdefSECRETVALUE\"}",
+					   NULL, &err), ATB_OK, "%s", err.msg);
+	snprintf(q, sizeof(q), "SELECT count(*) FROM audit WHERE instr(payload, '%s') > 0", key);
+	cr_assert_eq(fx_count(&F, q), 0);
+	snprintf(q, sizeof(q), "SELECT count(*) FROM rejection WHERE instr(reason, '%s') > 0"
+		 " OR instr(detail, '%s') > 0", key, key);
+	cr_assert_eq(fx_count(&F, q), 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit WHERE instr(payload, '[redacted]') > 0"),
+		     3);
+	file_bytes(atb_store_mirror_path(F.s), &mirror, &len);
+	cr_assert_null(strstr(mirror, key));
+	cr_assert_not_null(strstr(mirror, "[redacted]"));
+	atb_free(mirror);
+	unsetenv("OPENAI_API_KEY");
+}
+
+Test(store, sync_protocols_refuses_a_conflicting_version)
+{
+	struct atb_frozen_protocol p = {0};
+	struct atb_error err;
+	size_t added = 9;
+	const char *other = "{\"stats\":{\"cv_cap\":0.5},\"version\":1}";
+
+	p.version = 1;
+	p.canonical_json = (char *)FX_CANONICAL;
+	memcpy(p.digest, F.digest, 65);
+	cr_assert_eq(atb_store_sync_protocols(F.s, &p, 1, &added, &err), ATB_OK);
+	cr_assert_eq(added, 0);
+	p.canonical_json = (char *)other;
+	atbi_sha256_hex(other, strlen(other), p.digest);
+	cr_assert_eq(atb_store_sync_protocols(F.s, &p, 1, &added, &err), ATB_ERR_PROTOCOL);
+	memcpy(p.digest, F.digest, 65);  /* a digest that is not the content's */
+	p.version = 2;
+	cr_assert_eq(atb_store_sync_protocols(F.s, &p, 1, &added, &err), ATB_ERR_PROTOCOL);
+}
+
+/* ---- atb_store_check ---- */
+
+Test(store, check_finds_rows_that_got_in_with_triggers_dropped)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total, i;
+	int cv = 0, schema = 0, audit = 0;
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(NULL);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(total, 0);
+	atb_free(f);
+	fx_accepted(&F, "DROP TRIGGER result_no_update; UPDATE result SET cv = 0.2");
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	for (i = 0; i < kept; i++) {
+		cv += !strcmp(f[i].rule, "cv_over_cap");
+		schema += !strcmp(f[i].rule, "schema");
+		audit += !strcmp(f[i].rule, "audit");
+	}
+	cr_assert_eq(cv, 1);
+	cr_assert_eq(schema, 1);
+	cr_assert_eq(audit, 0);  /* the chain itself was not touched */
+	atb_free(f);
+}
+
+/* ---- allocation failure ---- */
+
+Test(store, allocation_failure_anywhere_in_ingest_fails_cleanly)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+	long k, ok = 0, n;
+	enum atb_status st;
+
+	for (k = 1; k < 400; k++) {
+		fx_ingest(&F, 5, 1.5);
+		atb_alloc_fail_at(k);
+		atb_error_clear(&err);
+		st = atb_store_ingest(F.s, &F.in, NULL, &err);
+		atb_alloc_fail_at(0);
+		if (st == ATB_OK && !atb_alloc_failed()) {
+			ok = 1;
+			break;
+		}
+		cr_assert(st == ATB_OK || ATB_PRIMARY(st) == ATB_ERR_NOMEM ||
+			  ATB_PRIMARY(st) == ATB_ERR_REJECTED,
+			  "k=%ld: %s (%s)", k, atb_status_name(st), err.msg);
+		/* The store stays consistent after every failure. */
+		cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "k=%ld: %s", k, err.msg);
+	}
+	cr_assert(ok, "ingest never completed");
+	n = fx_count(&F, "SELECT count(*) FROM job");
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), n);
+	for (k = 1; k < 200; k++) {
+		atb_alloc_fail_at(k);
+		st = atb_store_audit_event(F.s, "gate.decision", "{\"gate\":\"floor\",\"ok\":true}",
+					   NULL, &err);
+		atb_alloc_fail_at(0);
+		if (st == ATB_OK && !atb_alloc_failed())
+			break;
+		cr_assert(st == ATB_OK || st == ATB_ERR_NOMEM || st == ATB_ERR_PARSE,
+			  "k=%ld: %s", k, atb_status_name(st));
+		cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "k=%ld: %s", k, err.msg);
+	}
+	cr_assert_lt(k, 200);
+}
