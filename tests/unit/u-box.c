@@ -47,6 +47,13 @@ static void replace(char **field, const char *value)
 	cr_assert_not_null(*field);
 }
 
+/* A probe that sees no GPU, even on a GPU machine, for the fake-GPU tests. */
+static struct atb_box *probe_no_gpu(void)
+{
+	setenv("ATB_NVML_LIBRARY", "/nonexistent", 1);
+	return probe();
+}
+
 /* Give the box one fake GPU so GPU fields can be tested without a GPU. */
 static void add_fake_gpu(struct atb_box *box)
 {
@@ -143,7 +150,7 @@ Test(box, fingerprint_is_stable_across_probes)
 /* Each identity field, changed alone, must change the fingerprint. */
 Test(box, identity_fields_change_the_fingerprint)
 {
-	struct atb_box *box = probe();
+	struct atb_box *box = probe_no_gpu();
 	char base[ATB_BOX_FINGERPRINT_LEN + 1], fp[ATB_BOX_FINGERPRINT_LEN + 1];
 	char **strings[] = {&box->cpu_model, &box->os, &box->kernel, &box->arch,
 			    &box->compiler_version, &box->gpu_driver_version};
@@ -189,7 +196,7 @@ Test(box, identity_fields_change_the_fingerprint)
 /* Volatile and description-only fields must not change the fingerprint. */
 Test(box, volatile_fields_do_not_change_the_fingerprint)
 {
-	struct atb_box *box = probe();
+	struct atb_box *box = probe_no_gpu();
 	char base[ATB_BOX_FINGERPRINT_LEN + 1], fp[ATB_BOX_FINGERPRINT_LEN + 1];
 
 	add_fake_gpu(box);
@@ -270,7 +277,7 @@ Test(box, json_has_the_documented_fields)
 	static const char *const gpu_vol[] = {
 		"index", "uuid", "sm_clock_mhz", "mem_clock_mhz", "memory_free_bytes",
 		"temperature_c", "persistence_mode"};
-	struct atb_box *box = probe();
+	struct atb_box *box = probe_no_gpu();
 	struct atb_error err;
 	json_t *o = NULL, *stable = NULL;
 
@@ -425,13 +432,18 @@ Test(box, clean_normalises_strings)
  * Fail allocation k for k = 1..N over probe, fingerprint and to_json: each
  * failure must come back as ATB_ERR_NOMEM with nothing leaked or half-made
  * (ASan builds check the leaks), until a run allocates without failing.
+ * nvml is NULL for the real library (on a GPU machine this walks the NVML
+ * path too) or a path that does not load.
  */
-Test(box, allocation_failure_walk)
+static void allocation_walk(const char *nvml)
 {
 	long k;
 	int completed = 0;
 
-	setenv("ATB_NVML_LIBRARY", "/nonexistent", 1);
+	if (nvml)
+		setenv("ATB_NVML_LIBRARY", nvml, 1);
+	else
+		unsetenv("ATB_NVML_LIBRARY");
 	for (k = 1; k < 10000 && !completed; k++) {
 		struct atb_error err;
 		struct atb_box *box = (struct atb_box *)&err;
@@ -464,4 +476,14 @@ Test(box, allocation_failure_walk)
 	}
 	cr_expect(completed, "never completed without failures");
 	cr_expect_gt(k, 10, "suspiciously few allocations: %ld", k);
+}
+
+Test(box, allocation_failure_walk_without_nvml)
+{
+	allocation_walk("/nonexistent");
+}
+
+Test(box, allocation_failure_walk_with_this_machines_nvml)
+{
+	allocation_walk(NULL);
 }
