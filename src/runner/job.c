@@ -567,7 +567,8 @@ enum atb_status atb_runner_job_parse(const char *text, size_t len,
 	atb_alloc_install_json();
 	o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!o) {
-		if (je.position >= 0 && strstr(je.text, "memory"))
+		/* jansson reports a failed first allocation with no text at all. */
+		if (json_error_code(&je) == json_error_out_of_memory || !je.text[0])
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot parse job: out of memory");
 		return atb_error_set_at(err, ATB_ERR_PARSE, "", (unsigned)je.line,
 					(unsigned)je.column, "", "malformed job json: %s",
