@@ -55,19 +55,72 @@ int atbi_is_sha256_hex(const char *s)
 	return s[ATB_SHA256_HEX_LEN] == '\0';
 }
 
+struct dumpbuf {
+	char *p;
+	size_t len, cap;
+	int failed;   /* a growth failed: the text is incomplete */
+};
+
+static int dump_append(const char *buf, size_t size, void *data)
+{
+	struct dumpbuf *b = data;
+	char *np;
+	size_t ncap;
+
+	if (b->failed)
+		return -1;
+	if (b->len + size + 1 > b->cap) {
+		ncap = b->cap ? b->cap : 256;
+		while (ncap < b->len + size + 1)
+			ncap *= 2;
+		np = atb_realloc(b->p, ncap);
+		if (!np) {
+			b->failed = 1;
+			return -1;
+		}
+		b->p = np;
+		b->cap = ncap;
+	}
+	memcpy(b->p + b->len, buf, size);
+	b->len += size;
+	b->p[b->len] = '\0';
+	return 0;
+}
+
+/*
+ * jansson 2.14 can return success from a dump whose allocation failed
+ * inside it (a key went missing under fault injection), and the text would
+ * then get a digest.  So the text goes into our own buffer, which remembers
+ * a failed growth, and is read back and compared with the tree before it is
+ * trusted.
+ */
 enum atb_status atbi_json_canonical(const json_t *v, char **out,
 				    struct atb_error *err)
 {
-	char *s;
+	struct dumpbuf b = {0};
+	json_t *back;
+	int ok;
 
 	*out = NULL;
 	atb_alloc_install_json();
-	s = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII |
-				  JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
-	if (!s)
+	if (json_dump_callback(v, dump_append, &b,
+			       JSON_SORT_KEYS | JSON_COMPACT | JSON_ENSURE_ASCII |
+				       JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) ||
+	    b.failed || !b.p) {
+		atb_free(b.p);
 		return atb_error_set(err, ATB_ERR_NOMEM,
 				     "cannot encode canonical json: out of memory");
-	*out = s;  /* allocated by atb_malloc through jansson's hook */
+	}
+	back = json_loadb(b.p, b.len, JSON_DECODE_ANY, NULL);
+	ok = back && json_equal(back, (json_t *)v);
+	json_decref(back);
+	if (!ok) {
+		atb_free(b.p);
+		/* Only a failed allocation in jansson can make the two differ. */
+		return atb_error_set(err, ATB_ERR_NOMEM,
+				     "cannot encode canonical json: out of memory");
+	}
+	*out = b.p;
 	return ATB_OK;
 }
 
