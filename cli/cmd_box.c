@@ -79,13 +79,17 @@ static void print_text(const struct atb_box *box, const char *fp)
 		printf(", %ld physical", box->physical_cores);
 	printf("\n");
 	print_bytes("memory       ", box->memory_total_bytes);
-	if (box->memory_available_bytes)
-		print_bytes(" total, ", box->memory_available_bytes), printf(" available");
+	if (box->memory_available_bytes) {
+		print_bytes(" total, ", box->memory_available_bytes);
+		printf(" available");
+	}
 	printf("\n");
-	if (box->cache_largest_bytes)
-		print_bytes("cache        largest ", box->cache_largest_bytes), printf("\n");
-	else
+	if (box->cache_largest_bytes) {
+		print_bytes("cache        largest ", box->cache_largest_bytes);
+		printf("\n");
+	} else {
 		printf("cache        unknown\n");
+	}
 	printf("os           %s\n", or_unknown(box->os));
 	printf("kernel       %s (%s)\n", or_unknown(box->kernel), or_unknown(box->arch));
 	printf("compiler     %s: %s\n", box->compiler,

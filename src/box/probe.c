@@ -125,7 +125,7 @@ static enum atb_status probe_os(struct atb_box *box)
 	return ATB_OK;
 }
 
-/* PROTO: timing.flush sizes its buffer from the largest CPU cache. */
+/* PROTO: timing.cache_flush sizes its buffer from the largest CPU cache. */
 static enum atb_status probe_caches(struct atb_box *box)
 {
 	char path[128], *text;
@@ -176,7 +176,8 @@ static char **c_locale_env(void)
 }
 
 /*
- * Run `compiler --version` (no shell) and keep its first line.  Whatever
+ * Run `compiler --version` (no shell) and keep its first line (PROTO:
+ * build.cpu.compiler names the compiler; callers pass it).  Whatever
  * goes wrong short of memory leaves compiler_version NULL.
  */
 static enum atb_status probe_compiler(struct atb_box *box, const char *compiler)
