@@ -120,7 +120,7 @@ Test(protocol, shipped_v1_values_are_the_papers)
 
 	cr_assert_eq(atb_protocol_load_version(SRC, 1, &p, &err), ATB_OK, "%s", err.msg);
 	cr_assert_float_eq(p->stats.cv_cap, 0.05, 1e-15);           /* PROTO: stats.cv_cap */
-	cr_assert_eq(p->stats.min_paired_seeds, 5);
+	cr_assert_eq(p->stats.min_paired_seeds, 8);
 	cr_assert_float_eq(p->gates.anomaly_factor, 10.0, 1e-15);    /* PROTO: gates.anomaly_breaker */
 	cr_assert_float_eq(p->anchor_band, 0.10, 1e-15);
 	cr_assert_float_eq(p->kernelbench.correct_rate_bar, 0.50, 1e-15);
@@ -210,7 +210,7 @@ Test(protocol, any_value_change_changes_digest, .fini = remove_home)
 {
 	static const char *const edits[][2] = {
 		{"cv_cap: 0.05", "cv_cap: 0.050001"},
-		{"min_paired_seeds: 5", "min_paired_seeds: 6"},
+		{"min_paired_seeds: 8", "min_paired_seeds: 9"},
 		{"-march=native", "-march=x86-64"},
 		{"enabled: true", "enabled: false"},
 		{"title: AutoTuneBench", "title: AutoTuneBench2"},
