@@ -897,10 +897,10 @@ static enum atb_status build_doc(struct loader *L, const char *text, size_t len,
 			e && e->column > 0 ? (unsigned)e->column : 0, NULL, "malformed yaml: %s",
 			e && e->msg ? e->msg : "syntax error");
 
-		fy_diag_unref(diag);
+		fy_diag_destroy(diag);
 		return st;
 	}
-	fy_diag_unref(diag);
+	fy_diag_destroy(diag);
 	*out = doc;
 	return ATB_OK;
 }
