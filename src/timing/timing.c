@@ -12,12 +12,14 @@
 #include <string.h>
 #include <time.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #include "atb/alloc.h"
 #include "atb/stats.h"
 #include "atb/timing.h"
+#include "timing_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -356,6 +358,62 @@ static enum atb_status warm_up(const struct atb_timing_config *cfg, size_t arm,
 	return ATB_OK;
 }
 
+/*
+ * The stopping rule without a sort or a search per round.  Each arm keeps
+ * its samples sorted by insertion.  The CI's order-statistic index depends
+ * only on n and the level: it is taken from atb_stats_median_ci (run on the
+ * ranks 0..n-1, so its bounds are indices) when the rule first runs, and
+ * then advanced one round at a time with one binomial CDF evaluation,
+ * since l(n+1) is l(n) or l(n)+1.  u-timing checks that the two agree for
+ * every n.  lo < 0: the interval is unbounded at this n.
+ */
+enum atb_status atbi_timing_ci_index(const double *ranks, size_t n, double level, long *lo,
+				     struct atb_error *err)
+{
+	double l, h;
+	enum atb_status st = atb_stats_median_ci(ranks, n, level, &l, &h, err);
+
+	if (st)
+		return st;
+	*lo = isfinite(l) ? (long)l : -1;
+	return ATB_OK;
+}
+
+long atbi_timing_ci_index_next(long lo, size_t n_next, double level)
+{
+	/* lo is 0-based: order statistic lo + 1.  Can order statistic lo + 2 serve? */
+	double p = gsl_cdf_binomial_P((unsigned)(lo + 1), 0.5, (unsigned)n_next);
+
+	return p <= (1.0 - level) / 2.0 ? lo + 1 : lo;
+}
+
+static void sorted_insert(int64_t *s, size_t n, int64_t v)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s[mid] <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(s + lo + 1, s + lo, (n - lo) * sizeof(*s));
+	s[lo] = v;
+}
+
+static void arm_summary(const int64_t *s, size_t n, long lo, struct atb_timing_arm *a)
+{
+	double med = n % 2 ? (double)s[n / 2] : ((double)s[n / 2 - 1] + (double)s[n / 2]) / 2.0;
+
+	a->median_ns = med;
+	if (lo < 0 || !(med > 0))
+		a->ci_rel_halfwidth = INFINITY;
+	else
+		a->ci_rel_halfwidth = ((double)s[n - 1 - (size_t)lo] - (double)s[lo]) / (2.0 * med);
+}
+
 enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 				    struct atb_timer *timer, uint64_t seed,
 				    size_t narms, atb_timing_call_fn call, void *ctx,
@@ -364,8 +422,10 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 	const struct atb_timer_ops *ops = timer->ops;
 	size_t cap = (size_t)cfg->trials_max, i;
 	size_t *order = NULL;
-	double *scratch = NULL;
-	int64_t t_start;
+	double *ranks = NULL;
+	int64_t *sorted = NULL, t_start;
+	long lo = -1;
+	size_t lo_n = 0;   /* the n that lo belongs to; 0: none yet */
 	gsl_rng *r = NULL;
 	enum atb_status st;
 	int round;
@@ -391,10 +451,13 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 			goto nomem;
 	}
 	order = atb_malloc(narms * sizeof(*order));
-	scratch = atb_malloc(cap * sizeof(*scratch));
+	ranks = atb_malloc(cap * sizeof(*ranks));
+	sorted = atb_malloc(narms * cap * sizeof(*sorted));
 	r = gsl_rng_alloc(gsl_rng_mt19937);
-	if (!order || !scratch || !r)
+	if (!order || !ranks || !sorted || !r)
 		goto nomem;
+	for (i = 0; i < cap; i++)
+		ranks[i] = (double)i;
 	gsl_rng_set(r, order_seed(seed));
 
 	t_start = atbi_monotonic_ns();
@@ -431,6 +494,7 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 						   "timer '%s' failed in round %d", ops->name, round);
 				goto done;
 			}
+			sorted_insert(sorted + order[p] * cap, a->ntrials, t);
 			a->times_ns[a->ntrials] = t;
 			a->round[a->ntrials] = round;
 			a->position[a->ntrials] = (int)p;
@@ -438,18 +502,28 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 		}
 		out->rounds = round + 1;
 
-		/* PROTO: timing.stopping (median_ci_halfwidth) */
-		for (i = 0; i < narms; i++) {
-			struct atb_timing_arm *a = &out->arms[i];
+		/* PROTO: timing.stopping (median_ci_halfwidth), checked from trials.min on */
+		if (out->rounds >= cfg->trials_min && cfg->target_rel_halfwidth > 0) {
+			if (lo_n == 0) {
+				st = atbi_timing_ci_index(ranks, (size_t)out->rounds, cfg->ci_level,
+							  &lo, err);
+				if (st)
+					goto done;
+			} else {
+				lo = atbi_timing_ci_index_next(lo, (size_t)out->rounds, cfg->ci_level);
+			}
+			lo_n = (size_t)out->rounds;
+			for (i = 0; i < narms; i++) {
+				struct atb_timing_arm *a = &out->arms[i];
 
-			st = median_ci_d(scratch, a->times_ns, a->ntrials, cfg->ci_level,
-					 &a->median_ns, &a->ci_rel_halfwidth, err);
-			if (st)
-				goto done;
-			if (!(a->ci_rel_halfwidth <= cfg->target_rel_halfwidth))
-				all_met = 0;
+				arm_summary(sorted + i * cap, a->ntrials, lo, a);
+				if (!(a->ci_rel_halfwidth <= cfg->target_rel_halfwidth))
+					all_met = 0;
+			}
+		} else {
+			all_met = 0;
 		}
-		if (out->rounds >= cfg->trials_min && cfg->target_rel_halfwidth > 0 && all_met) {
+		if (all_met) {
 			out->stop = ATB_STOP_TARGET;
 			break;
 		}
@@ -464,7 +538,12 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 		}
 	}
 	out->elapsed_ns = atbi_monotonic_ns() - t_start;
+	/* The final median and CI of every arm, also when the rule never ran. */
 	st = ATB_OK;
+	if (lo_n != (size_t)out->rounds)
+		st = atbi_timing_ci_index(ranks, (size_t)out->rounds, cfg->ci_level, &lo, err);
+	for (i = 0; !st && i < narms; i++)
+		arm_summary(sorted + i * cap, out->arms[i].ntrials, lo, &out->arms[i]);
 	goto done;
 
 nomem:
@@ -473,6 +552,7 @@ done:
 	if (r)
 		gsl_rng_free(r);
 	atb_free(order);
-	atb_free(scratch);
+	atb_free(ranks);
+	atb_free(sorted);
 	return st;
 }

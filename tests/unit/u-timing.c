@@ -334,3 +334,26 @@ Test(timing, allocation_failures_are_clean)
 	atb_alloc_fail_at(0);
 	cr_assert(k > 1 && k < 400);
 }
+
+#include "../../src/timing/timing_int.h"
+
+Test(timing, incremental_ci_index_agrees_with_stats)
+{
+	static double ranks[600];
+	double levels[] = {0.9, 0.95, 0.99};
+	struct atb_error e;
+	size_t n, li;
+
+	for (n = 0; n < 600; n++)
+		ranks[n] = (double)n;
+	for (li = 0; li < 3; li++) {
+		long lo = -1, want;
+
+		cr_assert_eq(atbi_timing_ci_index(ranks, 1, levels[li], &lo, &e), ATB_OK);
+		for (n = 2; n < 600; n++) {
+			lo = atbi_timing_ci_index_next(lo, n, levels[li]);
+			cr_assert_eq(atbi_timing_ci_index(ranks, n, levels[li], &want, &e), ATB_OK);
+			cr_assert_eq(lo, want, "n=%zu level=%g: %ld vs %ld", n, levels[li], lo, want);
+		}
+	}
+}
