@@ -165,15 +165,9 @@ again:
 		if (r.rounds != trials)
 			fprintf(stderr, "bench-timing: block %d stopped after %d rounds (%s)\n", b,
 				r.rounds, atb_timing_stop_name(r.stop));
-		if (getenv("BENCH_DEBUG")) {
-			double sm = 0; for (i = 0; i < trials; i++) sm += (double)r.arms[0].times_ns[i];
-			fprintf(stderr, "core mean timed %.0f\n", sm / trials);
-		}
-		if (getenv("BENCH_DEBUG"))
-			fprintf(stderr, "block %d: rounds %d stop %s elapsed %lld warmup %lld med %.0f rel %g\n", b, r.rounds, atb_timing_stop_name(r.stop), (long long)r.elapsed_ns, (long long)r.arms[0].warmup_ns, r.arms[0].median_ns, r.arms[0].ci_rel_halfwidth);
-		for (i = 0; i < trials; i++)
+		for (i = 0; i < (int)r.arms[0].ntrials; i++)
 			tmp[i] = (double)r.arms[0].times_ns[i];
-		core_med[b] = median(tmp, (size_t)trials);
+		core_med[b] = median(tmp, r.arms[0].ntrials);
 		atb_timing_seed_release(&r);
 	}
 	if (kernel_iters == 0) {
