@@ -14,6 +14,7 @@
 
 #include "atb/alloc.h"
 #include "atb/timing.h"
+#include "timing/timing_int.h"
 #include "banned.h"
 
 /* A fake timer: elapsed_ns is what the last call said it took. */
@@ -334,8 +335,6 @@ Test(timing, allocation_failures_are_clean)
 	atb_alloc_fail_at(0);
 	cr_assert(k > 1 && k < 400);
 }
-
-#include "../../src/timing/timing_int.h"
 
 Test(timing, incremental_ci_index_agrees_with_stats)
 {
