@@ -64,6 +64,7 @@ int cli_exit_code(enum atb_status s)
 		return CLI_USAGE;
 	case ATB_ERR_AUDIT:
 	case ATB_ERR_CHECK:
+	case ATB_ERR_BUILD:
 		return CLI_CHECK_FAILED;
 	case ATB_ERR_INTERNAL:
 		return CLI_INTERNAL;

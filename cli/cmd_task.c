@@ -411,7 +411,7 @@ static int task_check(struct opts *o)
 		s = atb_task_build(t, src->path, step == 2 ? &k : NULL, p, so, &log, &err);
 		if (s) {
 			failed++;
-			if (ATB_PRIMARY(s) != ATB_ERR_CHECK || !worst)
+			if (ATB_PRIMARY(s) != ATB_ERR_BUILD || !worst)
 				worst = s;
 		}
 		if (o->json) {

@@ -36,6 +36,7 @@ enum atb_status {
 	ATB_ERR_INTERNAL = 14,   /* a bug: an invariant did not hold */
 	ATB_ERR_SYSTEM = 15,     /* a system call failed (fork, exec, signal) */
 	ATB_ERR_CHECK = 16,      /* a consistency check found a problem */
+	ATB_ERR_BUILD = 17,      /* a kernel source did not build (compile error, build timeout) */
 
 	/*
 	 * Extended codes for ATB_ERR_REJECTED: one per validator rule.  The

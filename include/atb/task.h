@@ -246,7 +246,7 @@ enum atb_status atb_task_instantiate_candidate(const struct atb_task *task,
  * kills the group after proto->build.timeout_s.  knobs may be NULL (none).
  * *build_log (may be NULL when not wanted) receives the compiler's combined
  * output, capped at ATB_TASK_BUILD_LOG_MAX; caller owns it (atb_free), also
- * on failure.  Errors: ATB_ERR_CHECK "build failed" (the compiler exited
+ * on failure.  Errors: ATB_ERR_BUILD "build failed" (the compiler exited
  * non-zero) or "build timed out"; ATB_ERR_SYSTEM (fork, pipe, the compiler
  * cannot be run); ATB_ERR_USAGE (knobs not valid for the task).
  */

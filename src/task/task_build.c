@@ -355,7 +355,7 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build '%s': out of memory",
 				   source_path);
 	} else if (timed_out) {
-		st = atb_error_set(err, ATB_ERR_CHECK,
+		st = atb_error_set(err, ATB_ERR_BUILD,
 				   "build timed out: '%s' did not finish within %g s (killed)",
 				   source_path, proto->build.timeout_s);
 	} else if (exec_errno) {
@@ -363,11 +363,11 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 				   argv[0], strerror(exec_errno));
 	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		if (WIFSIGNALED(status))
-			st = atb_error_set(err, ATB_ERR_CHECK,
+			st = atb_error_set(err, ATB_ERR_BUILD,
 					   "build failed: '%s' killed by signal %d compiling '%s'",
 					   argv[0], WTERMSIG(status), source_path);
 		else
-			st = atb_error_set(err, ATB_ERR_CHECK,
+			st = atb_error_set(err, ATB_ERR_BUILD,
 					   "build failed: '%s' exited with %d compiling '%s'",
 					   argv[0], WEXITSTATUS(status), source_path);
 	}

@@ -317,7 +317,7 @@ Test(task, compile_error_returns_log, .init = mk_tmpdir, .fini = rm_tmpdir)
 	char so[512], *log = NULL;
 
 	snprintf(so, sizeof(so), "%s/broken.so", tmpdir);
-	cr_expect_eq(atb_task_build(t, FIX "/broken.c", NULL, p, so, &log, &err), ATB_ERR_CHECK);
+	cr_expect_eq(atb_task_build(t, FIX "/broken.c", NULL, p, so, &log, &err), ATB_ERR_BUILD);
 	cr_expect_not_null(strstr(err.msg, "build failed"), "%s", err.msg);
 	cr_assert_not_null(log);
 	cr_expect_not_null(strstr(log, "this_is_not_declared"), "log: %s", log);
@@ -344,7 +344,7 @@ Test(task, hung_build_is_killed_at_timeout, .init = mk_tmpdir, .fini = rm_tmpdir
 	fake_proto(&p, cc, 0.5);
 	snprintf(so, sizeof(so), "%s/x.so", tmpdir);
 	t0 = atbi_monotonic_ns();
-	cr_expect_eq(atb_task_build(t, FIX "/copy.c", NULL, &p, so, &log, &err), ATB_ERR_CHECK);
+	cr_expect_eq(atb_task_build(t, FIX "/copy.c", NULL, &p, so, &log, &err), ATB_ERR_BUILD);
 	dt = atbi_monotonic_ns() - t0;
 	cr_expect_not_null(strstr(err.msg, "timed out"), "%s", err.msg);
 	cr_expect_lt(dt, 5000000000LL, "took %lld ns", (long long)dt);
