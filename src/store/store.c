@@ -668,7 +668,8 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 				 struct atb_ingest_outcome *out, struct atb_error *err)
 {
 	struct atb_ingest_outcome o;
-	char *stats = NULL, *detail = NULL;
+	struct atb_ingest red;
+	char *stats = NULL, *detail = NULL, *task = NULL, *candidate = NULL;
 	const char *stats_text;
 	enum atb_status st, rst;
 	struct atb_error rerr;
@@ -695,6 +696,18 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 		return st;
 	if (stats)
 		stats_text = stats;
+
+	/* Names are free text: keep secrets out of them too. */
+	task = atbi_redact_string(in->task);
+	candidate = atbi_redact_string(in->candidate);
+	if (!task || !candidate) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
+		goto out;
+	}
+	red = *in;
+	red.task = task;
+	red.candidate = candidate;
+	in = &red;
 
 	st = atbi_store_begin(s, err);
 	if (st)
@@ -747,16 +760,18 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 		}
 	} else if (err) {
 		/* The reason as recorded (secrets redacted). */
-		char *red = atbi_redact_string(err->msg);
+		char *rmsg = atbi_redact_string(err->msg);
 
-		if (red) {
-			snprintf(err->msg, sizeof(err->msg), "%s", red);
-			atb_free(red);
+		if (rmsg) {
+			snprintf(err->msg, sizeof(err->msg), "%s", rmsg);
+			atb_free(rmsg);
 		}
 	}
 out:
 	atb_free(stats);
 	atb_free(detail);
+	atb_free(task);
+	atb_free(candidate);
 	if (out)
 		*out = o;
 	return st;
