@@ -477,7 +477,7 @@ static int check_input_set(const struct rt *rt, uint64_t seed, size_t si, int di
 		struct bufs c = {0};
 		struct cmp worst;
 		const char *worst_name = NULL;
-		json_t *bufarr = json_array(), *mutated = json_array(), *ev, *first_bad;
+		json_t *bufarr, *mutated, *ev, *first_bad;
 		struct reuse reuse;
 		int pass, krc;
 
@@ -485,6 +485,8 @@ static int check_input_set(const struct rt *rt, uint64_t seed, size_t si, int di
 			continue;
 		memset(before, 0, sizeof(before));
 		memset(after, 0, sizeof(after));
+		bufarr = json_array();
+		mutated = json_array();
 		if (!bufarr || !mutated || bufs_alloc(&c, job, set)) {
 			json_decref(bufarr);
 			json_decref(mutated);
