@@ -730,7 +730,7 @@ static int load_arms(struct rt *rt)
 		a->arm = &job->arms[i];
 		atb_error_clear(&err);
 		if (atbi_read_file(a->arm->so, &data, &len, &err)) {
-			atb_error_format(&err, msg, sizeof(msg));
+			snprintf(msg, sizeof(msg), "cannot load arm '%s': %s", a->arm->name, err.msg);
 			runner_emit_error("dlopen", msg);
 			return -1;
 		}

@@ -124,6 +124,13 @@ test_expect "a missing shared object is an error event, not a crash" '
 	ev_check miss.ev ".event==\"error\"" ".reason==\"dlopen\""
 '
 
+test_expect "a shared object without atb_kernel is a no_symbol error" '
+	echo "int not_the_kernel(void) { return 0; }" >nosym.c &&
+	cc -shared -fPIC -o nosym.so nosym.c &&
+	expect_exit 3 sh -c "$(printf "%q " jq -c --arg c "$PWD/nosym.so" ".arms[1].so=\$c | .arms[0].so=\"$PWD/relu_ref.so\"" "$FIX/relu-job.json") | $RUNNER > nosym.ev" &&
+	ev_check nosym.ev ".event==\"error\"" ".reason==\"no_symbol\" and (.message|test(\"candidate\"))"
+'
+
 test_expect "atb-runner --help documents the events" '
 	"$RUNNER" --help >help.txt &&
 	for w in hello env correctness samples error done "exit status"; do expect_grep "$w" help.txt || exit 1; done
