@@ -78,7 +78,7 @@ static int bufs_alloc(struct bufs *b, const struct atb_runner_job *job,
 
 static int is_input(const struct atb_runner_buffer *b)
 {
-	return b->role != ATB_ROLE_OUT;
+	return b->role != ATB_BUFFER_OUT;
 }
 
 /* Copy the inputs of src into dst (same shapes). */
@@ -99,7 +99,7 @@ static void poison_outputs(struct bufs *b, const struct atb_runner_job *job,
 	size_t i, k;
 
 	for (i = 0; i < job->nbuffers; i++) {
-		if (job->buffers[i].role != ATB_ROLE_OUT)
+		if (job->buffers[i].role != ATB_BUFFER_OUT)
 			continue;
 		for (k = 0; k < set->counts[i]; k++) {
 			switch (job->buffers[i].dtype) {
@@ -304,7 +304,7 @@ static int outputs_match(const struct atb_runner_job *job, const struct atb_runn
 		double atol, rtol;
 		struct cmp c;
 
-		if (bf->role == ATB_ROLE_IN)
+		if (bf->role == ATB_BUFFER_IN)
 			continue;
 		tolerance_for(job, bf->dtype, &atol, &rtol);
 		compare(ref->p[i], got->p[i], bf->dtype, set->counts[i], atol, rtol, &c);
@@ -345,7 +345,7 @@ static int hash_inputs(const struct atb_runner_job *job, const struct bufs *b,
 	size_t i;
 
 	for (i = 0; i < job->nbuffers; i++)
-		if (job->buffers[i].role == ATB_ROLE_IN &&
+		if (job->buffers[i].role == ATB_BUFFER_IN &&
 		    atbi_sha256_hex(b->p[i], b->bytes[i], out[i]))
 			return -1;
 	return 0;
@@ -506,7 +506,7 @@ static int check_input_set(const struct rt *rt, uint64_t seed, size_t si, int di
 		krc = call_kernel(a, &c, set);
 		hash_inputs(job, &c, after);
 		for (i = 0; i < job->nbuffers; i++)
-			if (job->buffers[i].role == ATB_ROLE_IN && strcmp(before[i], after[i]))
+			if (job->buffers[i].role == ATB_BUFFER_IN && strcmp(before[i], after[i]))
 				json_array_append_new(mutated, json_string(job->buffers[i].name));
 		pass = !krc && outputs_match(job, set, &ref_a, &c, bufarr, &worst, &worst_name);
 		if (krc)

@@ -48,7 +48,7 @@ const char *atb_dtype_name(enum atb_dtype d);
 enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct atb_error *err);
 size_t atb_dtype_size(enum atb_dtype d);
 
-enum atb_buffer_role { ATB_ROLE_IN = 0, ATB_ROLE_OUT, ATB_ROLE_INOUT };
+enum atb_buffer_role { ATB_BUFFER_IN = 0, ATB_BUFFER_OUT, ATB_BUFFER_INOUT };
 
 /* An input distribution (the task's generator or one of the protocol's). */
 struct atb_runner_dist {

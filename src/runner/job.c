@@ -351,15 +351,15 @@ static enum atb_status parse_buffers(const json_t *a, struct atb_runner_job *j,
 			return ATB_ERR_SCHEMA;
 		}
 		if (!strcmp(role, "in"))
-			rb->role = ATB_ROLE_IN;
+			rb->role = ATB_BUFFER_IN;
 		else if (!strcmp(role, "out"))
-			rb->role = ATB_ROLE_OUT;
+			rb->role = ATB_BUFFER_OUT;
 		else if (!strcmp(role, "inout"))
-			rb->role = ATB_ROLE_INOUT;
+			rb->role = ATB_BUFFER_INOUT;
 		else
 			return bad(err, path, "unknown role '%s': expected in, out or inout", role);
 		dist = json_object_get(b, "dist");
-		if (rb->role != ATB_ROLE_OUT) {
+		if (rb->role != ATB_BUFFER_OUT) {
 			char dpath[160];
 
 			snprintf(dpath, sizeof(dpath), "%s.dist", path);

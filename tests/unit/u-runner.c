@@ -129,7 +129,7 @@ Test(runner, job_fixture_parses)
 	cr_assert_str_eq(j->arms[1].so, "/x/cand.so");
 	cr_assert_eq(j->reference, 0);
 	cr_assert_eq(j->nbuffers, 2);
-	cr_assert_eq(j->buffers[0].role, ATB_ROLE_IN);
+	cr_assert_eq(j->buffers[0].role, ATB_BUFFER_IN);
 	cr_assert_eq(j->buffers[0].adversarial, 1);
 	cr_assert_eq(j->nsets, 2);
 	cr_assert_eq(j->sets[1].counts[0], 1001);

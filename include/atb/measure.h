@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * One measurement job, end to end: the path every number takes
+ * (DESIGN.md): surface gate -> build -> runner [correctness, paired timing]
+ * -> stats -> result gates -> ingest validator -> store, audit chain.
+ *
+ * atb_measure_candidate takes a task, a candidate folder (its surface files)
+ * and a knob assignment, builds the honest baseline, the naive baseline and
+ * the candidate with the protocol's flags, runs them in a fresh atb-runner
+ * (baseline and candidate interleaved on the protocol's paired seeds), runs
+ * the baseline alone in a second fresh runner (baseline drift), computes the
+ * statistics in the harness, applies every gate, and either ingests the
+ * result (admitted, or quarantined by the anomaly breaker) or stores a
+ * rejection with its gate and reason.  Every outcome is in the store and
+ * the audit chain when it returns, whatever it is.
+ *
+ * Does not: propose candidates (loop/), print (the callback reports
+ * progress), or judge anything the store's validator judges again.
+ */
+#ifndef ATB_MEASURE_H
+#define ATB_MEASURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atb/status.h"
+
+struct atb_store;
+struct atb_protocol;
+struct atb_task;
+struct atb_knob_assignment;
+
+/* Gate ids: stable strings, stored in rejections as "gate:<id>". */
+#define ATB_GATE_SURFACE "surface"
+#define ATB_GATE_BUILD "build"
+#define ATB_GATE_RUNNER "runner"            /* crash, timeout, malformed events */
+#define ATB_GATE_CORRECTNESS "correctness"
+#define ATB_GATE_INPUT_MUTATION "input_mutation"
+#define ATB_GATE_RESULT_REUSE "result_reuse"
+#define ATB_GATE_PHYSICAL_FLOOR "physical_floor"
+#define ATB_GATE_BASELINE_DRIFT "baseline_drift"
+#define ATB_GATE_NOISE "noise"              /* cross-run CV over the cap after re-runs */
+#define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
+
+enum atb_measure_verdict {
+	ATB_MEASURE_ADMITTED = 0,
+	ATB_MEASURE_QUARANTINED = 1,
+	ATB_MEASURE_REJECTED = 2,
+};
+
+/* "admitted", "quarantined", "rejected". */
+const char *atb_measure_verdict_name(enum atb_measure_verdict v);
+
+struct atb_measure_opts {
+	const char *home;          /* NULL: atb_home() */
+	const char *runner_path;   /* NULL: atb_runner_find() */
+	const char *work_dir;      /* where builds and logs go; must exist */
+	uint64_t seed_base;        /* seeds are seed_base, seed_base+1, ... */
+	size_t nseeds;             /* 0: the protocol's stats.min_paired_seeds */
+	int with_naive;            /* also time the naive baseline, labelled */
+	const char *candidate_label; /* stored as the result's candidate; NULL: knobs */
+	/* Progress: called with a short phase name ("build", "correctness",
+	   "timing seed 3/8", "drift", "ingest"); may be NULL. */
+	void (*progress)(void *ctx, const char *phase);
+	void *progress_ctx;
+};
+
+struct atb_measure_outcome {
+	enum atb_measure_verdict verdict;
+	char gate[32];             /* the refusing gate when rejected; "" otherwise */
+	enum atb_status status;    /* the refusal's status when rejected */
+	char reason[512];          /* one line, when rejected or quarantined */
+	char job_uuid[65];
+	int64_t result_id;         /* > 0 when ingested */
+	int64_t rejection_id;      /* > 0 when rejected */
+	size_t nseeds;
+	/* vs the honest baseline (geometric mean of per-seed ratios) */
+	double speedup, ci_low, ci_high, p_value, cv, mde;
+	/* vs the naive baseline, labelled; 0 when not measured */
+	double naive_speedup, naive_ci_low, naive_ci_high;
+	double baseline_median_ns, candidate_median_ns, naive_median_ns;
+	double baseline_alone_median_ns;
+	double floor_ns;           /* the physical floor of one call; 0: unknown */
+	double build_s, run_s;     /* wall time spent building, measuring */
+};
+
+/*
+ * Measure candidate_dir (a folder holding only the task's surface files)
+ * built with knobs (NULL: the task's defaults) against the task's honest
+ * baseline, on this box, under protocol p, and record the outcome in store.
+ * Returns ATB_OK whenever the outcome was recorded, whatever the verdict
+ * (out->verdict says it); an error status only when it could not be
+ * recorded (store, i/o, out of memory).
+ */
+enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_protocol *p,
+				      const struct atb_task *task, const char *candidate_dir,
+				      const struct atb_knob_assignment *knobs,
+				      const struct atb_measure_opts *opts,
+				      struct atb_measure_outcome *out, struct atb_error *err);
+
+#endif
