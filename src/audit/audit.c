@@ -45,11 +45,19 @@ void atbi_audit_time(char *buf, size_t size)
 	int64_t ns = atbi_realtime_ns();
 	time_t secs = (time_t)(ns / 1000000000);
 	struct tm tm;
-	char tmp[32];
+	char tmp[32], out[64];
+	size_t len;
 
 	gmtime_r(&secs, &tm);
 	strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, size, "%s.%09ldZ", tmp, (long)(ns % 1000000000));
+	snprintf(out, sizeof(out), "%s.%09ldZ", tmp, (long)(ns % 1000000000));
+	len = strlen(out);
+	if (len >= size)
+		len = size ? size - 1 : 0;
+	if (size) {
+		memcpy(buf, out, len);
+		buf[len] = '\0';
+	}
 }
 
 enum atb_status atbi_audit_body(int64_t seq, const char *time, const char *kind,
@@ -79,6 +87,7 @@ enum atb_status atbi_audit_body(int64_t seq, const char *time, const char *kind,
 
 struct hasher {
 	EVP_MD_CTX *ctx;
+	EVP_MD *md;  /* fetched once: an implicit fetch per entry takes locks */
 };
 
 static int hash_hex(struct hasher *h, const void *data, size_t len, char out[65])
@@ -90,8 +99,11 @@ static int hash_hex(struct hasher *h, const void *data, size_t len, char out[65]
 		h->ctx = EVP_MD_CTX_new();
 		if (!h->ctx)
 			return -1;
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+		h->md = EVP_MD_fetch(NULL, "SHA256", NULL);
+#endif
 	}
-	if (!EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) ||
+	if (!EVP_DigestInit_ex(h->ctx, h->md ? h->md : EVP_sha256(), NULL) ||
 	    !EVP_DigestUpdate(h->ctx, data, len) ||
 	    !EVP_DigestFinal_ex(h->ctx, md, &mdlen) || mdlen != 32)
 		return -1;
@@ -103,6 +115,10 @@ static void hasher_free(struct hasher *h)
 {
 	EVP_MD_CTX_free(h->ctx);
 	h->ctx = NULL;
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+	EVP_MD_free(h->md);
+#endif
+	h->md = NULL;
 }
 
 /* ---- secrets ---- */
@@ -381,16 +397,6 @@ struct mline {
 	int64_t seq;
 };
 
-static int is_hex64(const char *p)
-{
-	int i;
-
-	for (i = 0; i < 64; i++)
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
 /* 0 ok, else a static description of what is wrong. */
 static const char *parse_line(const char *l, size_t len, struct mline *m)
 {
@@ -398,9 +404,13 @@ static const char *parse_line(const char *l, size_t len, struct mline *m)
 	size_t blen;
 	int64_t seq = 0, mul = 1;
 
+	/*
+	 * The hash and prev_hash are not checked for hex here: each is compared
+	 * byte for byte with a computed or previous hex digest, which fails
+	 * for anything that is not one.
+	 */
 	if (len < LINE_HEAD_LEN + LINE_TAIL_LEN + 40 || memcmp(l, LINE_HEAD, LINE_HEAD_LEN) ||
-	    memcmp(l + len - LINE_TAIL_LEN, ",\"hash\":\"", 9) || memcmp(l + len - 2, "\"}", 2) ||
-	    !is_hex64(l + len - 66))
+	    memcmp(l + len - LINE_TAIL_LEN, ",\"hash\":\"", 9) || memcmp(l + len - 2, "\"}", 2))
 		return "line is not {\"entry\":...,\"hash\":...}";
 	b = l + LINE_HEAD_LEN;
 	blen = len - LINE_HEAD_LEN - LINE_TAIL_LEN;
@@ -424,7 +434,7 @@ static const char *parse_line(const char *l, size_t len, struct mline *m)
 	if (d == p - 1 || d - b < 7 + 65 + 14 || memcmp(d - 6, ",\"seq\":", 7))
 		return "entry's seq is not where it belongs";
 	d -= 6;  /* at the ',' before "seq" */
-	if (d[-1] != '"' || !is_hex64(d - 65) || memcmp(d - 65 - 14, ",\"prev_hash\":\"", 14))
+	if (d[-1] != '"' || memcmp(d - 65 - 14, ",\"prev_hash\":\"", 14))
 		return "entry's prev_hash is not where it belongs";
 	m->prev = d - 65;
 	m->seq = seq;

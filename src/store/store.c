@@ -300,8 +300,9 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	sqlite3_extended_result_codes(s->db, 1);
 	sqlite3_busy_timeout(s->db, ATB_STORE_BUSY_TIMEOUT_MS);
 	if (!s->read_only) {
-		rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
-				  NULL, NULL, NULL);
+		/* A 64 MiB page cache keeps a large job's sample b-tree in memory. */
+		rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+				  " PRAGMA cache_size = -65536;", NULL, NULL, NULL);
 		if (rc != SQLITE_OK) {
 			st = atbi_store_sqlerr(s, rc, "set up", err);
 			atb_store_close(s);
