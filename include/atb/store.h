@@ -78,6 +78,29 @@ enum atb_status atb_store_register_box(struct atb_store *s, const char *fingerpr
 				       const char *description_json,
 				       struct atb_error *err);
 
+/*
+ * Box capabilities (the physical floor's memory bandwidth and peak): one
+ * measured value of kind (e.g. "cpu_mem_bw_bytes_per_s",
+ * "cpu_peak_flops_per_s"; 1-63 of [a-z0-9_]) for a registered box, with how
+ * it was measured.  Rows are append-only; the latest row per (fingerprint,
+ * kind) is the one in force.  A put adds an audit entry "box.capability".
+ * Errors: ATB_ERR_USAGE (bad kind, value not finite and positive),
+ * ATB_REJECTED_NO_BOX (box not registered), ATB_ERR_STORE, ATB_ERR_IO.
+ */
+#define ATB_CAPABILITY_CPU_MEM_BW "cpu_mem_bw_bytes_per_s"
+#define ATB_CAPABILITY_CPU_PEAK_FLOPS "cpu_peak_flops_per_s"
+enum atb_status atb_store_capability_put(struct atb_store *s, const char *fingerprint,
+					 const char *kind, double value, const char *method,
+					 struct atb_error *err);
+/*
+ * The latest value of kind for the box into *value (method, when not NULL,
+ * receives how it was measured, cut to method_size).  ATB_ERR_NOT_FOUND
+ * when the box has none; ATB_ERR_STORE.
+ */
+enum atb_status atb_store_capability_get(struct atb_store *s, const char *fingerprint,
+					 const char *kind, double *value, char *method,
+					 size_t method_size, struct atb_error *err);
+
 enum atb_arm {
 	ATB_ARM_BASELINE = 0,       /* the honest baseline, same job, same box */
 	ATB_ARM_CANDIDATE = 1,
@@ -212,7 +235,102 @@ enum atb_status atb_store_list_rejections(struct atb_store *s, struct atb_reject
 					  size_t *n, struct atb_error *err);
 void atb_store_rejections_free(struct atb_rejection_row *rows, size_t n);
 
-#define ATB_STORE_NTABLES 9
+/*
+ * Runs of the tuning loop (atb run) and their iterations.  A run row holds
+ * the plan (task, proposer, seed, planned iterations, paired seeds per
+ * measurement, naive on/off), the protocol digest it runs under and the box
+ * it runs on; one iteration row per finished iteration, written in one
+ * transaction with its audit entry, so an interrupted iteration leaves no
+ * row and is redone.  The schema refuses an iteration out of order, beyond
+ * the plan, or "usable" without an admitted result of its own job
+ * (PROTO: loop.usable_iteration).  Append-only like every table.
+ */
+#define ATB_RUN_ID_MAX 65
+
+struct atb_run_row {
+	char id[ATB_RUN_ID_MAX];     /* 1-64 of [0-9a-zA-Z-] */
+	char task[128];              /* the task's name */
+	char proposer[32];           /* "random" */
+	int64_t seed;
+	int64_t iterations;          /* planned */
+	int64_t paired_seeds;        /* per measurement */
+	int naive;                   /* 1: the naive baseline is timed too */
+	char protocol_digest[65];
+	char box_fingerprint[65];
+	char created[40];            /* filled by the store */
+	/* Filled by atb_store_get_run / atb_store_list_runs: */
+	int64_t done;                /* iteration rows stored */
+	int64_t usable;              /* of which usable */
+};
+
+/*
+ * Store a new run (its created time is set here) with an audit entry
+ * "run".  Errors: ATB_ERR_USAGE (missing fields), the validator's
+ * ATB_REJECTED_* (run id taken: append_only; protocol not frozen; box not
+ * registered), ATB_ERR_LOCKED, ATB_ERR_STORE, ATB_ERR_IO, ATB_ERR_NOMEM.
+ */
+enum atb_status atb_store_add_run(struct atb_store *s, const struct atb_run_row *run,
+				  struct atb_error *err);
+
+/* One run by id into *out: ATB_ERR_NOT_FOUND "no run 'ID' in store 'PATH'". */
+enum atb_status atb_store_get_run(struct atb_store *s, const char *id, struct atb_run_row *out,
+				  struct atb_error *err);
+
+/* Every run, oldest first.  Caller owns *rows (atb_free); NULL when none. */
+enum atb_status atb_store_list_runs(struct atb_store *s, struct atb_run_row **rows, size_t *n,
+				    struct atb_error *err);
+
+/* One finished iteration.  0 / "" / NULL mean "none" for the optional fields. */
+struct atb_iteration_row {
+	char run[ATB_RUN_ID_MAX];
+	int64_t k;                   /* 0-based; rows are stored in order */
+	char *knobs_json;            /* a JSON object {"NAME": "VALUE", ..., "cflags": ""} */
+	char outcome[64];            /* "usable" or why not: a gate id, "quarantined", ... */
+	int usable;
+	char job_uuid[65];
+	int64_t result_id;           /* > 0 when a result was ingested */
+	int64_t rejection_id;        /* > 0 when a rejection was stored */
+	/* vs the honest baseline; 0 when not measured */
+	double speedup, ci_low, ci_high;
+	/* vs the naive baseline, labelled; 0 when not measured */
+	double naive_speedup, naive_ci_low, naive_ci_high;
+	char *reason;                /* one line; may be NULL */
+	double wall_s;               /* build + measurement wall time */
+	char created[40];            /* filled by the store */
+};
+
+/*
+ * Store one iteration row with an audit entry "iteration", in one
+ * transaction.  When result_id > 0 the speedup and interval must be the
+ * result's (the schema checks).  Errors: ATB_ERR_USAGE, the validator's
+ * ATB_REJECTED_* (out of order, beyond the plan, usable without an admitted
+ * result: malformed; a k already stored: append_only), ATB_ERR_LOCKED,
+ * ATB_ERR_STORE, ATB_ERR_IO, ATB_ERR_NOMEM.
+ */
+enum atb_status atb_store_add_iteration(struct atb_store *s, const struct atb_iteration_row *it,
+					struct atb_error *err);
+
+/*
+ * The iterations of run, in order.  Caller owns *rows
+ * (atb_store_iterations_free: the strings are owned by the array).
+ */
+enum atb_status atb_store_list_iterations(struct atb_store *s, const char *run,
+					  struct atb_iteration_row **rows, size_t *n,
+					  struct atb_error *err);
+void atb_store_iterations_free(struct atb_iteration_row *rows, size_t n);
+
+/*
+ * A registered box's description (canonical JSON object) into *out; caller
+ * owns it (atb_free).  ATB_ERR_NOT_FOUND when the box is not registered.
+ */
+enum atb_status atb_store_get_box(struct atb_store *s, const char *fingerprint, char **out,
+				  struct atb_error *err);
+
+/* The version of a frozen protocol digest: ATB_ERR_NOT_FOUND when not frozen here. */
+enum atb_status atb_store_protocol_version(struct atb_store *s, const char *digest,
+					   int *version, struct atb_error *err);
+
+#define ATB_STORE_NTABLES 11
 
 struct atb_store_info {
 	int schema_version;

@@ -73,6 +73,29 @@ const char atbi_store_schema_sql[] =
 	"END;\n"
 	APPEND_ONLY("box")
 
+	/* ---- box capabilities: measured once per box, latest row per kind wins ---- */
+	"CREATE TABLE box_capability (\n"
+	"  id INTEGER PRIMARY KEY,\n"
+	"  fingerprint TEXT NOT NULL REFERENCES box(fingerprint),\n"
+	"  kind TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a capability kind is 1-63 of [a-z0-9_]\"\n"
+	"    CHECK (length(kind) BETWEEN 1 AND 63 AND kind NOT GLOB '*[^a-z0-9_]*'),\n"
+	"  value REAL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: a capability value is finite and positive\"\n"
+	"    CHECK " POS("value") ",\n"
+	"  method TEXT NOT NULL,\n"
+	"  measured_at TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER box_capability_insert BEFORE INSERT ON box_capability BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN EXISTS (SELECT 1 FROM box_capability WHERE id = NEW.id)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a capability row is never replaced')\n"
+	"    WHEN NOT EXISTS (SELECT 1 FROM box WHERE fingerprint = NEW.fingerprint)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:no_box: the capability names no registered box')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("box_capability")
+
 	/* ---- jobs: one measurement of baseline and candidate on one box ---- */
 	"CREATE TABLE job (\n"
 	"  id INTEGER PRIMARY KEY,\n"
@@ -337,11 +360,116 @@ const char atbi_store_schema_sql[] =
 	"END;\n"
 	APPEND_ONLY("audit")
 
+	/* ---- runs: one tuning loop (atb run), its plan, protocol and box ---- */
+	"CREATE TABLE run (\n"
+	"  id TEXT PRIMARY KEY\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run id is 1-64 of [0-9a-zA-Z-]\"\n"
+	"    CHECK (length(id) BETWEEN 1 AND 64 AND id NOT GLOB '*[^0-9a-zA-Z-]*'),\n"
+	"  task TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run names its task\"\n"
+	"    CHECK (length(task) >= 1),\n"
+	"  proposer TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run names its proposer\"\n"
+	"    CHECK (length(proposer) BETWEEN 1 AND 31),\n"
+	"  seed INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run seed is an integer\"\n"
+	"    CHECK (typeof(seed) = 'integer'),\n"
+	"  iterations INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run plans at least one iteration\"\n"
+	"    CHECK (typeof(iterations) = 'integer' AND iterations >= 1),\n"
+	"  paired_seeds INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:paired_seeds: a run measures on at least one paired seed\"\n"
+	"    CHECK (typeof(paired_seeds) = 'integer' AND paired_seeds >= 1),\n"
+	"  naive INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: a run's naive flag is 0 or 1\"\n"
+	"    CHECK (naive IN (0, 1)),\n"
+	"  protocol_digest TEXT REFERENCES frozen_protocol(digest),\n"
+	"  box_fingerprint TEXT REFERENCES box(fingerprint),\n"
+	"  created TEXT NOT NULL\n"
+	");\n"
+	"CREATE TRIGGER run_insert BEFORE INSERT ON run BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN EXISTS (SELECT 1 FROM run WHERE id = NEW.id)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: a run is never replaced')\n"
+	"    WHEN NEW.protocol_digest IS NULL OR NOT EXISTS\n"
+	"         (SELECT 1 FROM frozen_protocol WHERE digest = NEW.protocol_digest)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:unfrozen_protocol: the run''s protocol digest is not frozen in this store')\n"
+	"    WHEN NEW.box_fingerprint IS NULL OR NOT EXISTS\n"
+	"         (SELECT 1 FROM box WHERE fingerprint = NEW.box_fingerprint)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:no_box: the run names no registered box')\n"
+	"  END;\n"
+	"END;\n"
+	APPEND_ONLY("run")
+
+	/*
+	 * ---- iterations: one row per finished loop iteration, with its
+	 * outcome.  Written in one transaction after the measurement, so an
+	 * interrupted iteration leaves no row and is redone on resume.
+	 */
+	"CREATE TABLE iteration (\n"
+	"  run TEXT NOT NULL REFERENCES run(id),\n"
+	"  k INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: an iteration number is a non-negative integer\"\n"
+	"    CHECK (typeof(k) = 'integer' AND k >= 0),\n"
+	"  knobs TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: an iteration's knobs are a json object\"\n"
+	"    CHECK (json_valid(knobs) AND json_type(knobs) = 'object'),\n"
+	"  outcome TEXT NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: an outcome is 1-63 of [a-z0-9_:]\"\n"
+	"    CHECK (length(outcome) BETWEEN 1 AND 63 AND outcome NOT GLOB '*[^a-z0-9_:]*'),\n"
+	"  usable INTEGER NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:malformed: usable is 0 or 1, and 1 exactly when the outcome is usable\"\n"
+	"    CHECK (usable IN (0, 1) AND (usable = 1) = (outcome = 'usable')),\n"
+	"  job_uuid TEXT,\n"
+	"  result INTEGER REFERENCES result(id),\n"
+	"  rejection INTEGER REFERENCES rejection(id),\n"
+	"  speedup REAL, ci_low REAL, ci_high REAL,\n"
+	"  naive_speedup REAL, naive_ci_low REAL, naive_ci_high REAL,\n"
+	"  reason TEXT NOT NULL,\n"
+	"  wall_s REAL NOT NULL\n"
+	"    CONSTRAINT \"atb-rule:bad_time: an iteration's wall time is finite and not negative\"\n"
+	"    CHECK (typeof(wall_s) IN ('real', 'integer') AND wall_s >= 0\n"
+	"           AND wall_s <= 1.7976931348623157e308),\n"
+	"  created TEXT NOT NULL,\n"
+	"  CONSTRAINT \"atb-rule:bad_time: an iteration's speedups are finite and positive when present\"\n"
+	"    CHECK ((speedup IS NULL OR " POS("speedup") ") AND (ci_low IS NULL OR " POS("ci_low") ")\n"
+	"       AND (ci_high IS NULL OR " POS("ci_high") ")\n"
+	"       AND (naive_speedup IS NULL OR " POS("naive_speedup") ")\n"
+	"       AND (naive_ci_low IS NULL OR " POS("naive_ci_low") ")\n"
+	"       AND (naive_ci_high IS NULL OR " POS("naive_ci_high") ")),\n"
+	"  PRIMARY KEY (run, k)\n"
+	") WITHOUT ROWID;\n"
+	"CREATE TRIGGER iteration_insert BEFORE INSERT ON iteration BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN r.id IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration names no stored run')\n"
+	"    WHEN EXISTS (SELECT 1 FROM iteration WHERE run = NEW.run AND k = NEW.k)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: an iteration is never replaced')\n"
+	"    WHEN NEW.k >= r.iterations\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration is beyond its run''s planned iterations')\n"
+	"    WHEN NEW.k IS NOT (SELECT count(*) FROM iteration WHERE run = NEW.run)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: iterations are recorded in order, each once')\n"
+	"    WHEN NEW.result IS NOT NULL AND NOT EXISTS (SELECT 1 FROM result x JOIN job j ON j.id = x.job\n"
+	"         WHERE x.id = NEW.result AND j.uuid IS NEW.job_uuid\n"
+	"           AND x.protocol_digest IS r.protocol_digest AND x.box_fingerprint IS r.box_fingerprint\n"
+	"           AND x.speedup IS NEW.speedup AND x.ci_low IS NEW.ci_low AND x.ci_high IS NEW.ci_high)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration''s result is not of its job, its run''s protocol and box, or has another speedup')\n"
+	/* PROTO: loop.usable_iteration (an iteration counts as usable only when admitted) */
+	"    WHEN NEW.usable = 1 AND EXISTS (SELECT 1 FROM frozen_protocol p,\n"
+	"         json_each(p.canonical, '$.loop.usable_iteration') u\n"
+	"         WHERE p.digest = r.protocol_digest AND u.value = 'admitted')\n"
+	"         AND NOT EXISTS (SELECT 1 FROM result x WHERE x.id = NEW.result AND x.status = 'admitted')\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: a usable iteration names an admitted result')\n"
+	"  END FROM (SELECT 1) LEFT JOIN run r ON r.id = NEW.run;\n"
+	"END;\n"
+	APPEND_ONLY("iteration")
+
 	"CREATE INDEX rejection_job ON rejection(job_uuid);\n"
 	"CREATE INDEX review_result ON review(result);\n"
-	"CREATE INDEX audit_kind ON audit(kind);\n";
+	"CREATE INDEX audit_kind ON audit(kind);\n"
+	"CREATE INDEX box_capability_kind ON box_capability(fingerprint, kind);\n";
 
 const char *const atbi_store_tables[ATB_STORE_NTABLES] = {
 	"frozen_protocol", "box", "job", "sample", "seed_result",
-	"result", "rejection", "review", "audit",
+	"result", "rejection", "review", "audit", "run", "iteration",
 };
