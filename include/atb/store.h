@@ -301,9 +301,9 @@ struct atb_iteration_row {
 
 /*
  * Store one iteration row with an audit entry "iteration", in one
- * transaction.  When result_id > 0 the speedup and interval must be the
- * result's (the schema checks).  Errors: ATB_ERR_USAGE, the validator's
- * ATB_REJECTED_* (out of order, beyond the plan, usable without an admitted
+ * transaction.  When result_id > 0 the stored speedup and interval are
+ * taken from that result (the schema checks they match).  Errors:
+ * ATB_ERR_USAGE, the validator's ATB_REJECTED_* (out of order, beyond the plan, usable without an admitted
  * result: malformed; a k already stored: append_only), ATB_ERR_LOCKED,
  * ATB_ERR_STORE, ATB_ERR_IO, ATB_ERR_NOMEM.
  */
