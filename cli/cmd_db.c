@@ -47,7 +47,7 @@ static const char usage_text[] =
 	"               rule re-checked over every row with SQL (rows that got in\n"
 	"               while a trigger was dropped are found); frozen protocol\n"
 	"               digests recomputed; the audit chain of both copies.  One\n"
-	"               line per finding, 'rule: table row: what', and exit 1\n"
+	"               line per finding ('atb-rule:<rule>: <row>: <what>'), and exit 1\n"
 	"  ingest-json  ingest one job and its result described as JSON, through\n"
 	"               the same validator (for tests and tools).  FILE ('-' for\n"
 	"               stdin) holds an object with: kind (kernel|engine), task,\n"
@@ -206,7 +206,9 @@ static int db_check(struct cli_ctx *ctx, int json)
 			rc = CLI_CHECK_FAILED;
 	} else {
 		for (i = 0; i < kept; i++) {
-			if (f[i].table[0])
+			if (f[i].table[0] && !strncmp(f[i].what, "atb-rule:", 9))
+				printf("%s\n", f[i].what);  /* names its rule and row */
+			else if (f[i].table[0])
 				printf("%s: %s %" PRId64 ": %s\n", f[i].rule, f[i].table, f[i].row,
 				       f[i].what);
 			else

@@ -38,7 +38,7 @@ test_expect "db check is clean before tampering" '
 test_expect "db check finds a row changed with its trigger dropped" '
 	sqlite3 a.db "DROP TRIGGER result_no_update; UPDATE result SET cv = 0.3;" &&
 	expect_exit 1 "$ATB" db check &&
-	expect_grep "cv_over_cap: result 1:" "$TRASH/out" &&
+	expect_grep "atb-rule:cv_over_cap: result 1: cv 0.3" "$TRASH/out" &&
 	expect_grep "trigger '"'"'result_no_update'"'"' is missing" "$TRASH/out"
 '
 
