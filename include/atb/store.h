@@ -360,9 +360,9 @@ struct atb_store_finding {
  * (a dropped or altered trigger is found), every validator rule over every
  * row with SQL queries (so rows that got in while triggers were dropped are
  * found), frozen protocol digests, and the audit chain of both copies.
- * ATB_OK when clean, ATB_ERR_CHECK with the findings otherwise (at most
- * max findings are kept; *nfound counts all).  Caller owns *found
- * (atb_free).
+ * ATB_OK when clean, ATB_ERR_CHECK with the findings otherwise (the first
+ * 1000 are kept in *found, *nkept of them; *nfound counts all).  Caller owns
+ * *found (atb_free; NULL when none).  Works on a read-only store.
  */
 enum atb_status atb_store_check(struct atb_store *s, struct atb_store_finding **found,
 				size_t *nkept, size_t *nfound, struct atb_error *err);
