@@ -441,7 +441,7 @@ static enum atb_status parse_generator(struct loader *L, struct fy_node *map, co
 	struct atb_distribution *d = &b->generator;
 	struct fy_node *n;
 	enum atb_status st;
-	char path[256], p2[300];
+	char path[300], p2[340];
 
 	snprintf(path, sizeof(path), "%s.generator", bpath);
 	if ((st = expect_type(L, map, path, FYNT_MAPPING)) ||
@@ -817,8 +817,8 @@ static enum atb_status parse_root(struct loader *L, struct fy_node *root)
 		return bad(L, n, "name", "bad task name '%s'", t->name);
 	if ((st = require(L, root, "", "kind", &n)) || (st = scalar_dup(L, n, "kind", &t->kind)))
 		return st;
-	if (strcmp(t->kind, "cpu"))
-		return bad(L, n, "kind", "bad kind '%s': expected cpu", t->kind);
+	if (strcmp(t->kind, "cpu") && strcmp(t->kind, "cuda"))
+		return bad(L, n, "kind", "bad kind '%s': expected cpu or cuda", t->kind);
 	if ((st = require(L, root, "", "description", &n)) ||
 	    (st = scalar_dup(L, n, "description", &t->description)))
 		return st;

@@ -62,7 +62,8 @@ static struct atb_protocol *proto_v1(void)
 static void fake_proto(struct atb_protocol *p, const char *compiler, double timeout_s)
 {
 	memset(p, 0, sizeof(*p));
-	snprintf(p->build.cpu_compiler, sizeof(p->build.cpu_compiler), "%s", compiler);
+	cr_assert_lt(snprintf(p->build.cpu_compiler, sizeof(p->build.cpu_compiler), "%s", compiler),
+		     (int)sizeof(p->build.cpu_compiler), "compiler path too long for the test");
 	snprintf(p->build.cpu_flags[0], sizeof(p->build.cpu_flags[0]), "-O2");
 	snprintf(p->build.cpu_flags[1], sizeof(p->build.cpu_flags[1]), "-fPIC");
 	snprintf(p->build.cpu_flags[2], sizeof(p->build.cpu_flags[2]), "-shared");
