@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The tuning loop: propose a candidate, measure it, keep the best, count
+ * every outcome (DESIGN.md: "propose -> ... -> keep-best -> next proposal").
+ *
+ * A run is a row in the store (task, proposer, seed, planned iterations,
+ * paired seeds, naive on/off, protocol digest, box fingerprint).  Iteration
+ * k proposes knobs (k = 0: the task's default knobs; k >= 1: the k-th draw
+ * of the seeded proposer, so the same seed gives the same proposals),
+ * writes the candidate folder runs/<run-id>/iter-<k>/candidate, measures it
+ * with atb_measure_candidate (which records the job, result or rejection
+ * and their audit entries), classifies the outcome under the protocol's
+ * loop.usable_iteration rule, and stores one iteration row in one
+ * transaction.  An iteration interrupted before its row is stored (Ctrl-C,
+ * SIGKILL, a store or i/o failure) leaves no row and is redone by
+ * atb_loop_resume, which replays the proposer through the done iterations
+ * and checks that it reproduces their stored knobs.
+ *
+ * Keep-best: the best iteration is the usable one with the highest lower
+ * bound of the honest speedup's confidence interval (ties: the higher
+ * speedup, then the earlier iteration).  The lower bound, not the geometric
+ * mean, so that a noisy lucky draw does not displace a candidate that is
+ * reliably faster.
+ *
+ * Does not: measure, judge or store measurements itself (measure/ and the
+ * store do), print (the progress callback reports), or handle signals (the
+ * caller sets *stop from its handler).  Not thread-safe.
+ */
+#ifndef ATB_LOOP_H
+#define ATB_LOOP_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atb/measure.h"
+#include "atb/protocol.h"
+#include "atb/status.h"
+#include "atb/store.h"
+#include "atb/task.h"
+
+/* The one proposer so far: uniform random over the knob space (gsl mt19937). */
+#define ATB_LOOP_PROPOSER_RANDOM "random"
+/* The most iterations one run may plan. */
+#define ATB_LOOP_MAX_ITERATIONS 100000
+
+/* A measurement function: atb_measure_candidate, or a fake in tests. */
+typedef enum atb_status (*atb_loop_measure_fn)(struct atb_store *store,
+					      const struct atb_protocol *p,
+					      const struct atb_task *task,
+					      const char *candidate_dir,
+					      const struct atb_knob_assignment *knobs,
+					      const struct atb_measure_opts *opts,
+					      struct atb_measure_outcome *out,
+					      struct atb_error *err);
+
+/* What the progress callback sees; valid during the call only. */
+struct atb_loop_progress {
+	const char *run_id;
+	int64_t k;                 /* the iteration in progress (0-based) */
+	int64_t planned;
+	const char *phase;         /* "propose", measure's phases, "done" */
+	const char *last_outcome;  /* of the last finished iteration; NULL before */
+	int64_t done;              /* iterations stored, this run */
+	int64_t usable;            /* of which usable */
+	int have_best;
+	int64_t best_k;
+	double best_speedup, best_ci_low, best_ci_high;  /* vs the honest baseline */
+	double mean_iteration_s;   /* over the iterations finished by this call; 0: none */
+	double eta_s;              /* remaining planned iterations x the mean; < 0: unknown */
+};
+
+struct atb_loop_opts {
+	const char *home;          /* NULL: atb_home() */
+	const char *runner_path;   /* NULL: atb-runner as measure finds it */
+	const char *runs_dir;      /* NULL: "runs" in the store's folder */
+	const char *proposer;      /* NULL: "random" */
+	int64_t iterations;        /* planned, 1..ATB_LOOP_MAX_ITERATIONS (start only) */
+	int64_t seed;              /* >= 0 (start only) */
+	int64_t paired_seeds;      /* 0: the protocol's stats.min_paired_seeds (start only) */
+	int naive;                 /* -1: when the task has one; 0: off; 1: on (start only) */
+	atb_loop_measure_fn measure; /* NULL: atb_measure_candidate */
+	void (*progress)(void *ctx, const struct atb_loop_progress *p);
+	void *progress_ctx;
+	/* Non-zero: start no new iteration and do not record the current one. */
+	volatile sig_atomic_t *stop;
+};
+
+struct atb_loop_summary {
+	char run_id[ATB_RUN_ID_MAX];
+	char task[128];
+	int64_t planned;
+	int64_t first_k;           /* the first iteration this call ran */
+	int64_t done;              /* iterations stored in all */
+	int64_t usable;
+	int interrupted;           /* *stop was set: resume with atb_loop_resume */
+	int have_best;
+	int64_t best_k;
+	double best_speedup, best_ci_low, best_ci_high;
+	double best_naive_speedup;  /* 0 when not measured */
+};
+
+/*
+ * Start a run of task (a bundled task's name or a path) with o's plan and
+ * run it to its end, or until *o->stop.  Creates the run row first (its id
+ * is in out->run_id as soon as the row exists, and is reported to the
+ * progress callback), syncing the frozen protocols into the store and
+ * registering this box.  Returns ATB_OK when every iteration ran or when
+ * stopped (out->interrupted); an error status when the run could not go
+ * on (store, i/o; the run stays resumable).  Errors before the run row:
+ * ATB_ERR_USAGE (bad plan: iterations, seed, paired seeds below the
+ * protocol's minimum, unknown proposer, naive asked but the task has none),
+ * ATB_ERR_NOT_FOUND (unknown task), the task's and protocol's load errors.
+ */
+enum atb_status atb_loop_start(struct atb_store *s, const char *task,
+			       const struct atb_loop_opts *o, struct atb_loop_summary *out,
+			       struct atb_error *err);
+
+/*
+ * Continue run_id from its first missing iteration, under the run's own
+ * protocol, task, seed and plan (o's plan fields are ignored).  Replays the
+ * proposer through the done iterations: their stored knobs must be the
+ * replayed proposals (ATB_ERR_CHECK otherwise).  ATB_ERR_NOT_FOUND for an
+ * unknown run; ATB_ERR_USAGE when this box is not the run's.  A complete run
+ * returns ATB_OK at once with out filled.
+ */
+enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
+				const struct atb_loop_opts *o, struct atb_loop_summary *out,
+				struct atb_error *err);
+
+/*
+ * The first n proposals of proposer for task with seed into out[0..n-1]:
+ * out[0] the default knobs, out[k] the k-th draw (atb_task_sample_knobs on
+ * gsl mt19937 seeded with seed).  ATB_ERR_USAGE for an unknown proposer.
+ */
+enum atb_status atb_loop_proposals(const struct atb_task *task, const char *proposer,
+				   int64_t seed, size_t n, struct atb_knob_assignment *out,
+				   struct atb_error *err);
+
+/*
+ * Classify a measurement outcome: *usable when it reached every step the
+ * protocol's loop.usable_iteration lists (built, correct, measured,
+ * admitted), and outcome (at least 64 bytes) "usable" or why not: the
+ * refusing gate's id ("build", "correctness", "noise", ...),
+ * "quarantined", or the store's refusal ("rejected:cv_over_cap").
+ * ATB_ERR_PROTOCOL for a step the loop does not know.
+ */
+enum atb_status atb_loop_classify(const struct atb_protocol *p,
+				  const struct atb_measure_outcome *o, char *outcome,
+				  int *usable, struct atb_error *err);
+
+/* Knobs as a JSON object text {"NAME":"VALUE",...,"cflags":"..."}; caller owns *out. */
+enum atb_status atb_loop_knobs_json(const struct atb_knob_assignment *a, char **out,
+				    struct atb_error *err);
+
+#endif

@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The tuning loop (include/atb/loop.h): run rows, seeded proposals, one
+ * measurement per iteration, the usable-iteration rule, keep-best, and
+ * resume.  Everything a run decides is in the store before the next
+ * iteration starts, so a kill at any point loses at most the iteration in
+ * progress, which leaves no iteration row and is redone.
+ *
+ * Does not: build, run or judge candidates (atb_measure_candidate does),
+ * print, or catch signals.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <gsl/gsl_rng.h>
+#include <jansson.h>
+
+#include "atb/atb.h"
+#include "atb/box.h"
+#include "atb/loop.h"
+#include "util.h"
+#include "banned.h"
+
+/*
+ * Until src/measure lands in the library, the loop links without it and
+ * refuses to run with the real pipeline (tests pass a fake).
+ */
+#pragma weak atb_measure_candidate
+
+/* ---- proposals ---- */
+
+enum atb_status atb_loop_proposals(const struct atb_task *task, const char *proposer,
+				   int64_t seed, size_t n, struct atb_knob_assignment *out,
+				   struct atb_error *err)
+{
+	gsl_rng *rng;
+	size_t k;
+
+	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "unknown proposer '%s'; the proposers are: random", proposer);
+	if (n == 0)
+		return ATB_OK;
+	rng = gsl_rng_alloc(gsl_rng_mt19937);
+	if (!rng)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot make the proposer: out of memory");
+	gsl_rng_set(rng, (unsigned long)seed);
+	atb_task_default_knobs(task, &out[0]);
+	for (k = 1; k < n; k++)
+		atb_task_sample_knobs(task, rng, &out[k]);
+	gsl_rng_free(rng);
+	return ATB_OK;
+}
+
+enum atb_status atb_loop_knobs_json(const struct atb_knob_assignment *a, char **out,
+				    struct atb_error *err)
+{
+	json_t *o;
+	enum atb_status st;
+	size_t i;
+
+	*out = NULL;
+	atb_alloc_install_json();
+	o = json_object();
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot format knobs: out of memory");
+	for (i = 0; i < a->n; i++)
+		if (json_object_set_new(o, a->knobs[i].name, json_string(a->knobs[i].value))) {
+			json_decref(o);
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot format knobs: out of memory");
+		}
+	if (json_object_set_new(o, "cflags", json_string(a->cflags))) {
+		json_decref(o);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot format knobs: out of memory");
+	}
+	st = atbi_json_canonical(o, out, err);
+	json_decref(o);
+	return st;
+}
+
+/* ---- classification ---- */
+
+static int gate_is(const struct atb_measure_outcome *o, const char *const *gates)
+{
+	for (; *gates; gates++)
+		if (!strcmp(o->gate, *gates))
+			return 1;
+	return 0;
+}
+
+enum atb_status atb_loop_classify(const struct atb_protocol *p,
+				  const struct atb_measure_outcome *o, char *outcome,
+				  int *usable, struct atb_error *err)
+{
+	static const char *const not_built[] = {ATB_GATE_SURFACE, ATB_GATE_BUILD, NULL};
+	static const char *const not_correct[] = {ATB_GATE_CORRECTNESS, ATB_GATE_INPUT_MUTATION,
+						  ATB_GATE_RESULT_REUSE, ATB_GATE_RUNNER, NULL};
+	int rejected = o->verdict == ATB_MEASURE_REJECTED;
+	int built, correct, measured, admitted, ok = 1;
+	size_t i;
+
+	/*
+	 * The steps an iteration reached.  A runner failure (crash, hang) is
+	 * counted as not correct: it may have happened during correctness.
+	 */
+	built = !(rejected && gate_is(o, not_built));
+	correct = built && !(rejected && gate_is(o, not_correct));
+	measured = correct && !rejected;
+	admitted = measured && o->verdict == ATB_MEASURE_ADMITTED;
+
+	/* PROTO: loop.usable_iteration */
+	for (i = 0; i < p->loop.nusable_iteration; i++) {
+		const char *step = p->loop.usable_iteration[i];
+
+		if (!strcmp(step, "built"))
+			ok = ok && built;
+		else if (!strcmp(step, "correct"))
+			ok = ok && correct;
+		else if (!strcmp(step, "measured"))
+			ok = ok && measured;
+		else if (!strcmp(step, "admitted"))
+			ok = ok && admitted;
+		else
+			return atb_error_set(err, ATB_ERR_PROTOCOL,
+					     "protocol v%d: loop.usable_iteration step '%s' is not "
+					     "one of built, correct, measured, admitted",
+					     p->version, step);
+	}
+	*usable = ok;
+	if (ok)
+		snprintf(outcome, 64, "usable");
+	else if (o->verdict == ATB_MEASURE_QUARANTINED)
+		snprintf(outcome, 64, "quarantined");
+	else if (o->verdict == ATB_MEASURE_ADMITTED)
+		snprintf(outcome, 64, "admitted");   /* only under a stricter protocol */
+	else if (o->gate[0])
+		snprintf(outcome, 64, "%s", o->gate);
+	else
+		snprintf(outcome, 64, "%s", atb_status_name(o->status ? o->status : ATB_ERR_REJECTED));
+	/* The schema allows [a-z0-9_:] only. */
+	for (i = 0; outcome[i]; i++)
+		if (!((outcome[i] >= 'a' && outcome[i] <= 'z') ||
+		      (outcome[i] >= '0' && outcome[i] <= '9') || outcome[i] == '_' ||
+		      outcome[i] == ':'))
+			outcome[i] = '_';
+	return ATB_OK;
+}
+
+/* ---- files ---- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* Remove path and everything under it (not following links); absent is fine. */
+static enum atb_status remove_tree(const char *path, struct atb_error *err)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb) != 0)
+		return errno == ENOENT ? ATB_OK
+				       : atb_error_set(err, ATB_ERR_IO, "cannot remove '%s': %s",
+						       path, strerror(errno));
+	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		return atb_error_set(err, ATB_ERR_IO, "cannot remove '%s': %s", path,
+				     strerror(errno));
+	return ATB_OK;
+}
+
+static enum atb_status make_dir(const char *path, mode_t mode, struct atb_error *err)
+{
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return ATB_OK;
+	return atb_error_set(err, ATB_ERR_IO, "cannot create folder '%s': %s", path,
+			     strerror(errno));
+}
+
+/* ---- the loop ---- */
+
+struct loop {
+	struct atb_store *store;
+	const struct atb_loop_opts *o;
+	struct atb_protocol *proto;
+	struct atb_task *task;
+	struct atb_run_row run;
+	char runs_dir[PATH_MAX];
+	struct atb_knob_assignment *props;   /* run.iterations proposals */
+	struct atb_loop_summary *sum;
+	struct atb_loop_progress prog;
+	char last_outcome[64];
+	double spent_s;                      /* this call's finished iterations */
+	int64_t finished;                    /* by this call */
+};
+
+static void report(struct loop *L, const char *phase)
+{
+	if (!L->o->progress)
+		return;
+	L->prog.run_id = L->run.id;
+	L->prog.planned = L->run.iterations;
+	L->prog.phase = phase;
+	L->prog.last_outcome = L->last_outcome[0] ? L->last_outcome : NULL;
+	L->prog.done = L->sum->done;
+	L->prog.usable = L->sum->usable;
+	L->prog.have_best = L->sum->have_best;
+	L->prog.best_k = L->sum->best_k;
+	L->prog.best_speedup = L->sum->best_speedup;
+	L->prog.best_ci_low = L->sum->best_ci_low;
+	L->prog.best_ci_high = L->sum->best_ci_high;
+	L->prog.mean_iteration_s = L->finished ? L->spent_s / (double)L->finished : 0.0;
+	L->prog.eta_s = L->finished ? L->prog.mean_iteration_s *
+					      (double)(L->run.iterations - L->sum->done)
+				    : -1.0;
+	L->o->progress(L->o->progress_ctx, &L->prog);
+}
+
+static void measure_phase(void *ctx, const char *phase)
+{
+	report(ctx, phase);
+}
+
+/* Keep-best: the highest CI lower bound, then speedup, then the earlier k. */
+static void consider(struct atb_loop_summary *sum, const struct atb_iteration_row *it)
+{
+	if (!it->usable)
+		return;
+	if (sum->have_best && (it->ci_low < sum->best_ci_low ||
+			       (it->ci_low == sum->best_ci_low && it->speedup <= sum->best_speedup)))
+		return;
+	sum->have_best = 1;
+	sum->best_k = it->k;
+	sum->best_speedup = it->speedup;
+	sum->best_ci_low = it->ci_low;
+	sum->best_ci_high = it->ci_high;
+	sum->best_naive_speedup = it->naive_speedup;
+}
+
+static int stopped(const struct loop *L)
+{
+	return L->o->stop && *L->o->stop;
+}
+
+static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error *err)
+{
+	const struct atb_knob_assignment *knobs = &L->props[k];
+	struct atb_measure_opts mo;
+	struct atb_measure_outcome out;
+	struct atb_iteration_row it;
+	atb_loop_measure_fn measure = L->o->measure ? L->o->measure : atb_measure_candidate;
+	char dir[PATH_MAX], cand[PATH_MAX], work[PATH_MAX], label[96];
+	char *knobs_json = NULL;
+	enum atb_status st;
+	int64_t t0 = atbi_monotonic_ns();
+
+	L->prog.k = k;
+	report(L, "propose");
+	if (snprintf(dir, sizeof(dir), "%s/%s/iter-%" PRId64, L->runs_dir, L->run.id, k) >=
+		    (int)sizeof(dir) ||
+	    snprintf(cand, sizeof(cand), "%s/candidate", dir) >= (int)sizeof(cand) ||
+	    snprintf(work, sizeof(work), "%s/work", dir) >= (int)sizeof(work))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
+				     L->runs_dir);
+	/* A folder left by an interrupted attempt: the iteration is redone. */
+	*strrchr(dir, '/') = '\0';
+	st = make_dir(dir, 0700, err);
+	dir[strlen(dir)] = '/';
+	if (!st)
+		st = remove_tree(dir, err);
+	if (!st)
+		st = make_dir(dir, 0700, err);
+	if (!st)
+		st = atb_task_instantiate_candidate(L->task, knobs, cand, err);
+	if (!st)
+		st = make_dir(work, 0700, err);
+	if (st)
+		return st;
+
+	memset(&mo, 0, sizeof(mo));
+	mo.home = L->o->home;
+	mo.runner_path = L->o->runner_path;
+	mo.work_dir = work;
+	/* Every iteration is measured on the same paired seeds (same inputs). */
+	mo.seed_base = (uint64_t)L->run.seed;
+	mo.nseeds = (size_t)L->run.paired_seeds;
+	mo.with_naive = L->run.naive;
+	snprintf(label, sizeof(label), "run %s iter %" PRId64, L->run.id, k);
+	mo.candidate_label = label;
+	mo.progress = measure_phase;
+	mo.progress_ctx = L;
+	memset(&out, 0, sizeof(out));
+	if (!measure)
+		return atb_error_set(err, ATB_ERR_INTERNAL,
+				     "the measurement pipeline is not built into this atb");
+	st = measure(L->store, L->proto, L->task, cand, knobs, &mo, &out, err);
+	if (st)
+		return st;
+	if (stopped(L))
+		return ATB_OK;   /* not recorded: redone on resume */
+
+	memset(&it, 0, sizeof(it));
+	snprintf(it.run, sizeof(it.run), "%s", L->run.id);
+	it.k = k;
+	st = atb_loop_classify(L->proto, &out, it.outcome, &it.usable, err);
+	if (st)
+		return st;
+	st = atb_loop_knobs_json(knobs, &knobs_json, err);
+	if (st)
+		return st;
+	it.knobs_json = knobs_json;
+	snprintf(it.job_uuid, sizeof(it.job_uuid), "%s", out.job_uuid);
+	it.result_id = out.result_id;
+	it.rejection_id = out.rejection_id;
+	if (out.verdict != ATB_MEASURE_REJECTED) {
+		it.speedup = out.speedup;
+		it.ci_low = out.ci_low;
+		it.ci_high = out.ci_high;
+		it.naive_speedup = out.naive_speedup;
+		it.naive_ci_low = out.naive_ci_low;
+		it.naive_ci_high = out.naive_ci_high;
+	}
+	it.reason = out.reason;
+	it.wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
+	st = atb_store_add_iteration(L->store, &it, err);
+	atb_free(knobs_json);
+	if (st)
+		return st;
+	L->sum->done = k + 1;
+	L->sum->usable += it.usable;
+	consider(L->sum, &it);
+	snprintf(L->last_outcome, sizeof(L->last_outcome), "%s", it.outcome);
+	L->spent_s += it.wall_s;
+	L->finished++;
+	report(L, "done");
+	return ATB_OK;
+}
+
+static enum atb_status run_loop(struct loop *L, struct atb_error *err)
+{
+	enum atb_status st;
+	int64_t k;
+
+	L->sum->first_k = L->sum->done;
+	for (k = L->sum->done; k < L->run.iterations; k++) {
+		if (stopped(L)) {
+			L->sum->interrupted = 1;
+			return ATB_OK;
+		}
+		st = one_iteration(L, k, err);
+		if (st)
+			return st;
+		if (stopped(L) && L->sum->done <= k) {
+			L->sum->interrupted = 1;
+			return ATB_OK;
+		}
+	}
+	return ATB_OK;
+}
+
+static enum atb_status runs_dir_of(struct loop *L, struct atb_error *err)
+{
+	const char *dbp = atb_store_path(L->store), *slash;
+	int n;
+
+	if (L->o->runs_dir)
+		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "%s", L->o->runs_dir);
+	else if ((slash = strrchr(dbp, '/')))
+		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "%.*s/runs", (int)(slash - dbp), dbp);
+	else
+		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "runs");
+	if (n < 0 || (size_t)n >= sizeof(L->runs_dir))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder path is too long");
+	if (!L->runs_dir[0])
+		snprintf(L->runs_dir, sizeof(L->runs_dir), "/runs");
+	return make_dir(L->runs_dir, 0755, err);
+}
+
+static enum atb_status this_box(struct atb_store *s, const struct atb_protocol *p,
+				char fp[ATB_BOX_FINGERPRINT_LEN + 1], struct atb_error *err)
+{
+	struct atb_box *box = NULL;
+	json_t *j = NULL;
+	char *desc = NULL;
+	enum atb_status st;
+
+	st = atb_box_probe_with_compiler(&box, p->build.cpu_compiler, err);
+	if (!st)
+		st = atb_box_fingerprint(box, fp, err);
+	if (!st && s)
+		st = atb_box_to_json(box, 0, &j, err);
+	if (!st && s)
+		st = atbi_json_canonical(j, &desc, err);
+	if (!st && s)
+		st = atb_store_register_box(s, fp, desc, err);
+	json_decref(j);
+	atb_free(desc);
+	atb_box_free(box);
+	return st;
+}
+
+static void loop_release(struct loop *L)
+{
+	atb_free(L->props);
+	atb_task_free(L->task);
+	atb_protocol_free(L->proto);
+}
+
+static enum atb_status alloc_proposals(struct loop *L, struct atb_error *err)
+{
+	L->props = atb_calloc((size_t)L->run.iterations, sizeof(*L->props));
+	if (!L->props)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot plan %" PRId64 " iterations: out of memory",
+				     L->run.iterations);
+	return atb_loop_proposals(L->task, L->run.proposer, L->run.seed,
+				  (size_t)L->run.iterations, L->props, err);
+}
+
+static void summary_init(struct atb_loop_summary *out, const struct atb_run_row *run)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(out->run_id, sizeof(out->run_id), "%s", run->id);
+	snprintf(out->task, sizeof(out->task), "%s", run->task);
+	out->planned = run->iterations;
+	out->best_k = -1;
+}
+
+enum atb_status atb_loop_start(struct atb_store *s, const char *task,
+			       const struct atb_loop_opts *o, struct atb_loop_summary *out,
+			       struct atb_error *err)
+{
+	struct loop L;
+	struct atb_frozen_protocol *frozen = NULL;
+	const char *home = o->home ? o->home : atb_home();
+	const char *proposer = o->proposer ? o->proposer : ATB_LOOP_PROPOSER_RANDOM;
+	char id[33];
+	size_t nfrozen = 0;
+	int current = 0;
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	memset(out, 0, sizeof(*out));
+	out->best_k = -1;
+	L.store = s;
+	L.o = o;
+	L.sum = out;
+	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "unknown proposer '%s'; the proposers are: random", proposer);
+	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "iterations must be 1 to %d, not %" PRId64,
+				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
+	if (o->seed < 0)
+		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
+	st = atb_task_open(home, task, &L.task, err);
+	if (!st)
+		st = atb_protocol_load_current(home, &L.proto, err);
+	if (st)
+		goto out;
+	if (o->paired_seeds != 0 && o->paired_seeds < L.proto->stats.min_paired_seeds) {
+		/* PROTO: stats.min_paired_seeds */
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "%" PRId64 " paired seeds is below the protocol's "
+				   "stats.min_paired_seeds (%d)",
+				   o->paired_seeds, L.proto->stats.min_paired_seeds);
+		goto out;
+	}
+	if (o->naive > 0 && !L.task->has_naive) {
+		st = atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
+				   L.task->name);
+		goto out;
+	}
+
+	/* The plan. */
+	st = atbi_random_id(id);
+	if (st) {
+		st = atb_error_set(err, st, "cannot make a run id");
+		goto out;
+	}
+	snprintf(L.run.id, sizeof(L.run.id), "%.12s", id);
+	if (strchr(task, '/') || (strlen(task) > 5 && !strcmp(task + strlen(task) - 5, ".yaml"))) {
+		char *abs = realpath(task, NULL);
+		int len = snprintf(L.run.task, sizeof(L.run.task), "%s", abs ? abs : task);
+
+		free(abs);   /* realpath's malloc, not ours */
+		if (len < 0 || (size_t)len >= sizeof(L.run.task)) {
+			st = atb_error_set(err, ATB_ERR_USAGE, "task path '%s' is too long", task);
+			goto out;
+		}
+	} else {
+		snprintf(L.run.task, sizeof(L.run.task), "%s", task);
+	}
+	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", proposer);
+	L.run.seed = o->seed;
+	L.run.iterations = o->iterations;
+	L.run.paired_seeds = o->paired_seeds ? o->paired_seeds : L.proto->stats.min_paired_seeds;
+	L.run.naive = o->naive < 0 ? L.task->has_naive : o->naive;
+	snprintf(L.run.protocol_digest, sizeof(L.run.protocol_digest), "%s", L.proto->digest);
+
+	st = atb_protocol_frozen_list(home, &frozen, &nfrozen, &current, err);
+	if (!st)
+		st = atb_store_sync_protocols(s, frozen, nfrozen, NULL, err);
+	atb_protocol_frozen_free(frozen, nfrozen);
+	if (!st)
+		st = this_box(s, L.proto, L.run.box_fingerprint, err);
+	if (!st)
+		st = runs_dir_of(&L, err);
+	if (!st)
+		st = alloc_proposals(&L, err);
+	if (!st)
+		st = atb_store_add_run(s, &L.run, err);
+	if (st)
+		goto out;
+	summary_init(out, &L.run);
+	st = run_loop(&L, err);
+out:
+	loop_release(&L);
+	return st;
+}
+
+enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
+				const struct atb_loop_opts *o, struct atb_loop_summary *out,
+				struct atb_error *err)
+{
+	struct loop L;
+	struct atb_iteration_row *rows = NULL;
+	const char *home = o->home ? o->home : atb_home();
+	char fp[ATB_BOX_FINGERPRINT_LEN + 1];
+	size_t n = 0, i;
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	memset(out, 0, sizeof(*out));
+	out->best_k = -1;
+	L.store = s;
+	L.o = o;
+	L.sum = out;
+	st = atb_store_get_run(s, run_id, &L.run, err);
+	if (st)
+		return st;
+	summary_init(out, &L.run);
+	st = atb_protocol_load_digest(home, L.run.protocol_digest, &L.proto, err);
+	if (!st)
+		st = atb_task_open(home, L.run.task, &L.task, err);
+	if (!st)
+		st = this_box(NULL, L.proto, fp, err);
+	if (st)
+		goto out;
+	if (strcmp(fp, L.run.box_fingerprint)) {
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "run '%s' was started on box %.12s, this is box %.12s; "
+				   "resume it on its own box",
+				   L.run.id, L.run.box_fingerprint, fp);
+		goto out;
+	}
+	st = alloc_proposals(&L, err);
+	if (!st)
+		st = atb_store_list_iterations(s, L.run.id, &rows, &n, err);
+	if (st)
+		goto out;
+	/* Same seed, same proposals: the replay must reproduce what is stored. */
+	for (i = 0; i < n; i++) {
+		char *want = NULL;
+
+		st = atb_loop_knobs_json(&L.props[rows[i].k], &want, err);
+		if (st)
+			goto out;
+		if (strcmp(want, rows[i].knobs_json)) {
+			st = atb_error_set(err, ATB_ERR_CHECK,
+					   "run '%s': iteration %" PRId64 " stored knobs %s, but the "
+					   "proposer replays %s (did the task's knob space change?)",
+					   L.run.id, rows[i].k, rows[i].knobs_json, want);
+			atb_free(want);
+			goto out;
+		}
+		atb_free(want);
+		out->usable += rows[i].usable;
+		consider(out, &rows[i]);
+		snprintf(L.last_outcome, sizeof(L.last_outcome), "%s", rows[i].outcome);
+	}
+	out->done = (int64_t)n;
+	out->first_k = (int64_t)n;
+	if (out->done >= L.run.iterations)
+		goto out;
+	st = runs_dir_of(&L, err);
+	if (!st)
+		st = run_loop(&L, err);
+out:
+	atb_store_iterations_free(rows, n);
+	loop_release(&L);
+	return st;
+}
