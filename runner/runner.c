@@ -19,6 +19,7 @@
 
 #include "atb/atb.h"
 #include "atb/kernel.h"
+#include "runner_cuda.h"
 #include "runner_int.h"
 #include "banned.h"
 
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
 	struct atb_error err;
 	char *text = NULL, msg[2048];
 	size_t len = 0;
-	int fd, rc;
+	int fd, rc, cuda;
 
 	if (argc > 1) {
 		if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -169,10 +170,10 @@ int main(int argc, char **argv)
 		return RUNNER_EXIT_FAILED;
 	}
 
-	if (runner_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:[s]}", "event", "hello",
+	if (runner_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:[s,s]}", "event", "hello",
 				  "runner", "atb-runner", "version", atb_version(),
 				  "pid", (int)getpid(), "abi", ATB_KERNEL_ABI_VERSION,
-				  "backends", "cpu")))
+				  "backends", "cpu", "cuda")))
 		return RUNNER_EXIT_FAILED;
 
 	atb_error_clear(&err);
@@ -187,8 +188,16 @@ int main(int argc, char **argv)
 		atb_free(text);
 		return err.status == ATB_ERR_NOMEM ? RUNNER_EXIT_FAILED : RUNNER_EXIT_BAD_JOB;
 	}
+	/* The backend is a top-level "backend" of the job: "cpu" (default) or "cuda". */
+	{
+		json_t *o = json_loadb(text, len, 0, NULL);
+		const char *be = json_string_value(json_object_get(o, "backend"));
+
+		cuda = be && !strcmp(be, "cuda");
+		json_decref(o);
+	}
 	atb_free(text);
-	rc = runner_cpu_run(job);
+	rc = cuda ? runner_cuda_run(job) : runner_cpu_run(job);
 	atb_runner_job_free(job);
 	fclose(events);
 	return rc;

@@ -72,6 +72,12 @@ enum atb_status atb_cuda_load(struct atb_error *err);
  */
 enum atb_status atb_cuda_open(int ordinal, struct atb_cuda **out, struct atb_error *err);
 
+/*
+ * Compute capability of device `ordinal` without creating a context (for
+ * nvcc's -arch).  Errors: those of atb_cuda_load, ATB_ERR_USAGE, ATB_ERR_SYSTEM.
+ */
+enum atb_status atb_cuda_device_cc(int ordinal, int *major, int *minor, struct atb_error *err);
+
 /* Destroy the stream and release the primary context.  NULL is harmless. */
 void atb_cuda_close(struct atb_cuda *c);
 

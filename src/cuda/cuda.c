@@ -207,6 +207,25 @@ fail:
 	return st;
 }
 
+enum atb_status atb_cuda_device_cc(int ordinal, int *major, int *minor, struct atb_error *err)
+{
+	enum atb_status st;
+	cu_device dev = 0;
+	int n = 0;
+
+	*major = *minor = 0;
+	if ((st = atb_cuda_load(err)))
+		return st;
+	ATB_CU(cuDeviceGetCount(&n), err);
+	if (ordinal < 0 || ordinal >= n)
+		return atb_error_set(err, ATB_ERR_USAGE, "no cuda device %d: %d device(s)",
+				     ordinal, n);
+	ATB_CU(cuDeviceGet(&dev, ordinal), err);
+	ATB_CU(cuDeviceGetAttribute(major, CU_ATTR_CC_MAJOR, dev), err);
+	ATB_CU(cuDeviceGetAttribute(minor, CU_ATTR_CC_MINOR, dev), err);
+	return ATB_OK;
+}
+
 void atb_cuda_close(struct atb_cuda *c)
 {
 	if (!c)

@@ -28,6 +28,7 @@
 #include "atb/alloc.h"
 #include "atb/atb.h"
 #include "atb/task.h"
+#include "task_cuda.h"
 #include "task_int.h"
 #include "banned.h"
 
@@ -233,26 +234,36 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 {
 	const char *argv[BUILD_MAX_ARGS] = {NULL};
 	char defs[ATB_TASK_MAX_KNOBS][2 * ATB_TASK_NAME_MAX + 4];
-	char flags[ATB_TASK_FLAGS_MAX], incdir[4200], *tok, *save = NULL;
+	char flags[ATB_TASK_FLAGS_MAX], incdir[4200], arch[32], *tok, *save = NULL;
 	struct logbuf log = {0};
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	size_t argc = 0, i;
 	enum atb_status st = ATB_OK;
 	int64_t deadline;
-	int status = 0, timed_out = 0, exec_errno = 0, eof = 0, exited = 0;
+	int status = 0, timed_out = 0, exec_errno = 0, eof = 0, exited = 0, cuda;
 	pid_t pid;
 
 	if (build_log)
 		*build_log = NULL;
-	if (!proto->build.cpu_compiler[0])
-		return atb_error_set(err, ATB_ERR_USAGE, "the protocol names no CPU compiler");
+	/* Kind "cuda": the protocol's build.cuda (nvcc) plus -arch (task_cuda.c). */
+	cuda = t->kind && !strcmp(t->kind, "cuda");
+	if (!(cuda ? proto->build.cuda_compiler : proto->build.cpu_compiler)[0])
+		return atb_error_set(err, ATB_ERR_USAGE, "the protocol names no %s compiler",
+				     cuda ? "CUDA" : "CPU");
 	if (knobs && (st = atb_task_check_knobs(t, knobs, err)))
 		return st;
-	if ((st = add_arg(argv, &argc, proto->build.cpu_compiler, err)))
+	if ((st = add_arg(argv, &argc, cuda ? proto->build.cuda_compiler
+					    : proto->build.cpu_compiler, err)))
 		return st;
-	for (i = 0; i < proto->build.ncpu_flags; i++)
-		if ((st = add_arg(argv, &argc, proto->build.cpu_flags[i], err)))
+	for (i = 0; i < (cuda ? proto->build.ncuda_flags : proto->build.ncpu_flags); i++)
+		if ((st = add_arg(argv, &argc, cuda ? proto->build.cuda_flags[i]
+						    : proto->build.cpu_flags[i], err)))
 			return st;
+	if (cuda) {
+		atbi_task_cuda_arch(arch, sizeof(arch));
+		if ((st = add_arg(argv, &argc, arch, err)))
+			return st;
+	}
 	snprintf(flags, sizeof(flags), "%s", knobs ? knobs->cflags : "");
 	for (tok = strtok_r(flags, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
 		if ((st = add_arg(argv, &argc, tok, err)))
@@ -268,7 +279,8 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 	    (st = add_arg(argv, &argc, "-o", err)) ||
 	    (st = add_arg(argv, &argc, out_so_path, err)) ||
 	    (st = add_arg(argv, &argc, source_path, err)) ||
-	    (st = add_arg(argv, &argc, "-lm", err)))
+	    (st = add_arg(argv, &argc, "-lm", err)) ||
+	    (cuda && (st = add_arg(argv, &argc, ATBI_TASK_CUDA_LIBS, err))))
 		return st;
 
 	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
