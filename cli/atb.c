@@ -17,6 +17,10 @@ static const struct cli_command commands[] = {
 	{"audit", cmd_audit, "show and verify the audit chain"},
 	{"box", cmd_box, "show this machine's fingerprint"},
 	{"task", cmd_task, "list, show and check bundled tasks"},
+	{"measure", cmd_measure, "measure a candidate through every gate into the store"},
+	{"review", cmd_review, "admit or reject a quarantined result"},
+	{"run", cmd_run, "the tuning loop: propose, measure, keep the best; --resume"},
+	{"report", cmd_report, "a run's trajectory, honest and naive speedups, gates"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

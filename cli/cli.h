@@ -48,5 +48,9 @@ int cmd_db(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_audit(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_box(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_task(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_measure(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_review(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_report(int argc, char **argv, struct cli_ctx *ctx);
 
 #endif

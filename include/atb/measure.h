@@ -25,6 +25,7 @@
 
 #include "atb/status.h"
 
+struct atb_box;
 struct atb_store;
 struct atb_protocol;
 struct atb_task;
@@ -59,6 +60,9 @@ struct atb_measure_opts {
 	size_t nseeds;             /* 0: the protocol's stats.min_paired_seeds */
 	int with_naive;            /* also time the naive baseline, labelled */
 	const char *candidate_label; /* stored as the result's candidate; NULL: knobs */
+	/* This machine, probed (atb_box_probe_with_compiler); NULL: probed here.
+	   It is registered in the store either way. */
+	const struct atb_box *box;
 	/* Progress: called with a short phase name ("build", "correctness",
 	   "timing seed 3/8", "drift", "ingest"); may be NULL. */
 	void (*progress)(void *ctx, const char *phase);
@@ -81,6 +85,9 @@ struct atb_measure_outcome {
 	double baseline_median_ns, candidate_median_ns, naive_median_ns;
 	double baseline_alone_median_ns;
 	double floor_ns;           /* the physical floor of one call; 0: unknown */
+	double drift_ratio;        /* baseline beside / baseline alone; 0: not measured */
+	int attempts;              /* job-1 runs (re-runs for noise, PROTO: stats.cv_cap) */
+	char note[512];            /* e.g. the naive baseline failed (a task bug); "" none */
 	double build_s, run_s;     /* wall time spent building, measuring */
 };
 
@@ -90,7 +97,24 @@ struct atb_measure_outcome {
  * baseline, on this box, under protocol p, and record the outcome in store.
  * Returns ATB_OK whenever the outcome was recorded, whatever the verdict
  * (out->verdict says it); an error status only when it could not be
- * recorded (store, i/o, out of memory).
+ * recorded (store, i/o, out of memory), or before anything ran:
+ * ATB_ERR_USAGE (knobs not the task's, no work_dir, seeds over 2^62),
+ * ATB_ERR_NOT_FOUND (no atb-runner), ATB_ERR_SCHEMA (a task the cpu runner
+ * cannot run, e.g. an int8 buffer).
+ *
+ * The gates, in order (each a rejection "gate:<id>" with detail JSON):
+ * surface (folder contents; hashes of the protocol folder, the task folder,
+ * atb-runner and the built baseline/naive objects before and after every
+ * runner), build (compiler log tail kept), runner (signal, timeout, error
+ * event, malformed line; stderr tail kept), input_mutation, correctness,
+ * result_reuse, physical_floor (any per-seed candidate median below
+ * margin x floor; bandwidth and peak from the store's box capabilities,
+ * measured with atb_floor_measure_cpu on first use), then the cv against
+ * stats.cv_cap with up to 2 re-runs of job 1, baseline_drift (job 2: the
+ * baseline alone in a separate fresh runner), noise, and finally the
+ * store's validator, whose anomaly breaker quarantines.  A naive baseline
+ * that fails correctness is a task bug: job 1 is re-run without it and
+ * out->note says so; the candidate is not blamed.
  */
 enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_protocol *p,
 				      const struct atb_task *task, const char *candidate_dir,

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb measure: one candidate through every gate, against the honest
+ * baseline, into the store.  Parses options, opens the store, syncs the
+ * frozen protocols, probes and registers the box, then calls
+ * atb_measure_candidate (atb/measure.h) and prints its outcome.
+ */
+#define _GNU_SOURCE  /* mkdtemp */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atb/box.h"
+#include "atb/measure.h"
+#include "atb/protocol.h"
+#include "atb/store.h"
+#include "atb/task.h"
+#include "cli.h"
+#include "banned.h"
+
+static const char measure_help[] =
+	"usage: atb measure TASK CANDIDATE_DIR [--knob NAME=VALUE]... [--cflags STR]\n"
+	"                   [--seeds N] [--seed-base S] [--naive | --no-naive]\n"
+	"                   [--work-dir DIR] [--json]\n"
+	"\n"
+	"Measure one candidate against the task's honest baseline on this box,\n"
+	"under the current frozen protocol, and record the outcome in the store\n"
+	"(--db PATH, $ATB_DB or ./atb.db; created if absent).  TASK is a bundled\n"
+	"task name or a task folder; CANDIDATE_DIR holds only the task's surface\n"
+	"files (see 'atb task show TASK').\n"
+	"\n"
+	"Every number takes one path (docs/measure.md):\n"
+	"  surface         the folder holds only regular files named in the task's\n"
+	"                  surface (no symlink, subfolder or other name); the\n"
+	"                  protocol folder, the task folder, atb-runner and the\n"
+	"                  built baseline objects are hashed before and after every\n"
+	"                  runner: any change rejects the candidate\n"
+	"  build           baseline, naive and candidate with the protocol's flags\n"
+	"                  (the knobs as -D macros); the compiler log is kept\n"
+	"  runner          job 1 in a fresh atb-runner: correctness on every\n"
+	"                  parameter set, the task's inputs and the protocol's\n"
+	"                  adversarial ones, then baseline and candidate (and the\n"
+	"                  naive baseline) interleaved on the paired seeds; a\n"
+	"                  crash, timeout or garbled output rejects\n"
+	"  correctness, input_mutation, result_reuse   from the runner's facts\n"
+	"  physical_floor  a per-seed median below margin x (bytes/bandwidth or\n"
+	"                  flops/peak) is impossible; bandwidth and peak are\n"
+	"                  measured once per box and cached in the store\n"
+	"  baseline_drift  job 2 times the baseline alone in a second fresh\n"
+	"                  runner; beside the candidate it must take the same time\n"
+	"  noise           cross-run cv over the protocol's cap: job 1 is re-run\n"
+	"                  up to 2 more times, then rejected\n"
+	"  anomaly_breaker a speedup >= 10x is quarantined for 'atb review'\n"
+	"\n"
+	"options:\n"
+	"  --knob NAME=VALUE  a knob value (repeatable); others keep their default\n"
+	"                     (the first declared value); undeclared values are refused\n"
+	"  --cflags STR       one of the task's flag choices (default: the first)\n"
+	"  --seeds N          paired seeds (default: the protocol's\n"
+	"                     stats.min_paired_seeds; fewer cannot be stored)\n"
+	"  --seed-base S      seeds are S, S+1, ... (default 1)\n"
+	"  --naive            also time the naive baseline, reported labelled beside\n"
+	"                     the honest speedup, never instead (the default when the\n"
+	"                     task has one)\n"
+	"  --no-naive         do not\n"
+	"  --work-dir DIR     keep builds under DIR (default: a temporary folder,\n"
+	"                     removed afterwards)\n"
+	"  --label TEXT       the candidate's name in the store (default: folder + knobs)\n"
+	"  --json             the outcome as JSON (also 'atb --json measure ...')\n"
+	"  -h, --help         this text\n"
+	"\n"
+	"output: the verdict (admitted, quarantined or rejected), the speedup over\n"
+	"the honest baseline with its confidence interval, the speedup over the\n"
+	"naive baseline (labelled), the Wilcoxon p-value, the cross-run cv, the\n"
+	"result or rejection id; when rejected, the gate and the reason.  Progress\n"
+	"goes to stderr.\n"
+	"\n"
+	"exit codes: 0 admitted or quarantined; 2 rejected by a gate, or bad usage,\n"
+	"no such task, knobs the task does not declare; 3 runtime failure (store,\n"
+	"i/o, no atb-runner); 4 internal error\n";
+
+static void on_progress(void *ctx, const char *phase)
+{
+	(void)ctx;
+	fprintf(stderr, "atb measure: %s\n", phase);
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void remove_tree(const char *path)
+{
+	struct dirent *de;
+	char sub[4096];
+	DIR *d = opendir(path);
+
+	if (!d) {
+		unlink(path);
+		return;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (de->d_type == DT_DIR)
+			remove_tree(sub);
+		else
+			unlink(sub);
+	}
+	closedir(d);
+	rmdir(path);
+}
+
+static json_t *jnum(double x)
+{
+	return x == x ? json_real(x) : json_null();
+}
+
+static int print_outcome(const struct atb_task *task, const struct atb_measure_outcome *o,
+			 int json)
+{
+	if (json) {
+		json_t *v = json_object();
+		char *s;
+
+		json_object_set_new(v, "verdict", json_string(atb_measure_verdict_name(o->verdict)));
+		json_object_set_new(v, "task", json_string(task->name));
+		json_object_set_new(v, "job_uuid", json_string(o->job_uuid));
+		json_object_set_new(v, "gate", o->gate[0] ? json_string(o->gate) : json_null());
+		json_object_set_new(v, "status", json_string(atb_status_name(o->status)));
+		json_object_set_new(v, "reason", o->reason[0] ? json_string(o->reason) : json_null());
+		json_object_set_new(v, "note", o->note[0] ? json_string(o->note) : json_null());
+		json_object_set_new(v, "result_id", o->result_id ? json_integer(o->result_id)
+								  : json_null());
+		json_object_set_new(v, "rejection_id", o->rejection_id ? json_integer(o->rejection_id)
+									: json_null());
+		json_object_set_new(v, "seeds", json_integer((json_int_t)o->nseeds));
+		json_object_set_new(v, "attempts", json_integer(o->attempts));
+		if (o->result_id) {
+			json_object_set_new(v, "speedup", jnum(o->speedup));
+			json_object_set_new(v, "ci_low", jnum(o->ci_low));
+			json_object_set_new(v, "ci_high", jnum(o->ci_high));
+			json_object_set_new(v, "p_value", jnum(o->p_value));
+			json_object_set_new(v, "mde", jnum(o->mde));
+			json_object_set_new(v, "cv", jnum(o->cv));
+			if (o->naive_speedup > 0)
+				json_object_set_new(v, "naive",
+						    json_pack("{s:o, s:o, s:o, s:s}", "speedup",
+							      jnum(o->naive_speedup), "ci_low",
+							      jnum(o->naive_ci_low), "ci_high",
+							      jnum(o->naive_ci_high), "label",
+							      task->naive.label));
+			else
+				json_object_set_new(v, "naive", json_null());
+		}
+		json_object_set_new(v, "baseline_median_ns", jnum(o->baseline_median_ns));
+		json_object_set_new(v, "candidate_median_ns", jnum(o->candidate_median_ns));
+		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
+		json_object_set_new(v, "baseline_alone_median_ns", jnum(o->baseline_alone_median_ns));
+		json_object_set_new(v, "drift_ratio", jnum(o->drift_ratio));
+		json_object_set_new(v, "floor_ns", jnum(o->floor_ns));
+		json_object_set_new(v, "build_s", jnum(o->build_s));
+		json_object_set_new(v, "run_s", jnum(o->run_s));
+		s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
+		json_decref(v);
+		if (!s)
+			return CLI_RUNTIME;
+		printf("%s\n", s);
+		atb_free(s);
+	} else {
+		printf("%s: %s\n", atb_measure_verdict_name(o->verdict), task->name);
+		printf("  job             %s\n", o->job_uuid);
+		if (o->verdict == ATB_MEASURE_REJECTED) {
+			printf("  gate            %s\n", o->gate);
+			printf("  reason          %s\n", o->reason);
+			printf("  rejection       #%" PRId64 "\n", o->rejection_id);
+		} else {
+			printf("  speedup         %.4fx vs the honest baseline (%s), %s CI "
+			       "[%.4f, %.4f]\n",
+			       o->speedup, task->baseline.label, "95%", o->ci_low, o->ci_high);
+			if (o->naive_speedup > 0)
+				printf("  naive speedup   %.4fx vs the naive baseline (labelled '%s'), "
+				       "CI [%.4f, %.4f]\n",
+				       o->naive_speedup, task->naive.label, o->naive_ci_low,
+				       o->naive_ci_high);
+			printf("  p-value         %.4g (Wilcoxon, %zu paired seeds), MDE %.4fx\n",
+			       o->p_value, o->nseeds, o->mde);
+			printf("  cv              %.4f (runs: %d)\n", o->cv, o->attempts);
+			printf("  medians         baseline %.0f ns, candidate %.0f ns, baseline alone "
+			       "%.0f ns (drift %.4f), floor %.0f ns\n",
+			       o->baseline_median_ns, o->candidate_median_ns,
+			       o->baseline_alone_median_ns, o->drift_ratio, o->floor_ns);
+			printf("  result          #%" PRId64 "%s\n", o->result_id,
+			       o->verdict == ATB_MEASURE_QUARANTINED ? " (quarantined: see 'atb review')"
+								     : "");
+			if (o->reason[0])
+				printf("  reason          %s\n", o->reason);
+		}
+		if (o->note[0])
+			printf("  note            %s\n", o->note);
+	}
+	return o->verdict == ATB_MEASURE_REJECTED ? CLI_USAGE : CLI_OK;
+}
+
+int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
+{
+	struct atb_measure_opts opts;
+	struct atb_measure_outcome out;
+	struct atb_knob_assignment knobs;
+	struct atb_frozen_protocol *list = NULL;
+	struct atb_protocol *p = NULL;
+	struct atb_task *task = NULL;
+	struct atb_store *s = NULL;
+	struct atb_box *box = NULL;
+	struct atb_error err;
+	const char *pos[2] = {NULL, NULL}, *work_dir = NULL, *cflags = NULL, *label = NULL;
+	const char *knob_args[64];
+	size_t nknob_args = 0, npos = 0, nlist = 0, i, k;
+	char tmpdir[] = "/tmp/atb-measure.XXXXXX";
+	int json = ctx->json, naive = -1, cur = 0, rc, made_tmp = 0;
+	uint64_t seeds = 0, seed_base = 1;
+	enum atb_status st;
+
+	if (cli_wants_help(argc, argv)) {
+		fputs(measure_help, stdout);
+		return CLI_OK;
+	}
+	for (i = 1; i < (size_t)argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--json"))
+			json = 1;
+		else if (!strcmp(a, "--naive"))
+			naive = 1;
+		else if (!strcmp(a, "--no-naive"))
+			naive = 0;
+		else if (!strcmp(a, "--knob") && i + 1 < (size_t)argc) {
+			if (nknob_args == 64)
+				return cli_usage_error("measure", "too many --knob options");
+			knob_args[nknob_args++] = argv[++i];
+		} else if (!strcmp(a, "--cflags") && i + 1 < (size_t)argc)
+			cflags = argv[++i];
+		else if (!strcmp(a, "--work-dir") && i + 1 < (size_t)argc)
+			work_dir = argv[++i];
+		else if (!strcmp(a, "--label") && i + 1 < (size_t)argc)
+			label = argv[++i];
+		else if (!strcmp(a, "--seeds") && i + 1 < (size_t)argc) {
+			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > 1024)
+				return cli_usage_error("measure", "--seeds must be 2 to 1024, not '%s'",
+						       argv[i]);
+		} else if (!strcmp(a, "--seed-base") && i + 1 < (size_t)argc) {
+			if (parse_u64(argv[++i], &seed_base))
+				return cli_usage_error("measure", "--seed-base must be an integer >= 0, not '%s'",
+						       argv[i]);
+		} else if (a[0] == '-' && a[1])
+			return cli_usage_error("measure", "unknown option '%s'", a);
+		else if (npos < 2)
+			pos[npos++] = a;
+		else
+			return cli_usage_error("measure", "unexpected argument '%s'", a);
+	}
+	if (npos != 2)
+		return cli_usage_error("measure", "expected TASK and CANDIDATE_DIR");
+
+	atb_error_clear(&err);
+	if (atb_task_open(atb_home(), pos[0], &task, &err))
+		return cli_fail(&err);
+	atb_task_default_knobs(task, &knobs);
+	for (i = 0; i < nknob_args; i++) {
+		const char *eq = strchr(knob_args[i], '=');
+		int found = 0;
+
+		if (!eq || eq == knob_args[i]) {
+			atb_task_free(task);
+			return cli_usage_error("measure", "--knob wants NAME=VALUE, not '%s'", knob_args[i]);
+		}
+		for (k = 0; k < knobs.n; k++)
+			if (strlen(knobs.knobs[k].name) == (size_t)(eq - knob_args[i]) &&
+			    !strncmp(knobs.knobs[k].name, knob_args[i], (size_t)(eq - knob_args[i]))) {
+				snprintf(knobs.knobs[k].value, sizeof(knobs.knobs[k].value), "%s", eq + 1);
+				found = 1;
+			}
+		if (!found) {
+			atb_task_free(task);
+			return cli_usage_error("measure", "task '%s' has no knob '%.*s'", pos[0],
+					       (int)(eq - knob_args[i]), knob_args[i]);
+		}
+	}
+	if (cflags)
+		snprintf(knobs.cflags, sizeof(knobs.cflags), "%s", cflags);
+	if (atb_task_check_knobs(task, &knobs, &err)) {
+		atb_task_free(task);
+		return cli_fail(&err);
+	}
+
+	st = atb_protocol_frozen_list(atb_home(), &list, &nlist, &cur, &err);
+	if (!st)
+		st = atb_protocol_load_current(atb_home(), &p, &err);
+	if (!st)
+		st = atb_store_open(ctx->db_path, ATB_STORE_CREATE, &s, &err);
+	if (!st)
+		st = atb_store_sync_protocols(s, list, nlist, NULL, &err);
+	if (!st)
+		st = atb_box_probe_with_compiler(&box, p->build.cpu_compiler, &err);
+	if (!st && !work_dir) {
+		if (!mkdtemp(tmpdir))
+			st = atb_error_set(&err, ATB_ERR_IO, "cannot create a work folder: %s",
+					   strerror(errno));
+		work_dir = tmpdir;
+		made_tmp = 1;
+	}
+	if (st) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	memset(&opts, 0, sizeof(opts));
+	opts.work_dir = work_dir;
+	opts.seed_base = seed_base;
+	opts.nseeds = (size_t)seeds;
+	opts.with_naive = naive < 0 ? task->has_naive : naive;
+	opts.candidate_label = label;
+	opts.box = box;
+	opts.progress = on_progress;
+	st = atb_measure_candidate(s, p, task, pos[1], &knobs, &opts, &out, &err);
+	if (st)
+		rc = cli_fail(&err);
+	else
+		rc = print_outcome(task, &out, json);
+out:
+	if (made_tmp)
+		remove_tree(tmpdir);
+	atb_box_free(box);
+	atb_store_close(s);
+	atb_protocol_free(p);
+	atb_protocol_frozen_free(list, nlist);
+	atb_task_free(task);
+	return rc;
+}

@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The gates of the measurement pipeline as pure judgements: the
+ * modification surface (the candidate folder's contents, and hashes of
+ * everything outside it), correctness / input mutation / result reuse from
+ * the runner's correctness events, the physical floor and baseline drift
+ * from per-seed medians.  measure.c applies them in order and stores the
+ * refusal; nothing here writes, prints or runs anything.
+ *
+ * Does not: decide the anomaly breaker (the store's schema quarantines) or
+ * the noise gate (stats' cv against the cap, with re-runs in measure.c).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atb/alloc.h"
+#include "atb/stats.h"
+#include "measure/measure_int.h"
+#include "banned.h"
+
+#define HASH_MAX_DEPTH 8
+#define HASH_MAX_FILES 4096
+
+/* ---- surface ---- */
+
+enum atb_status atbi_gate_surface_folder(const struct atb_task *task, const char *dir,
+					 char *why, size_t why_size)
+{
+	struct dirent *de;
+	struct stat sb;
+	char path[4096];
+	int have_first = 0;
+	DIR *d;
+	size_t i;
+
+	why[0] = '\0';
+	if (lstat(dir, &sb) != 0) {
+		snprintf(why, why_size, "cannot read candidate folder '%s': %s", dir, strerror(errno));
+		return ATB_ERR_IO;
+	}
+	if (S_ISLNK(sb.st_mode) || !S_ISDIR(sb.st_mode)) {
+		snprintf(why, why_size, "candidate '%s' is not a folder (symlinks are refused)", dir);
+		return ATB_ERR_CHECK;
+	}
+	d = opendir(dir);
+	if (!d) {
+		snprintf(why, why_size, "cannot read candidate folder '%s': %s", dir, strerror(errno));
+		return ATB_ERR_IO;
+	}
+	while ((de = readdir(d))) {
+		int known = 0;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		for (i = 0; i < task->nsurface; i++)
+			known |= !strcmp(de->d_name, task->surface[i]);
+		if (!known) {
+			snprintf(why, why_size, "'%s' is not in the task's surface", de->d_name);
+			closedir(d);
+			return ATB_ERR_CHECK;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+			snprintf(why, why_size, "'%s' is a %s, not a regular file", de->d_name,
+				 S_ISLNK(sb.st_mode) ? "symlink" : S_ISDIR(sb.st_mode) ? "folder"
+											: "special file");
+			closedir(d);
+			return ATB_ERR_CHECK;
+		}
+		have_first |= !strcmp(de->d_name, task->surface[0]);
+	}
+	closedir(d);
+	/* Surface names are checked by the task loader; refuse again, cheaply. */
+	for (i = 0; i < task->nsurface; i++)
+		if (task->surface[i][0] == '/' || strstr(task->surface[i], "..") ||
+		    strchr(task->surface[i], '/')) {
+			snprintf(why, why_size, "surface name '%s' leaves the candidate folder",
+				 task->surface[i]);
+			return ATB_ERR_CHECK;
+		}
+	if (!have_first) {
+		snprintf(why, why_size, "the candidate lacks '%s'", task->surface[0]);
+		return ATB_ERR_CHECK;
+	}
+	return ATB_OK;
+}
+
+/* ---- hashes of what the candidate must not touch ---- */
+
+static enum atb_status hs_push(struct atbi_hash_set *hs, const char *path, const char *sha,
+			       struct atb_error *err)
+{
+	if (hs->n == hs->cap) {
+		size_t cap = hs->cap ? hs->cap * 2 : 32;
+		struct atbi_hashed_file *f;
+
+		if (cap > HASH_MAX_FILES)
+			return atb_error_set(err, ATB_ERR_IO, "too many files to hash under '%s'", path);
+		f = atb_realloc(hs->files, cap * sizeof(*f));
+		if (!f)
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot hash files: out of memory");
+		hs->files = f;
+		hs->cap = cap;
+	}
+	hs->files[hs->n].path = atb_strdup(path);
+	if (!hs->files[hs->n].path)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot hash files: out of memory");
+	snprintf(hs->files[hs->n].sha256, sizeof(hs->files[hs->n].sha256), "%s", sha);
+	hs->n++;
+	return ATB_OK;
+}
+
+static enum atb_status hash_walk(struct atbi_hash_set *hs, const char *path, int depth,
+				 struct atb_error *err)
+{
+	char sha[65], sub[4096];
+	struct stat sb;
+	enum atb_status st;
+
+	if (lstat(path, &sb) != 0)
+		return atb_error_set(err, ATB_ERR_IO, "cannot hash '%s': %s", path, strerror(errno));
+	if (S_ISLNK(sb.st_mode)) {
+		char target[4096], buf[4200];
+		ssize_t k = readlink(path, target, sizeof(target) - 1);
+
+		if (k < 0)
+			return atb_error_set(err, ATB_ERR_IO, "cannot read link '%s'", path);
+		target[k] = '\0';
+		snprintf(buf, sizeof(buf), "symlink:%s", target);
+		if (atbi_sha256_hex(buf, strlen(buf), sha))
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash '%s'", path);
+		return hs_push(hs, path, sha, err);
+	}
+	if (S_ISREG(sb.st_mode)) {
+		char *data = NULL;
+		size_t len = 0;
+
+		st = atbi_read_file(path, &data, &len, err);
+		if (st)
+			return st;
+		st = atbi_sha256_hex(data, len, sha);
+		atb_free(data);
+		if (st)
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash '%s'", path);
+		return hs_push(hs, path, sha, err);
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		struct dirent *de;
+		DIR *d;
+
+		if (depth >= HASH_MAX_DEPTH)
+			return atb_error_set(err, ATB_ERR_IO, "folder '%s' is nested too deep", path);
+		/* the folder itself: a new or removed entry shows up below */
+		d = opendir(path);
+		if (!d)
+			return atb_error_set(err, ATB_ERR_IO, "cannot read '%s': %s", path,
+					     strerror(errno));
+		st = ATB_OK;
+		while (st == ATB_OK && (de = readdir(d))) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+			st = hash_walk(hs, sub, depth + 1, err);
+		}
+		closedir(d);
+		return st;
+	}
+	/* a fifo or socket: record that it exists */
+	if (atbi_sha256_hex("special", 7, sha))
+		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash '%s'", path);
+	return hs_push(hs, path, sha, err);
+}
+
+enum atb_status atbi_hash_add(struct atbi_hash_set *hs, const char *path, struct atb_error *err)
+{
+	return hash_walk(hs, path, 0, err);
+}
+
+static int cmp_hashed(const void *a, const void *b)
+{
+	return strcmp(((const struct atbi_hashed_file *)a)->path,
+		      ((const struct atbi_hashed_file *)b)->path);
+}
+
+void atbi_hash_sort(struct atbi_hash_set *hs)
+{
+	if (hs->n > 1)
+		qsort(hs->files, hs->n, sizeof(hs->files[0]), cmp_hashed);
+}
+
+int atbi_hash_diff(const struct atbi_hash_set *before, const struct atbi_hash_set *after,
+		   char *what, size_t what_size)
+{
+	size_t i = 0, j = 0;
+
+	what[0] = '\0';
+	while (i < before->n || j < after->n) {
+		int c = i == before->n ? 1 : j == after->n ? -1
+			: strcmp(before->files[i].path, after->files[j].path);
+
+		if (c < 0) {
+			snprintf(what, what_size, "removed '%s'", before->files[i].path);
+			return 1;
+		}
+		if (c > 0) {
+			snprintf(what, what_size, "added '%s'", after->files[j].path);
+			return 1;
+		}
+		if (strcmp(before->files[i].sha256, after->files[j].sha256)) {
+			snprintf(what, what_size, "changed '%s'", before->files[i].path);
+			return 1;
+		}
+		i++;
+		j++;
+	}
+	return 0;
+}
+
+void atbi_hash_release(struct atbi_hash_set *hs)
+{
+	size_t i;
+
+	if (!hs)
+		return;
+	for (i = 0; i < hs->n; i++)
+		atb_free(hs->files[i].path);
+	atb_free(hs->files);
+	memset(hs, 0, sizeof(*hs));
+}
+
+/* ---- correctness events ---- */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "?";
+}
+
+static void describe_bad(const json_t *ev, char *buf, size_t size)
+{
+	const json_t *fb = json_object_get(ev, "first_bad");
+	char ref[32] = "null", got[32] = "null";
+
+	if (json_is_number(json_object_get(fb, "ref")))
+		snprintf(ref, sizeof(ref), "%.9g", json_number_value(json_object_get(fb, "ref")));
+	if (json_is_number(json_object_get(fb, "got")))
+		snprintf(got, sizeof(got), "%.9g", json_number_value(json_object_get(fb, "got")));
+	if (json_is_object(fb))
+		snprintf(buf, size,
+			 "wrong output on seed %lld, set '%s', input '%s': '%s'[%lld] is %s, "
+			 "reference %s (%lld bad, %lld nan)",
+			 (long long)json_integer_value(json_object_get(ev, "seed")),
+			 jstr(ev, "set"), jstr(ev, "input"), jstr(fb, "buffer"),
+			 (long long)json_integer_value(json_object_get(fb, "index")), got, ref,
+			 (long long)json_integer_value(json_object_get(ev, "bad_count")),
+			 (long long)json_integer_value(json_object_get(ev, "nan_count")));
+	else
+		snprintf(buf, size,
+			 "kernel failed on seed %lld, set '%s', input '%s' (status %lld)",
+			 (long long)json_integer_value(json_object_get(ev, "seed")),
+			 jstr(ev, "set"), jstr(ev, "input"),
+			 (long long)json_integer_value(json_object_get(ev, "kernel_status")));
+}
+
+void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t *ev)
+{
+	const char *arm = jstr(ev, "arm");
+	const json_t *gates = json_object_get(ev, "gates");
+	const json_t *mut = json_object_get(json_object_get(gates, "input_mutation"), "mutated");
+	const json_t *reuse = json_object_get(gates, "result_reuse");
+	int pass = json_is_true(json_object_get(ev, "pass"));
+
+	st->events++;
+	if (!strcmp(arm, "naive")) {
+		if (!pass && !st->naive_wrong) {
+			char d[400];
+
+			describe_bad(ev, d, sizeof(d));
+			st->naive_wrong = 1;
+			snprintf(st->naive_reason, sizeof(st->naive_reason),
+				 "the task's naive baseline is wrong (a task bug): %s", d);
+		}
+		return;
+	}
+	if (strcmp(arm, "candidate"))
+		return;
+	st->candidate_events++;
+	if (!pass)
+		st->failures++;
+	if (json_array_size(mut) && !st->mutation) {
+		st->mutation = 1;
+		snprintf(st->mutation_reason, sizeof(st->mutation_reason),
+			 "the candidate wrote its input '%s' on seed %lld, set '%s', input '%s'",
+			 json_string_value(json_array_get(mut, 0)) ? json_string_value(json_array_get(mut, 0)) : "?",
+			 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "set"),
+			 jstr(ev, "input"));
+		st->mutation_event = json_deep_copy(ev);
+	}
+	if (!pass && !st->wrong) {
+		st->wrong = 1;
+		describe_bad(ev, st->wrong_reason, sizeof(st->wrong_reason));
+		st->wrong_event = json_deep_copy(ev);
+	}
+	if (pass && json_is_true(json_object_get(reuse, "checked")) &&
+	    !json_is_true(json_object_get(reuse, "follows_inputs")) && !st->reuse) {
+		st->reuse = 1;
+		snprintf(st->reuse_reason, sizeof(st->reuse_reason),
+			 "the candidate's outputs do not follow fresh inputs (step '%s') on seed %lld, "
+			 "set '%s', input '%s': it reuses results across calls",
+			 json_string_value(json_object_get(reuse, "failed_step"))
+				 ? json_string_value(json_object_get(reuse, "failed_step")) : "?",
+			 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "set"),
+			 jstr(ev, "input"));
+		st->reuse_event = json_deep_copy(ev);
+	}
+}
+
+const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *st,
+					  const char **reason, const json_t **event)
+{
+	if (st->mutation) {
+		*reason = st->mutation_reason;
+		*event = st->mutation_event;
+		return ATB_GATE_INPUT_MUTATION;
+	}
+	if (st->wrong) {
+		*reason = st->wrong_reason;
+		*event = st->wrong_event;
+		return ATB_GATE_CORRECTNESS;
+	}
+	if (st->reuse) {
+		*reason = st->reuse_reason;
+		*event = st->reuse_event;
+		return ATB_GATE_RESULT_REUSE;
+	}
+	*reason = NULL;
+	*event = NULL;
+	return NULL;
+}
+
+void atbi_correctness_release(struct atbi_correctness_state *st)
+{
+	if (!st)
+		return;
+	json_decref(st->mutation_event);
+	json_decref(st->wrong_event);
+	json_decref(st->reuse_event);
+	memset(st, 0, sizeof(*st));
+}
+
+/* ---- floor and drift ---- */
+
+long atbi_gate_floor(const double *medians_ns, size_t n, double floor_ns, double margin)
+{
+	size_t i;
+
+	if (!(floor_ns > 0))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (!(medians_ns[i] >= margin * floor_ns))
+			return (long)i;
+	return -1;
+}
+
+double atbi_median_of(const double *v, size_t n)
+{
+	double m;
+
+	if (!n || atb_stats_median(v, n, &m, NULL))
+		return NAN;
+	return m;
+}
+
+int atbi_gate_drift(const double *beside_ns, size_t n, const double *alone_ns, size_t m,
+		    double tolerance, double *ratio)
+{
+	double a = atbi_median_of(beside_ns, n), b = atbi_median_of(alone_ns, m);
+
+	*ratio = 0;
+	if (!(a > 0) || !(b > 0) || !isfinite(a) || !isfinite(b))
+		return 0;
+	*ratio = a / b;
+	return *ratio <= 1 + tolerance && *ratio >= 1 / (1 + tolerance);
+}

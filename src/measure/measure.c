@@ -1,0 +1,1225 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The measurement pipeline (DESIGN.md, "the path every number takes"):
+ * surface gate -> builds -> job 1 in a fresh atb-runner (correctness, then
+ * baseline and candidate interleaved on the paired seeds) -> correctness
+ * gates -> physical floor -> job 2 in another fresh runner (the baseline
+ * alone) -> paired statistics, cv cap with bounded re-runs, baseline drift
+ * -> the store's ingest validator (which quarantines anomalies) or a stored
+ * rejection.  Every outcome is in the store and its audit chain on return.
+ *
+ * Does not: propose candidates, print, or judge what the store judges again.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atb/alloc.h"
+#include "atb/atb.h"
+#include "atb/box.h"
+#include "atb/floor.h"
+#include "atb/measure.h"
+#include "atb/protocol.h"
+#include "atb/runner.h"
+#include "atb/stats.h"
+#include "atb/store.h"
+#include "atb/task.h"
+#include "measure/measure_int.h"
+#include "banned.h"
+
+#define NOISE_ATTEMPTS 3   /* job 1 plus at most 2 re-runs (PROTO: stats.cv_cap) */
+#define SEED_MAX (UINT64_C(1) << 62)
+
+enum { A_BASE = 0, A_CAND, A_NAIVE, A_ALONE, NARMS };
+static const char *const arm_label[NARMS] = {"baseline", "candidate", "naive", "baseline_alone"};
+static const enum atb_arm store_arm[NARMS] = {ATB_ARM_BASELINE, ATB_ARM_CANDIDATE, ATB_ARM_NAIVE,
+					      ATB_ARM_BASELINE_ALONE};
+
+const char *atb_measure_verdict_name(enum atb_measure_verdict v)
+{
+	switch (v) {
+	case ATB_MEASURE_ADMITTED:
+		return "admitted";
+	case ATB_MEASURE_QUARANTINED:
+		return "quarantined";
+	case ATB_MEASURE_REJECTED:
+		return "rejected";
+	}
+	return "unknown";
+}
+
+struct seed_times {
+	double *t;
+	size_t n, cap;
+};
+
+/* What one runner job reported. */
+struct job_result {
+	size_t nseeds;
+	struct seed_times *arm[NARMS];   /* nseeds each, or NULL when the arm did not run */
+	double *median[NARMS];           /* per-seed medians, filled after the run */
+	struct atbi_correctness_state corr;
+	json_t *env, *done;
+	struct atb_runner_outcome ro;
+	enum atb_status st;              /* the runner's status */
+	enum atb_status cb_st;           /* a failure inside our callback (memory) */
+};
+
+struct measure {
+	struct atb_store *store;
+	const struct atb_protocol *p;
+	const struct atb_task *task;
+	const struct atb_measure_opts *o;
+	struct atb_measure_outcome *out;
+	struct atb_knob_assignment knobs;
+	char knobs_text[512];
+	char candidate_label[1024];
+	char fingerprint[65];
+	const struct atb_box *box;
+	char runner[4096];
+	char dir[4096];                 /* work_dir/<job uuid> */
+	char so[3][4200];               /* baseline, candidate, naive */
+	int with_naive;
+	uint64_t *seeds;
+	size_t nseeds;
+	struct atbi_hash_set before;
+	json_t *build_info;
+	size_t cur_seed_done;           /* for progress */
+};
+
+static void progress(struct measure *m, const char *phase)
+{
+	if (m->o->progress)
+		m->o->progress(m->o->progress_ctx, phase);
+}
+
+static json_t *jreal(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* ---- recording a refusal ---- */
+
+static enum atb_status reject(struct measure *m, const char *gate, enum atb_status status,
+			      const char *reason, json_t *extra, struct atb_error *err)
+{
+	json_t *detail = json_object();
+	char rule[64], *text = NULL;
+	enum atb_status st;
+
+	snprintf(rule, sizeof(rule), "gate:%s", gate);
+	if (detail) {
+		json_object_set_new(detail, "gate", json_string(gate));
+		json_object_set_new(detail, "task", json_string(m->task->name));
+		json_object_set_new(detail, "candidate", json_string(m->candidate_label));
+		json_object_set_new(detail, "knobs", json_string(m->knobs_text));
+		json_object_set_new(detail, "protocol_digest", json_string(m->p->digest));
+		if (m->fingerprint[0])
+			json_object_set_new(detail, "box_fingerprint", json_string(m->fingerprint));
+		if (m->out->note[0])
+			json_object_set_new(detail, "note", json_string(m->out->note));
+		if (extra)
+			json_object_update(detail, extra);
+	}
+	json_decref(extra);
+	if (!detail || atbi_json_canonical(detail, &text, err)) {
+		json_decref(detail);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
+	}
+	json_decref(detail);
+	st = atb_store_reject(m->store, m->out->job_uuid, rule, status, reason, text,
+			      &m->out->rejection_id, err);
+	atb_free(text);
+	m->out->verdict = ATB_MEASURE_REJECTED;
+	snprintf(m->out->gate, sizeof(m->out->gate), "%s", gate);
+	m->out->status = status;
+	snprintf(m->out->reason, sizeof(m->out->reason), "%s", reason);
+	return st;
+}
+
+/* ---- job building ---- */
+
+static json_t *set_json(const struct atb_task_instance *in, const char *name)
+{
+	json_t *o = json_object(), *ints = json_array(), *reals = json_array(),
+	       *counts = json_array();
+	size_t i;
+
+	if (!o || !ints || !reals || !counts) {
+		json_decref(o);
+		json_decref(ints);
+		json_decref(reals);
+		json_decref(counts);
+		return NULL;
+	}
+	for (i = 0; i < in->nints; i++)
+		json_array_append_new(ints, json_integer(in->ints[i]));
+	for (i = 0; i < in->nreals; i++)
+		json_array_append_new(reals, json_real(in->reals[i]));
+	for (i = 0; i < in->nbuffers; i++)
+		json_array_append_new(counts, json_integer(in->buffers[i].count));
+	json_object_set_new(o, "name", json_string(name));
+	json_object_set_new(o, "ints", ints);
+	json_object_set_new(o, "reals", reals);
+	json_object_set_new(o, "counts", counts);
+	return o;
+}
+
+static void set_name(const struct atb_task_instance *in, char *buf, size_t size)
+{
+	size_t i, k = 0;
+
+	buf[0] = '\0';
+	if (in->set_index == 0)
+		k += (size_t)snprintf(buf, size, "timing:");
+	for (i = 0; i < in->nints && k < size; i++)
+		k += (size_t)snprintf(buf + k, size - k, "%s%s=%" PRId64, i ? "," : "",
+				      in->int_names[i], in->ints[i]);
+	if (!buf[0])
+		snprintf(buf, size, "set%zu", in->set_index);
+}
+
+static json_t *dist_json(const struct atb_distribution *d)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "name", json_string("task"));
+	if (!strcmp(d->kind, "normal")) {
+		json_object_set_new(o, "kind", json_string("normal"));
+		json_object_set_new(o, "mean", json_real(d->mean));
+		json_object_set_new(o, "stddev", json_real(d->stddev));
+	} else if (!strcmp(d->kind, "constant")) {
+		/* the runner knows uniform and normal: a constant is a range too narrow to vary */
+		json_object_set_new(o, "kind", json_string("uniform"));
+		json_object_set_new(o, "low", json_real(d->low));
+		json_object_set_new(o, "high", json_real(nextafter(d->low, INFINITY)));
+	} else {
+		json_object_set_new(o, "kind", json_string("uniform"));
+		json_object_set_new(o, "low", json_real(d->low));
+		json_object_set_new(o, "high", json_real(d->high));
+	}
+	return o;
+}
+
+/* arms: indices into A_*; sos: their shared objects. */
+static enum atb_status build_job(struct measure *m, const int *arms, size_t narms, int alone,
+				 json_t **out, struct atb_error *err)
+{
+	json_t *job = json_object(), *ja = json_array(), *jb = json_array(), *js = json_array(),
+	       *seeds = json_array(), *opt = json_object();
+	struct atb_task_instance in;
+	char name[64], id[80];
+	enum atb_status st;
+	size_t i, nsets = atb_task_nsets(m->task);
+
+	*out = NULL;
+	if (!job || !ja || !jb || !js || !seeds || !opt)
+		goto nomem;
+	for (i = 0; i < narms; i++) {
+		json_t *a = json_pack("{s:s, s:s}", "name", arm_label[arms[i]] , "so",
+				      m->so[arms[i] == A_ALONE ? A_BASE : arms[i] == A_NAIVE ? 2
+					    : arms[i] == A_CAND ? 1 : 0]);
+
+		if (!a || json_array_append_new(ja, a))
+			goto nomem;
+	}
+	for (i = 0; i < m->task->nbuffers; i++) {
+		const struct atb_task_buffer *b = &m->task->buffers[i];
+		json_t *o = json_pack("{s:s, s:s, s:s}", "name", b->name, "dtype", b->dtype, "role",
+				      atb_task_role_name(b->role));
+
+		if (!o || json_array_append_new(jb, o))
+			goto nomem;
+		if (b->role != ATB_ROLE_OUT && b->has_generator)
+			json_object_set_new(o, "dist", dist_json(&b->generator));
+	}
+	for (i = 0; i < nsets; i++) {
+		json_t *s;
+
+		st = atb_task_instantiate(m->task, i, &in, err);
+		if (st) {
+			json_decref(job);
+			json_decref(ja);
+			json_decref(jb);
+			json_decref(js);
+			json_decref(seeds);
+			json_decref(opt);
+			return st;
+		}
+		set_name(&in, name, sizeof(name));
+		s = set_json(&in, name);
+		if (!s)
+			goto nomem;
+		if (i == 0 && json_object_set(job, "timing_set", s)) {
+			json_decref(s);
+			goto nomem;
+		}
+		if (json_array_append_new(js, s))
+			goto nomem;
+	}
+	for (i = 0; i < m->nseeds; i++)
+		json_array_append_new(seeds, json_integer((json_int_t)m->seeds[i]));
+	json_object_set_new(opt, "time_if_incorrect", json_false());
+	json_object_set_new(opt, "skip_timing", json_false());
+	json_object_set_new(opt, "pin_cpu", json_integer(-1));
+	snprintf(id, sizeof(id), "%s%s", m->out->job_uuid, alone ? "-alone" : "");
+	json_object_set_new(job, "id", json_string(id));
+	json_object_set_new(job, "abi", json_integer(1));
+	json_object_set_new(job, "reference", json_string("baseline"));
+	json_object_set_new(job, "arms", ja);
+	json_object_set_new(job, "buffers", jb);
+	json_object_set_new(job, "sets", js);
+	json_object_set_new(job, "seeds", seeds);
+	json_object_set_new(job, "options", opt);
+	st = atb_runner_job_set_protocol(job, m->p, m->box ? (size_t)m->box->cache_largest_bytes : 0,
+					 err);
+	if (st) {
+		json_decref(job);
+		return st;
+	}
+	*out = job;
+	return ATB_OK;
+nomem:
+	json_decref(job);
+	json_decref(ja);
+	json_decref(jb);
+	json_decref(js);
+	json_decref(seeds);
+	json_decref(opt);
+	return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the runner job: out of memory");
+}
+
+/* ---- running a job ---- */
+
+struct job_ctx {
+	struct measure *m;
+	struct job_result *r;
+	int alone;
+	size_t samples_seen;
+	size_t arms_timed;
+};
+
+static enum atb_status on_event(const json_t *ev, void *vctx)
+{
+	struct job_ctx *c = vctx;
+	const char *kind = json_string_value(json_object_get(ev, "event"));
+	struct job_result *r = c->r;
+
+	if (!kind)
+		return ATB_OK;
+	if (!strcmp(kind, "env")) {
+		json_decref(r->env);
+		r->env = json_deep_copy(ev);
+	} else if (!strcmp(kind, "done")) {
+		json_decref(r->done);
+		r->done = json_deep_copy(ev);
+	} else if (!strcmp(kind, "correctness")) {
+		atbi_gate_correctness_event(&r->corr, ev);
+	} else if (!strcmp(kind, "samples")) {
+		const char *arm = json_string_value(json_object_get(ev, "arm"));
+		const json_t *t = json_object_get(ev, "times_ns");
+		uint64_t seed = (uint64_t)json_integer_value(json_object_get(ev, "seed"));
+		struct seed_times *sd;
+		size_t i, k;
+		int a = -1;
+
+		for (k = 0; arm && k < NARMS; k++)
+			if (!strcmp(arm, arm_label[k]))
+				a = (int)k;
+		if (c->alone && a == A_BASE)
+			a = A_ALONE;
+		if (a < 0 || !r->arm[a] || !json_is_array(t))
+			return ATB_OK;  /* not ours: the seed check below refuses */
+		for (k = 0; k < c->m->nseeds && c->m->seeds[k] != seed; k++)
+			;
+		if (k == c->m->nseeds)
+			return ATB_OK;
+		sd = &r->arm[a][k];
+		for (i = 0; i < json_array_size(t); i++) {
+			double v = json_number_value(json_array_get(t, i));
+
+			if (sd->n == sd->cap) {
+				size_t cap = sd->cap ? sd->cap * 2 : 64;
+				double *p = atb_realloc(sd->t, cap * sizeof(*p));
+
+				if (!p)
+					return r->cb_st = ATB_ERR_NOMEM;
+				sd->t = p;
+				sd->cap = cap;
+			}
+			sd->t[sd->n++] = v;
+		}
+		c->samples_seen++;
+		if (c->arms_timed && c->samples_seen % c->arms_timed == 0) {
+			char ph[64];
+
+			snprintf(ph, sizeof(ph), "%s seed %zu/%zu", c->alone ? "drift" : "timing",
+				 c->samples_seen / c->arms_timed, c->m->nseeds);
+			progress(c->m, ph);
+		}
+	}
+	return ATB_OK;
+}
+
+static void job_result_release(struct job_result *r)
+{
+	size_t a, i;
+
+	for (a = 0; a < NARMS; a++) {
+		if (r->arm[a])
+			for (i = 0; i < r->nseeds; i++)
+				atb_free(r->arm[a][i].t);
+		atb_free(r->arm[a]);
+		atb_free(r->median[a]);
+	}
+	atbi_correctness_release(&r->corr);
+	json_decref(r->env);
+	json_decref(r->done);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Run one job with the given arms; r is filled (release it).  Error only for memory. */
+static enum atb_status run_job(struct measure *m, const int *arms, size_t narms, int alone,
+			       struct job_result *r, struct atb_error *err)
+{
+	struct job_ctx c = {m, r, alone, 0, 0};
+	struct atb_error rerr;
+	json_t *job = NULL;
+	enum atb_status st;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	r->nseeds = m->nseeds;
+	for (i = 0; i < narms; i++) {
+		int a = alone && arms[i] == A_BASE ? A_ALONE : arms[i];
+
+		r->arm[a] = atb_calloc(m->nseeds, sizeof(struct seed_times));
+		if (!r->arm[a])
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
+	}
+	c.arms_timed = narms;
+	st = build_job(m, arms, narms, alone, &job, err);
+	if (st)
+		return st;
+	atb_error_clear(&rerr);
+	/* PROTO: timing.job_timeout_s */
+	r->st = atb_runner_run(m->runner, job, m->p->timing.job_timeout_s, on_event, &c, &r->ro,
+			       &rerr);
+	json_decref(job);
+	if (r->cb_st)
+		return atb_error_set(err, r->cb_st, "cannot collect runner events: out of memory");
+	return ATB_OK;
+}
+
+static enum atb_status hash_roots(struct measure *m, struct atbi_hash_set *hs,
+				  struct atb_error *err)
+{
+	char protodir[4096];
+	enum atb_status st;
+
+	snprintf(protodir, sizeof(protodir), "%s", m->p->path);
+	st = atbi_hash_add(hs, dirname(protodir), err);
+	if (!st)
+		st = atbi_hash_add(hs, m->task->dir, err);
+	if (!st)
+		st = atbi_hash_add(hs, m->runner, err);
+	if (!st)
+		st = atbi_hash_add(hs, m->so[0], err);
+	if (!st && m->with_naive)
+		st = atbi_hash_add(hs, m->so[2], err);
+	atbi_hash_sort(hs);
+	return st;
+}
+
+/* Gate "surface" after a runner: has anything outside the candidate changed? */
+static enum atb_status surface_recheck(struct measure *m, int *refused, struct atb_error *err)
+{
+	struct atbi_hash_set after = {0};
+	char what[4200], reason[4400];
+	enum atb_status st;
+
+	*refused = 0;
+	st = hash_roots(m, &after, err);
+	if (st) {
+		/* a root vanished or became unreadable: that is a change too */
+		snprintf(reason, sizeof(reason), "something outside the candidate changed: %s",
+			 err->msg);
+		atbi_hash_release(&after);
+		*refused = 1;
+		return reject(m, ATB_GATE_SURFACE, ATB_ERR_CHECK, reason, NULL, err);
+	}
+	if (atbi_hash_diff(&m->before, &after, what, sizeof(what))) {
+		snprintf(reason, sizeof(reason), "the candidate touched a file outside its surface: %s",
+			 what);
+		atbi_hash_release(&after);
+		*refused = 1;
+		return reject(m, ATB_GATE_SURFACE, ATB_ERR_CHECK, reason,
+			      json_pack("{s:s}", "changed", what), err);
+	}
+	atbi_hash_release(&after);
+	return ATB_OK;
+}
+
+/* Gate "runner": the job did not end with "done". */
+static enum atb_status runner_gate(struct measure *m, struct job_result *r, const char *which,
+				   int *refused, struct atb_error *err)
+{
+	const struct atb_runner_outcome *o = &r->ro;
+	char reason[1024];
+
+	*refused = 0;
+	if (r->st == ATB_OK && o->end == ATB_RUNNER_DONE)
+		return ATB_OK;
+	switch (o->end) {
+	case ATB_RUNNER_SIGNALED:
+		snprintf(reason, sizeof(reason), "the runner (%s) died of %s: a crashing kernel", which,
+			 o->signal_name);
+		break;
+	case ATB_RUNNER_TIMEOUT:
+		snprintf(reason, sizeof(reason),
+			 "the runner (%s) timed out after %g s (PROTO: timing.job_timeout_s)", which,
+			 m->p->timing.job_timeout_s);
+		break;
+	case ATB_RUNNER_ERROR:
+		snprintf(reason, sizeof(reason), "the runner (%s) reported '%s': %s", which, o->reason,
+			 o->detail);
+		break;
+	case ATB_RUNNER_MALFORMED:
+		snprintf(reason, sizeof(reason), "the runner (%s) wrote a malformed event: %.200s",
+			 which, o->detail);
+		break;
+	case ATB_RUNNER_EXIT:
+		snprintf(reason, sizeof(reason), "the runner (%s) exited with status %d before 'done'",
+			 which, o->exit_code);
+		break;
+	default:
+		snprintf(reason, sizeof(reason), "the runner (%s) failed: %s", which,
+			 atb_runner_end_name(o->end));
+		break;
+	}
+	*refused = 1;
+	return reject(m, ATB_GATE_RUNNER, r->st ? r->st : ATB_ERR_SYSTEM, reason,
+		      json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:I}", "job", which, "end",
+				atb_runner_end_name(o->end), "exit_code", o->exit_code, "signal",
+				o->signal_name, "reason", o->reason, "message", o->detail,
+				"stderr_tail", o->stderr_tail, "wall_ns", (json_int_t)o->wall_ns),
+		      err);
+}
+
+/* Per-seed medians of every arm that ran; refuses a seed without samples. */
+static int medians(struct measure *m, struct job_result *r, char *why, size_t size)
+{
+	size_t a, i;
+
+	for (a = 0; a < NARMS; a++) {
+		if (!r->arm[a])
+			continue;
+		r->median[a] = atb_calloc(m->nseeds, sizeof(double));
+		if (!r->median[a]) {
+			snprintf(why, size, "out of memory");
+			return -1;
+		}
+		for (i = 0; i < m->nseeds; i++) {
+			if (!r->arm[a][i].n) {
+				snprintf(why, size, "the runner sent no samples of arm '%s' for seed %" PRIu64,
+					 arm_label[a], m->seeds[i]);
+				return 1;
+			}
+			r->median[a][i] = atbi_median_of(r->arm[a][i].t, r->arm[a][i].n);
+		}
+	}
+	return 0;
+}
+
+/* ---- the physical floor's caps: cached per box ---- */
+
+static enum atb_status floor_caps(struct measure *m, struct atb_floor_caps *caps,
+				  struct atb_error *err)
+{
+	struct atb_error e2;
+	enum atb_status st, s2;
+
+	memset(caps, 0, sizeof(*caps));
+	atb_error_clear(&e2);
+	st = atb_store_capability_get(m->store, m->fingerprint, ATB_CAPABILITY_CPU_MEM_BW,
+				      &caps->mem_bw_bytes_per_s, caps->method, sizeof(caps->method),
+				      &e2);
+	s2 = st ? st : atb_store_capability_get(m->store, m->fingerprint,
+					       ATB_CAPABILITY_CPU_PEAK_FLOPS,
+					       &caps->peak_flops_per_s, NULL, 0, &e2);
+	if (s2 == ATB_OK)
+		return ATB_OK;
+	if (s2 != ATB_ERR_NOT_FOUND) {
+		*err = e2;
+		return s2;
+	}
+	progress(m, "floor");
+	st = atb_floor_measure_cpu(0, caps, err);
+	if (!st)
+		st = atb_store_capability_put(m->store, m->fingerprint, ATB_CAPABILITY_CPU_MEM_BW,
+					      caps->mem_bw_bytes_per_s, caps->method, err);
+	if (!st)
+		st = atb_store_capability_put(m->store, m->fingerprint, ATB_CAPABILITY_CPU_PEAK_FLOPS,
+					      caps->peak_flops_per_s, caps->method, err);
+	return st;
+}
+
+/* ---- statistics ---- */
+
+static enum atb_status paired(struct measure *m, struct seed_times *base, struct seed_times *cand,
+			      uint64_t bseed, struct atb_paired_result *res, struct atb_error *err)
+{
+	struct atb_paired_seed *ps = atb_calloc(m->nseeds, sizeof(*ps));
+	struct atb_paired_input in;
+	enum atb_status st;
+	size_t i;
+
+	if (!ps)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot compute statistics: out of memory");
+	for (i = 0; i < m->nseeds; i++) {
+		ps[i].seed = m->seeds[i];
+		ps[i].baseline = base[i].t;
+		ps[i].nbaseline = base[i].n;
+		ps[i].candidate = cand[i].t;
+		ps[i].ncandidate = cand[i].n;
+	}
+	memset(&in, 0, sizeof(in));
+	in.seeds = ps;
+	in.nseeds = m->nseeds;
+	in.ci_level = m->p->stats.ci_level;                      /* PROTO: stats.ci_level */
+	in.bootstrap_resamples = m->p->stats.bootstrap_resamples; /* PROTO: stats.bootstrap_resamples */
+	in.significance_alpha = m->p->stats.significance_alpha;  /* PROTO: stats.significance_alpha */
+	in.cv_cap = m->p->stats.cv_cap;                          /* PROTO: stats.cv_cap */
+	in.bootstrap_seed = bseed;
+	in.higher_is_better = 0;
+	st = atb_stats_paired(&in, res, err);
+	atb_free(ps);
+	return st;
+}
+
+/* ---- ingest ---- */
+
+static json_t *stats_json(struct measure *m, const struct atb_paired_result *res,
+			  const struct atb_paired_result *naive, const struct atb_floor_caps *caps,
+			  const struct atb_task_instance *t0, double min_cand_ns,
+			  const struct job_result *j1, const struct job_result *j2)
+{
+	json_t *o = json_object(), *w, *seeds = json_array();
+	size_t i;
+
+	if (!o || !seeds) {
+		json_decref(o);
+		json_decref(seeds);
+		return NULL;
+	}
+	for (i = 0; i < m->nseeds; i++)
+		json_array_append_new(seeds, json_integer((json_int_t)m->seeds[i]));
+	w = json_object();
+	json_object_set_new(w, "n_used", json_integer((json_int_t)res->wilcoxon.n_used));
+	json_object_set_new(w, "w_plus", jreal(res->wilcoxon.w_plus));
+	json_object_set_new(w, "w_minus", jreal(res->wilcoxon.w_minus));
+	json_object_set_new(w, "exact", json_boolean(res->wilcoxon.exact));
+	json_object_set_new(w, "min_p_value", jreal(res->wilcoxon.min_p_value));
+	json_object_set_new(o, "wilcoxon", w);
+	json_object_set_new(o, "p_value", jreal(res->wilcoxon.p_value));
+	json_object_set_new(o, "alpha", jreal(res->alpha));
+	json_object_set_new(o, "verdict", json_string(atb_stats_verdict_name(res->verdict)));
+	json_object_set_new(o, "mde_ratio", jreal(res->mde_ratio));
+	json_object_set_new(o, "log_ratio_sd", jreal(res->log_ratio_sd));
+	json_object_set_new(o, "cv_baseline", jreal(res->cv_baseline));
+	json_object_set_new(o, "cv_candidate", jreal(res->cv_candidate));
+	json_object_set_new(o, "cv_cap", jreal(res->cv_cap));
+	json_object_set_new(o, "ci_level", jreal(res->ci_level));
+	json_object_set_new(o, "bootstrap_resamples", json_integer(res->bootstrap_resamples));
+	json_object_set_new(o, "bootstrap_seed", json_integer((json_int_t)res->bootstrap_seed));
+	json_object_set_new(o, "bootstrap_within_seed", json_boolean(res->bootstrap_within_seed));
+	json_object_set_new(o, "seeds", seeds);
+	json_object_set_new(o, "attempts", json_integer(m->out->attempts));
+	json_object_set_new(o, "baseline", json_pack("{s:s, s:s, s:f}", "label", m->task->baseline.label,
+						     "source", m->task->baseline.file, "median_ns",
+						     m->out->baseline_median_ns));
+	if (naive) {
+		json_object_set_new(o, "naive",
+				    json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s}", "label",
+					      m->task->naive.label, "source", m->task->naive.file,
+					      "speedup", jreal(naive->geomean_ratio), "ci_low",
+					      jreal(naive->ci_lo), "ci_high", jreal(naive->ci_hi),
+					      "p_value", jreal(naive->wilcoxon.p_value), "median_ns",
+					      jreal(m->out->naive_median_ns), "note",
+					      "vs the naive starting point: labelled, never the headline"));
+	} else {
+		json_object_set_new(o, "naive", json_null());
+	}
+	json_object_set_new(o, "floor",
+			    json_pack("{s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:s}", "floor_ns",
+				      jreal(m->out->floor_ns), "bytes", (json_int_t)t0->floor_bytes,
+				      "flops", (json_int_t)t0->floor_flops, "mem_bw_bytes_per_s",
+				      jreal(caps->mem_bw_bytes_per_s), "peak_flops_per_s",
+				      jreal(caps->peak_flops_per_s), "margin",
+				      jreal(m->p->gates.floor_margin), "min_candidate_median_ns",
+				      jreal(min_cand_ns), "method", caps->method));
+	json_object_set_new(o, "drift",
+			    json_pack("{s:o, s:o, s:o, s:o}", "ratio", jreal(m->out->drift_ratio),
+				      "tolerance", jreal(m->p->gates.drift_tolerance),
+				      "baseline_median_ns", jreal(m->out->baseline_median_ns),
+				      "baseline_alone_median_ns",
+				      jreal(m->out->baseline_alone_median_ns)));
+	json_object_set(o, "build", m->build_info);
+	json_object_set_new(o, "runner", j1->env ? json_deep_copy(j1->env) : json_null());
+	json_object_set_new(o, "runner_alone", j2->env ? json_deep_copy(j2->env) : json_null());
+	if (m->out->note[0])
+		json_object_set_new(o, "note", json_string(m->out->note));
+	return o;
+}
+
+static enum atb_status ingest(struct measure *m, const struct job_result *j1,
+			      const struct job_result *j2, const struct atb_paired_result *res,
+			      json_t *stats, struct atb_error *err)
+{
+	struct atb_seed_result *sr = NULL;
+	struct atb_sample *smp = NULL;
+	struct atb_ingest in;
+	struct atb_ingest_outcome io;
+	size_t n = 0, k = 0, a, i, t;
+	char *stext = NULL;
+	enum atb_status st;
+
+	for (a = 0; a < NARMS; a++) {
+		const struct job_result *r = a == A_ALONE ? j2 : j1;
+
+		if (r->arm[a])
+			for (i = 0; i < m->nseeds; i++)
+				n += r->arm[a][i].n;
+	}
+	smp = atb_calloc(n ? n : 1, sizeof(*smp));
+	sr = atb_calloc(m->nseeds, sizeof(*sr));
+	if (!smp || !sr || atbi_json_canonical(stats, &stext, err)) {
+		atb_free(smp);
+		atb_free(sr);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
+	}
+	for (a = 0; a < NARMS; a++) {
+		const struct job_result *r = a == A_ALONE ? j2 : j1;
+
+		if (!r->arm[a])
+			continue;
+		for (i = 0; i < m->nseeds; i++)
+			for (t = 0; t < r->arm[a][i].n; t++) {
+				smp[k].seed = (int64_t)m->seeds[i];
+				smp[k].trial = (int32_t)t;
+				smp[k].arm = store_arm[a];
+				smp[k].value = r->arm[a][i].t[t];
+				k++;
+			}
+	}
+	for (i = 0; i < m->nseeds; i++) {
+		sr[i].seed = (int64_t)res->seeds[i].seed;
+		sr[i].baseline_median = res->seeds[i].baseline_median;
+		sr[i].candidate_median = res->seeds[i].candidate_median;
+		sr[i].ratio = res->seeds[i].ratio;
+	}
+	memset(&in, 0, sizeof(in));
+	in.job_uuid = m->out->job_uuid;
+	in.kind = "kernel";
+	in.task = m->task->name;
+	in.candidate = m->candidate_label;
+	in.protocol_digest = m->p->digest;
+	in.box_fingerprint = m->fingerprint;
+	in.unit = "ns";
+	in.metric = "time_ns/median";
+	in.samples = smp;
+	in.nsamples = k;
+	in.seeds = sr;
+	in.nseeds = m->nseeds;
+	in.speedup = res->geomean_ratio;
+	in.ci_low = res->ci_lo;
+	in.ci_high = res->ci_hi;
+	in.cv = res->cv;
+	in.stats_json = stext;
+	progress(m, "ingest");
+	memset(&io, 0, sizeof(io));
+	st = atb_store_ingest(m->store, &in, &io, err);
+	atb_free(smp);
+	atb_free(sr);
+	atb_free(stext);
+	if (st == ATB_OK) {
+		m->out->result_id = io.result_id;
+		m->out->verdict = io.quarantined ? ATB_MEASURE_QUARANTINED : ATB_MEASURE_ADMITTED;
+		if (io.quarantined)
+			snprintf(m->out->reason, sizeof(m->out->reason),
+				 "speedup %.3gx is at or over the anomaly factor %.3gx: quarantined "
+				 "for review (PROTO: gates.anomaly_breaker.factor)",
+				 res->geomean_ratio, m->p->gates.anomaly_factor);
+		return ATB_OK;
+	}
+	if (ATB_PRIMARY(st) == ATB_ERR_REJECTED && io.rejection_id > 0) {
+		/* the validator refused and recorded it */
+		m->out->verdict = ATB_MEASURE_REJECTED;
+		m->out->rejection_id = io.rejection_id;
+		m->out->status = st;
+		snprintf(m->out->gate, sizeof(m->out->gate), "validator");
+		snprintf(m->out->reason, sizeof(m->out->reason), "%.500s", err->msg);
+		atb_error_clear(err);
+		return ATB_OK;
+	}
+	return st;
+}
+
+/* ---- the pipeline ---- */
+
+static enum atb_status copy_surface(struct measure *m, const char *cand, const char *src,
+				    struct atb_error *err)
+{
+	char from[4200], to[4200];
+	size_t i;
+
+	if (mkdir(src, 0700) != 0)
+		return atb_error_set(err, ATB_ERR_IO, "cannot create '%s': %s", src, strerror(errno));
+	for (i = 0; i < m->task->nsurface; i++) {
+		char *data = NULL;
+		size_t len = 0;
+		FILE *f;
+		enum atb_status st;
+
+		snprintf(from, sizeof(from), "%s/%s", cand, m->task->surface[i]);
+		if (access(from, F_OK) != 0)
+			continue;
+		st = atbi_read_file(from, &data, &len, err);
+		if (st)
+			return st;
+		snprintf(to, sizeof(to), "%s/%s", src, m->task->surface[i]);
+		f = fopen(to, "wb");
+		if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+			atb_free(data);
+			return atb_error_set(err, ATB_ERR_IO, "cannot write '%s'", to);
+		}
+		atb_free(data);
+	}
+	return ATB_OK;
+}
+
+static json_t *log_tail(const char *log)
+{
+	size_t n = log ? strlen(log) : 0;
+
+	return json_string(n > 2000 ? log + n - 2000 : log ? log : "");
+}
+
+static enum atb_status build_one(struct measure *m, const char *what, const char *src,
+				 const struct atb_knob_assignment *knobs, const char *so,
+				 int *refused, struct atb_error *err)
+{
+	struct atb_error be;
+	char *log = NULL, reason[1024];
+	enum atb_status st;
+
+	*refused = 0;
+	atb_error_clear(&be);
+	st = atb_task_build(m->task, src, knobs, m->p, so, &log, &be);
+	if (st == ATB_OK) {
+		atb_free(log);
+		return ATB_OK;
+	}
+	if (st == ATB_ERR_NOMEM) {
+		atb_free(log);
+		*err = be;
+		return st;
+	}
+	*refused = 1;
+	snprintf(reason, sizeof(reason), "%s%s does not build: %.900s",
+		 strcmp(what, "candidate") ? "the task's " : "the ", what, be.msg);
+	st = reject(m, ATB_GATE_BUILD, st == ATB_ERR_BUILD ? ATB_ERR_BUILD : st, reason,
+		    json_pack("{s:s, s:s, s:o}", "arm", what, "source", src, "compiler_log_tail",
+			      log_tail(log)),
+		    err);
+	atb_free(log);
+	return st;
+}
+
+static double median_of_medians(const double *v, size_t n)
+{
+	return v ? atbi_median_of(v, n) : 0;
+}
+
+enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_protocol *p,
+				      const struct atb_task *task, const char *candidate_dir,
+				      const struct atb_knob_assignment *knobs,
+				      const struct atb_measure_opts *opts,
+				      struct atb_measure_outcome *out, struct atb_error *err)
+{
+	struct measure M, *m = &M;
+	struct atb_box *probed = NULL;
+	struct job_result j1, j2;
+	struct atb_paired_result res, nres;
+	struct atb_floor_caps caps;
+	struct atb_task_instance t0;
+	char why[1024], src[4200], csrc[4400];
+	json_t *desc = NULL;
+	char *desc_text = NULL;
+	enum atb_status st;
+	int refused = 0, have_j2 = 0, have_res = 0, have_nres = 0;
+	int64_t t_start, t_build;
+	uint64_t bseed;
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	memset(&j1, 0, sizeof(j1));
+	memset(&j2, 0, sizeof(j2));
+	memset(&res, 0, sizeof(res));
+	memset(&nres, 0, sizeof(nres));
+	if (!out)
+		return atb_error_set(err, ATB_ERR_USAGE, "measure needs an outcome");
+	memset(out, 0, sizeof(*out));
+	out->verdict = ATB_MEASURE_REJECTED;
+	if (!store || !p || !task || !candidate_dir || !opts || !opts->work_dir)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "measure needs a store, protocol, task, candidate and work_dir");
+	atb_alloc_install_json();
+	m->store = store;
+	m->p = p;
+	m->task = task;
+	m->o = opts;
+	m->out = out;
+	m->nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
+	if (m->nseeds < 2 || m->nseeds > ATB_RUNNER_MAX_SEEDS || opts->seed_base >= SEED_MAX ||
+	    m->nseeds > SEED_MAX - opts->seed_base)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "seeds must be 2 to %d, below 2^62 (got %zu from %" PRIu64 ")",
+				     ATB_RUNNER_MAX_SEEDS, m->nseeds, opts->seed_base);
+	if (knobs)
+		m->knobs = *knobs;
+	else
+		atb_task_default_knobs(task, &m->knobs);
+	st = atb_task_check_knobs(task, &m->knobs, err);
+	if (st)
+		return st;
+	atb_task_format_knobs(&m->knobs, m->knobs_text, sizeof(m->knobs_text));
+	if (opts->candidate_label)
+		snprintf(m->candidate_label, sizeof(m->candidate_label), "%s", opts->candidate_label);
+	else {
+		char tmp[4096];
+
+		snprintf(tmp, sizeof(tmp), "%s", candidate_dir);
+		snprintf(m->candidate_label, sizeof(m->candidate_label), "%s %s", basename(tmp),
+			 m->knobs_text);
+	}
+	m->with_naive = opts->with_naive && task->has_naive;
+	if (opts->runner_path)
+		snprintf(m->runner, sizeof(m->runner), "%s", opts->runner_path);
+	else if ((st = atb_runner_find(m->runner, sizeof(m->runner), err)))
+		return st;
+	{
+		char id[33];
+
+		if (atbi_random_id(id))
+			return atb_error_set(err, ATB_ERR_SYSTEM, "cannot draw a job id");
+		snprintf(out->job_uuid, sizeof(out->job_uuid), "%s", id);
+	}
+
+	/* the box: identity for the store, largest cache for the flush */
+	m->box = opts->box;
+	if (!m->box) {
+		st = atb_box_probe_with_compiler(&probed, p->build.cpu_compiler, err);
+		if (st)
+			return st;
+		m->box = probed;
+	}
+	st = atb_box_fingerprint(m->box, m->fingerprint, err);
+	if (!st)
+		st = atb_box_to_json(m->box, 0, &desc, err);
+	if (!st)
+		st = atbi_json_canonical(desc, &desc_text, err);
+	json_decref(desc);
+	if (!st)
+		st = atb_store_register_box(store, m->fingerprint, desc_text, err);
+	atb_free(desc_text);
+	if (st)
+		goto done;
+
+	m->seeds = atb_calloc(m->nseeds, sizeof(*m->seeds));
+	if (!m->seeds) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot measure: out of memory");
+		goto done;
+	}
+	for (i = 0; i < m->nseeds; i++)
+		m->seeds[i] = opts->seed_base + i;
+	snprintf(m->dir, sizeof(m->dir), "%s/%s", opts->work_dir, out->job_uuid);
+	if (mkdir(m->dir, 0700) != 0) {
+		st = atb_error_set(err, ATB_ERR_IO, "cannot create '%s': %s", m->dir, strerror(errno));
+		goto done;
+	}
+	snprintf(m->so[0], sizeof(m->so[0]), "%s/baseline.so", m->dir);
+	snprintf(m->so[1], sizeof(m->so[1]), "%s/candidate.so", m->dir);
+	snprintf(m->so[2], sizeof(m->so[2]), "%s/naive.so", m->dir);
+	t_start = atbi_monotonic_ns();
+
+	/* 1. the surface gate: only the task's surface files, regular, no links */
+	progress(m, "surface");
+	st = atbi_gate_surface_folder(task, candidate_dir, why, sizeof(why));
+	if (st) {
+		st = reject(m, ATB_GATE_SURFACE, st == ATB_ERR_IO ? ATB_ERR_IO : ATB_ERR_CHECK, why,
+			    json_pack("{s:s}", "candidate_dir", candidate_dir), err);
+		goto done;
+	}
+	snprintf(src, sizeof(src), "%s/src", m->dir);
+	st = copy_surface(m, candidate_dir, src, err);
+	if (st)
+		goto done;
+
+	/* 2. builds: honest baseline, naive, candidate (with its knobs) */
+	progress(m, "build");
+	st = build_one(m, "honest baseline", task->baseline.path, NULL, m->so[0], &refused, err);
+	if (!st && !refused && m->with_naive)
+		st = build_one(m, "naive baseline", task->naive.path, NULL, m->so[2], &refused, err);
+	snprintf(csrc, sizeof(csrc), "%s/%s", src, task->surface[0]);
+	if (!st && !refused)
+		st = build_one(m, "candidate", csrc, &m->knobs, m->so[1], &refused, err);
+	t_build = atbi_monotonic_ns();
+	out->build_s = (double)(t_build - t_start) / 1e9;
+	if (st || refused)
+		goto done;
+	{
+		json_t *flags = json_array();
+
+		for (i = 0; flags && i < p->build.ncpu_flags; i++)
+			json_array_append_new(flags, json_string(p->build.cpu_flags[i]));
+		m->build_info = json_pack("{s:s, s:o, s:s, s:s, s:f, s:s, s:s}", "compiler",
+					  p->build.cpu_compiler, "flags", flags ? flags : json_null(),
+					  "knobs", m->knobs_text, "cflags", m->knobs.cflags, "build_s",
+					  out->build_s, "baseline_source", task->baseline.file,
+					  "candidate_source", task->surface[0]);
+	}
+	st = hash_roots(m, &m->before, err);
+	if (st)
+		goto done;
+
+	/* the physical floor of one call of the timing set */
+	st = atb_task_instantiate(task, 0, &t0, err);
+	if (!st)
+		st = floor_caps(m, &caps, err);
+	if (st)
+		goto done;
+	out->floor_ns = atb_floor_ns(&caps, t0.floor_bytes, t0.floor_flops);
+
+	for (out->attempts = 1;; out->attempts++) {
+		int arms[3] = {A_BASE, A_CAND, A_NAIVE};
+		const char *gate, *reason;
+		const json_t *ev;
+		long bad;
+		double minc;
+
+		job_result_release(&j1);
+		atb_stats_paired_release(&res);
+		have_res = 0;
+		progress(m, "correctness");
+		st = run_job(m, arms, m->with_naive ? 3 : 2, 0, &j1, err);
+		if (st)
+			goto done;
+		st = surface_recheck(m, &refused, err);
+		if (st || refused)
+			goto done;
+		st = runner_gate(m, &j1, "job 1", &refused, err);
+		if (st || refused)
+			goto done;
+		gate = atbi_gate_correctness_verdict(&j1.corr, &reason, &ev);
+		if (j1.corr.naive_wrong && !out->note[0])
+			snprintf(out->note, sizeof(out->note), "%s", j1.corr.naive_reason);
+		if (gate) {
+			st = reject(m, gate, ATB_ERR_CHECK, reason,
+				    json_pack("{s:O?, s:I, s:I}", "event", (json_t *)ev,
+					      "candidate_failures", (json_int_t)j1.corr.failures,
+					      "candidate_checks", (json_int_t)j1.corr.candidate_events),
+				    err);
+			goto done;
+		}
+		if (j1.corr.naive_wrong && m->with_naive) {
+			/* a task bug: measure without the naive arm, do not blame the candidate */
+			m->with_naive = 0;
+			atbi_hash_release(&m->before);
+			st = hash_roots(m, &m->before, err);
+			if (st)
+				goto done;
+			out->attempts--;
+			continue;
+		}
+		{
+			const char *timing = json_string_value(json_object_get(j1.done, "timing"));
+			int mr = medians(m, &j1, why, sizeof(why));
+
+			if (mr < 0) {
+				st = atb_error_set(err, ATB_ERR_NOMEM, "cannot measure: out of memory");
+				goto done;
+			}
+			if (mr > 0 || !timing || strcmp(timing, "done")) {
+				if (!mr)
+					snprintf(why, sizeof(why), "the runner did not time the job ('%s')",
+						 timing ? timing : "?");
+				st = reject(m, ATB_GATE_RUNNER, ATB_ERR_CHECK, why, NULL, err);
+				goto done;
+			}
+		}
+		out->candidate_median_ns = median_of_medians(j1.median[A_CAND], m->nseeds);
+		out->baseline_median_ns = median_of_medians(j1.median[A_BASE], m->nseeds);
+		out->naive_median_ns = m->with_naive ? median_of_medians(j1.median[A_NAIVE], m->nseeds)
+						     : 0;
+
+		/* 7. the physical floor (PROTO: gates.physical_floor.margin) */
+		bad = atbi_gate_floor(j1.median[A_CAND], m->nseeds, out->floor_ns,
+				      p->gates.floor_margin);
+		minc = j1.median[A_CAND][0];
+		for (i = 1; i < m->nseeds; i++)
+			minc = fmin(minc, j1.median[A_CAND][i]);
+		if (bad >= 0) {
+			snprintf(why, sizeof(why),
+				 "the candidate's median on seed %" PRIu64 " is %.0f ns, below %.2f x the "
+				 "physical floor %.0f ns (%" PRId64 " bytes at %.3g B/s, %" PRId64
+				 " flops at %.3g flop/s): impossible",
+				 m->seeds[bad], j1.median[A_CAND][bad], p->gates.floor_margin,
+				 out->floor_ns, t0.floor_bytes, caps.mem_bw_bytes_per_s,
+				 t0.floor_flops, caps.peak_flops_per_s);
+			st = reject(m, ATB_GATE_PHYSICAL_FLOOR, ATB_ERR_CHECK, why,
+				    json_pack("{s:f, s:f, s:f, s:I, s:I, s:f, s:f, s:I}", "floor_ns",
+					      out->floor_ns, "margin", p->gates.floor_margin,
+					      "candidate_median_ns", j1.median[A_CAND][bad], "bytes",
+					      (json_int_t)t0.floor_bytes, "flops",
+					      (json_int_t)t0.floor_flops, "mem_bw_bytes_per_s",
+					      caps.mem_bw_bytes_per_s, "peak_flops_per_s",
+					      caps.peak_flops_per_s, "seed", (json_int_t)m->seeds[bad]),
+				    err);
+			goto done;
+		}
+
+		/* 5. job 2: the baseline alone, in a separate fresh runner */
+		if (!have_j2) {
+			int alone[1] = {A_BASE};
+			int mr;
+
+			progress(m, "drift");
+			st = run_job(m, alone, 1, 1, &j2, err);
+			if (st)
+				goto done;
+			have_j2 = 1;
+			st = surface_recheck(m, &refused, err);
+			if (st || refused)
+				goto done;
+			st = runner_gate(m, &j2, "job 2, baseline alone", &refused, err);
+			if (st || refused)
+				goto done;
+			mr = medians(m, &j2, why, sizeof(why));
+			if (mr) {
+				st = mr < 0 ? atb_error_set(err, ATB_ERR_NOMEM, "out of memory")
+					    : reject(m, ATB_GATE_RUNNER, ATB_ERR_CHECK, why, NULL, err);
+				goto done;
+			}
+			out->baseline_alone_median_ns = median_of_medians(j2.median[A_ALONE],
+									   m->nseeds);
+		}
+
+		/* 6. statistics: honest baseline vs candidate */
+		bseed = (opts->seed_base * UINT64_C(6364136223846793005) + m->nseeds) &
+			(UINT64_MAX >> 1);
+		st = paired(m, j1.arm[A_BASE], j1.arm[A_CAND], bseed, &res, err);
+		if (st == ATB_ERR_USAGE) {
+			st = reject(m, ATB_GATE_RUNNER, ATB_ERR_CHECK, err->msg, NULL, err);
+			goto done;
+		}
+		if (st)
+			goto done;
+		have_res = 1;
+		out->cv = res.cv;
+		{
+			/* PROTO: gates.baseline_drift.tolerance */
+			int drift_ok = atbi_gate_drift(j1.median[A_BASE], m->nseeds, j2.median[A_ALONE],
+						       m->nseeds, p->gates.drift_tolerance,
+						       &out->drift_ratio);
+
+			/* PROTO: stats.cv_cap: re-run a noisy job 1, within bounds */
+			if (!res.cv_within_cap && out->attempts < NOISE_ATTEMPTS)
+				continue;
+			if (!drift_ok) {
+				snprintf(why, sizeof(why),
+					 "the baseline beside the candidate took %.4gx its time alone "
+					 "(median %.0f ns vs %.0f ns), outside 1 +/- %.3g: the candidate "
+					 "changes the baseline it is compared with",
+					 out->drift_ratio, out->baseline_median_ns,
+					 out->baseline_alone_median_ns, p->gates.drift_tolerance);
+				st = reject(m, ATB_GATE_BASELINE_DRIFT, ATB_ERR_CHECK, why,
+					    json_pack("{s:o, s:f, s:f, s:f}", "ratio",
+						      jreal(out->drift_ratio), "tolerance",
+						      p->gates.drift_tolerance, "baseline_median_ns",
+						      out->baseline_median_ns,
+						      "baseline_alone_median_ns",
+						      out->baseline_alone_median_ns),
+					    err);
+				goto done;
+			}
+			if (!res.cv_within_cap) {
+				snprintf(why, sizeof(why),
+					 "cross-run cv %.4f is over the cap %.3g after %d runs "
+					 "(baseline %.4f, candidate %.4f)",
+					 res.cv, res.cv_cap, out->attempts, res.cv_baseline,
+					 res.cv_candidate);
+				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+					    json_pack("{s:f, s:f, s:f, s:f, s:i}", "cv", res.cv,
+						      "cv_cap", res.cv_cap, "cv_baseline",
+						      res.cv_baseline, "cv_candidate", res.cv_candidate,
+						      "attempts", out->attempts),
+					    err);
+				goto done;
+			}
+		}
+		break;
+	}
+	out->run_s = (double)(atbi_monotonic_ns() - t_build) / 1e9;
+	out->nseeds = m->nseeds;
+	out->speedup = res.geomean_ratio;
+	out->ci_low = res.ci_lo;
+	out->ci_high = res.ci_hi;
+	out->p_value = res.wilcoxon.p_value;
+	out->mde = res.mde_ratio;
+	if (m->with_naive) {
+		/* vs the naive starting point: labelled, beside the honest one */
+		st = paired(m, j1.arm[A_NAIVE], j1.arm[A_CAND], bseed, &nres, err);
+		if (st && st != ATB_ERR_USAGE)
+			goto done;
+		have_nres = st == ATB_OK;
+		if (have_nres) {
+			out->naive_speedup = nres.geomean_ratio;
+			out->naive_ci_low = nres.ci_lo;
+			out->naive_ci_high = nres.ci_hi;
+		}
+	}
+	{
+		json_t *stats = stats_json(m, &res, have_nres ? &nres : NULL, &caps, &t0,
+					   atbi_median_of(j1.median[A_CAND], m->nseeds), &j1, &j2);
+
+		if (!stats) {
+			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot measure: out of memory");
+			goto done;
+		}
+		st = ingest(m, &j1, &j2, &res, stats, err);
+		json_decref(stats);
+	}
+done:
+	(void)have_res;
+	atb_stats_paired_release(&res);
+	atb_stats_paired_release(&nres);
+	job_result_release(&j1);
+	job_result_release(&j2);
+	atbi_hash_release(&m->before);
+	json_decref(m->build_info);
+	atb_free(m->seeds);
+	atb_box_free(probed);
+	return st;
+}

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Internals of the measurement pipeline: the gates as pure functions
+ * (gates.c) that measure.c applies in order.  Each gate judges facts (files,
+ * runner events, medians) and says why it refuses; none writes the store.
+ * docs/internals/gates.md describes each one and its planted cheat.
+ */
+#ifndef ATB_MEASURE_INT_H
+#define ATB_MEASURE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "atb/measure.h"
+#include "atb/task.h"
+#include "util.h"
+
+/* ---- surface gate ---- */
+
+/*
+ * The candidate folder holds only regular files named in the task's surface
+ * (lstat: no symlink, no subfolder, no other name), and the first surface
+ * file is there.  ATB_OK when it does; ATB_ERR_CHECK with the reason in why
+ * when not; ATB_ERR_IO when the folder cannot be read (also a refusal).
+ */
+ATBI_FUNC enum atb_status atbi_gate_surface_folder(const struct atb_task *task, const char *dir,
+						   char *why, size_t why_size);
+
+struct atbi_hashed_file {
+	char *path;
+	char sha256[65];   /* of the bytes, or of "symlink:<target>" */
+};
+
+/* Files the candidate must not touch, hashed (sorted by path). */
+struct atbi_hash_set {
+	struct atbi_hashed_file *files;
+	size_t n, cap;
+};
+
+/*
+ * Add path (a file, or a folder walked recursively without following
+ * symlinks, at most 8 levels and 4096 files) to hs.  ATB_ERR_IO naming the
+ * path, ATB_ERR_NOMEM.
+ */
+ATBI_FUNC enum atb_status atbi_hash_add(struct atbi_hash_set *hs, const char *path,
+					struct atb_error *err);
+/* Sort by path; call once after the last add. */
+ATBI_FUNC void atbi_hash_sort(struct atbi_hash_set *hs);
+/*
+ * Compare before and after (both sorted): 0 when equal; otherwise 1 with
+ * "changed 'x'", "removed 'x'" or "added 'x'" in what.
+ */
+ATBI_FUNC int atbi_hash_diff(const struct atbi_hash_set *before, const struct atbi_hash_set *after,
+			     char *what, size_t what_size);
+ATBI_FUNC void atbi_hash_release(struct atbi_hash_set *hs);
+
+/* ---- correctness, input mutation, result reuse (runner events) ---- */
+
+struct atbi_correctness_state {
+	size_t events, candidate_events, failures;
+	/* the candidate's first refusal of each kind (reason one line) */
+	int mutation, wrong, reuse;
+	char mutation_reason[512], wrong_reason[512], reuse_reason[512];
+	json_t *mutation_event, *wrong_event, *reuse_event;  /* owned copies */
+	/* the naive arm failing: a task bug, never the candidate's fault */
+	int naive_wrong;
+	char naive_reason[512];
+};
+
+/* Judge one "correctness" event. */
+ATBI_FUNC void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t *ev);
+/*
+ * The candidate's refusal, in gate order (input_mutation, correctness,
+ * result_reuse): returns the gate id and fills reason / *event (borrowed),
+ * or NULL when every fact passed.
+ */
+ATBI_FUNC const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *st,
+						    const char **reason, const json_t **event);
+ATBI_FUNC void atbi_correctness_release(struct atbi_correctness_state *st);
+
+/* ---- physical floor ---- */
+
+/*
+ * PROTO: gates.physical_floor.margin.  Index of the first per-seed median
+ * below margin * floor_ns, or -1 when none is (or floor_ns <= 0: unknown).
+ */
+ATBI_FUNC long atbi_gate_floor(const double *medians_ns, size_t n, double floor_ns,
+			       double margin);
+
+/* ---- baseline drift ---- */
+
+/*
+ * PROTO: gates.baseline_drift.tolerance.  ratio = median of the per-seed
+ * baseline medians beside the candidate / the same of the baseline alone;
+ * within [1/(1+tol), 1+tol] passes (returns 1).  *ratio 0 when undefined.
+ */
+ATBI_FUNC int atbi_gate_drift(const double *beside_ns, size_t n, const double *alone_ns, size_t m,
+			      double tolerance, double *ratio);
+
+/* Median of n values (copy sorted); NAN for n == 0. */
+ATBI_FUNC double atbi_median_of(const double *v, size_t n);
+
+#endif
