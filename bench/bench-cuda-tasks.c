@@ -12,8 +12,10 @@
  *
  * It is a driver for the GPU machine, not a verdict: the gates and
  * `atb measure` judge; this prints what the runner saw.
+ * --time-if-incorrect times the arms even when a correctness fact failed
+ * (the printed facts say which).
  * Usage: bench-cuda-tasks [--seeds N] [--max-seed-s S] [--candidate FILE.cu]
- *                         [--json FILE] TASK...
+ *                         [--time-if-incorrect] [--json FILE] TASK...
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -266,7 +268,7 @@ int main(int argc, char **argv)
 	struct atb_protocol *proto = NULL;
 	struct atb_error err;
 	char runner[4096];
-	int nseeds = 8, i, status = 0;
+	int nseeds = 8, i, status = 0, time_anyway = 0;
 	double max_seed_s = 0;
 	FILE *js = NULL;
 
@@ -279,11 +281,13 @@ int main(int argc, char **argv)
 			max_seed_s = strtod(argv[++i], NULL);
 		else if (!strcmp(argv[i], "--candidate") && i + 1 < argc)
 			cand_src = argv[++i];
+		else if (!strcmp(argv[i], "--time-if-incorrect"))
+			time_anyway = 1;
 		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
 			json_path = argv[++i];
 		else {
 			fprintf(stderr, "usage: bench-cuda-tasks [--seeds N] [--max-seed-s S] "
-				"[--candidate FILE.cu] [--json FILE] TASK...\n");
+				"[--candidate FILE.cu] [--time-if-incorrect] [--json FILE] TASK...\n");
 			return 2;
 		}
 	}
@@ -362,7 +366,7 @@ int main(int argc, char **argv)
 		if (max_seed_s > 0)
 			json_object_set_new(json_object_get(job, "timing"), "max_time_per_seed_s",
 					    json_real(max_seed_s));
-		if (cand_src)
+		if (cand_src || time_anyway)
 			json_object_set_new(job, "options",
 					    json_pack("{s:b}", "time_if_incorrect", 1));
 		if (atb_runner_run(runner, job, proto->timing.job_timeout_s, on_event, &c, &out,
