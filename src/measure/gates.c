@@ -321,6 +321,20 @@ void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t
 			 jstr(ev, "input"));
 		st->reuse_event = json_deep_copy(ev);
 	}
+	if (pass && json_is_true(json_object_get(reuse, "checked")) &&
+	    !json_is_true(json_object_get(reuse, "follows_inputs")) &&
+	    !st->reuse_same_buffers &&
+	    !strcmp(jstr(reuse, "failed_step"), "same_buffers_new_inputs")) {
+		st->reuse_same_buffers = 1;
+		snprintf(st->reuse_reason, sizeof(st->reuse_reason),
+			 "the candidate returned a stale result when its old buffers got new inputs "
+			 "(step 'same_buffers_new_inputs') on seed %lld, set '%s', input '%s': it "
+			 "reuses results across calls",
+			 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "set"),
+			 jstr(ev, "input"));
+		json_decref(st->reuse_event);
+		st->reuse_event = json_deep_copy(ev);
+	}
 }
 
 const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *st,
@@ -330,6 +344,14 @@ const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *s
 		*reason = st->mutation_reason;
 		*event = st->mutation_event;
 		return ATB_GATE_INPUT_MUTATION;
+	}
+	/* right on fresh buffers, wrong when old buffers get new contents: that
+	   is a cache, the precise diagnosis (the stale cache also makes some
+	   plain checks fail); other reuse failures are a wrong kernel's */
+	if (st->reuse && st->reuse_same_buffers) {
+		*reason = st->reuse_reason;
+		*event = st->reuse_event;
+		return ATB_GATE_RESULT_REUSE;
 	}
 	if (st->wrong) {
 		*reason = st->wrong_reason;

@@ -62,6 +62,7 @@ struct atbi_correctness_state {
 	size_t events, candidate_events, failures;
 	/* the candidate's first refusal of each kind (reason one line) */
 	int mutation, wrong, reuse;
+	int reuse_same_buffers;  /* reuse failed at same_buffers_new_inputs */
 	char mutation_reason[512], wrong_reason[512], reuse_reason[512];
 	json_t *mutation_event, *wrong_event, *reuse_event;  /* owned copies */
 	/* the naive arm failing: a task bug, never the candidate's fault */
@@ -72,8 +73,8 @@ struct atbi_correctness_state {
 /* Judge one "correctness" event. */
 ATBI_FUNC void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t *ev);
 /*
- * The candidate's refusal, in gate order (input_mutation, correctness,
- * result_reuse): returns the gate id and fills reason / *event (borrowed),
+ * The candidate's refusal, in gate order (input_mutation, result_reuse when
+ * it failed at same_buffers_new_inputs, correctness, other result_reuse): returns the gate id and fills reason / *event (borrowed),
  * or NULL when every fact passed.
  */
 ATBI_FUNC const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *st,

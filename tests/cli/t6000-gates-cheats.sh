@@ -1,0 +1,89 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Every gate of atb measure against a planted cheat (tests/fixtures/cheats/),
+# each refused with its exact gate id, stored as a rejection and audited.
+# The fixture task relu-spin (relu + a fixed 1 ms busy wait) keeps timings
+# stable, so these run in seconds on a loaded machine.
+# PROTO: gates.physical_floor.margin, correctness.poison,
+# correctness.distributions, timing.job_timeout_s.
+. "$(dirname "$0")/lib.sh"
+
+CHEATS=$ATB_SOURCE_DIR/tests/fixtures/cheats
+[ -x "$ATB_BUILD_DIR/atb-runner" ] || skip_all "no atb-runner"
+command -v cc >/dev/null || skip_all "no C compiler"
+command -v jq >/dev/null || skip_all "jq not installed"
+export ATB_DB=$TRASH/m.db
+cp -r "$CHEATS/tasks/relu-spin" task
+
+# refused NAME GATE: measuring candidate folder NAME is refused by GATE.
+refused() {
+	expect_exit 2 "$ATB" measure --json "$TRASH/task" "$1" --seeds 2 &&
+	[ -s "$TRASH/out" ] &&
+	jq -e --arg g "$2" '.verdict == "rejected" and .gate == $g and (.rejection_id > 0)' \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; return 1; }
+}
+
+test_expect "surface: a file outside the surface is refused" '
+	refused "$CHEATS/relu/extra-file" surface &&
+	expect_grep "notes.txt" "$TRASH/out"
+'
+
+test_expect "surface: a symlink is refused (lstat)" '
+	mkdir link && ln -s "$CHEATS/relu/honest-spin/kernel.c" link/kernel.c &&
+	refused link surface && expect_grep "symlink" "$TRASH/out"
+'
+
+test_expect "surface: a subfolder is refused" '
+	mkdir -p sub/kernel.c && refused sub surface
+'
+
+test_expect "surface: a kernel that appends to the task file is caught" '
+	cp task/task.yaml before.yaml &&
+	ATB_CHEAT_TASK_YAML=$PWD/task/task.yaml refused "$CHEATS/relu/tamper" surface &&
+	expect_grep "task.yaml" "$TRASH/out" && ! cmp -s before.yaml task/task.yaml &&
+	cp before.yaml task/task.yaml
+'
+
+test_expect "build: a candidate that does not compile, with the compiler log kept" '
+	refused "$CHEATS/relu/broken" build &&
+	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '\''gate:build'\''" |
+		grep -q "broken on purpose"
+'
+
+test_expect "runner: a crashing candidate is refused with the signal" '
+	refused "$CHEATS/relu/crash" runner && expect_grep SIGSEGV "$TRASH/out"
+'
+
+test_expect "correctness: the ReLU identity fails on signed inputs" '
+	refused "$CHEATS/relu/identity" correctness &&
+	jq -e ".reason | test(\"seed [0-9]+, set .*input .*is .*reference\")" "$TRASH/out" >/dev/null
+'
+
+test_expect "input_mutation: a kernel that writes its input" '
+	refused "$CHEATS/relu/mutate" input_mutation
+'
+
+# A cache keyed on the input pointer is caught at the runner's
+# same_buffers_new_inputs step (gate result_reuse), unless malloc hands a
+# later check's fresh buffer the address of an earlier one: then the plain
+# check sees the stale result first (gate correctness).  Either way refused.
+test_expect "result_reuse: a kernel that caches by pointer" '
+	refused "$CHEATS/relu/cache" result_reuse || refused "$CHEATS/relu/cache" correctness
+'
+
+test_expect "physical_floor: a kernel that skips unchecked calls" '
+	refused "$CHEATS/relu/skip-timed" physical_floor &&
+	expect_grep "physical floor" "$TRASH/out"
+'
+
+test_expect "every refusal is in the store and the audit chain verifies" '
+	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule LIKE '\''gate:%'\''")" -ge 10 ] &&
+	"$ATB" audit verify >/dev/null &&
+	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 0 ]
+'
+
+test_expect "the floor caps were measured once and cached for the box" '
+	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM box_capability")" = 2 ]
+'
+
+test_done

@@ -1,0 +1,66 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# atb measure end to end on real processes: the task's own template with
+# default knobs is admitted with its speedup, CI, p-value and cv stored;
+# a >= 10x candidate is quarantined by the anomaly breaker and atb review
+# adds a review row; the audit chain verifies.  Fixture tasks relu-spin and
+# relu-slowbase (fixed busy waits) keep the timings stable on a busy box.
+# PROTO: gates.anomaly_breaker.factor, stats.min_paired_seeds, stats.cv_cap.
+. "$(dirname "$0")/lib.sh"
+
+CHEATS=$ATB_SOURCE_DIR/tests/fixtures/cheats
+[ -x "$ATB_BUILD_DIR/atb-runner" ] || skip_all "no atb-runner"
+command -v cc >/dev/null || skip_all "no C compiler"
+command -v jq >/dev/null || skip_all "jq not installed"
+export ATB_DB=$TRASH/m.db
+
+test_expect "measure --help documents every gate" '
+	"$ATB" measure --help >h && expect_grep baseline_drift h && expect_grep physical_floor h &&
+	"$ATB" review --help >r && expect_grep "RESULT_ID" r
+'
+
+test_expect "the honest template with default knobs is admitted" '
+	expect_exit 0 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin" &&
+	jq -e ".verdict == \"admitted\" and .result_id > 0 and .seeds == 8 and .ci_low <= .speedup
+		and .speedup <= .ci_high and .cv <= 0.05 and (.p_value | type) == \"number\"" \
+		"$TRASH/out" >/dev/null
+'
+
+test_expect "the stored result carries the statistics, floor, drift and .so hashes" '
+	s=$(sqlite3 "$ATB_DB" "SELECT stats FROM result ORDER BY id DESC LIMIT 1") &&
+	echo "$s" | jq -e ".p_value and .mde_ratio and .floor.floor_ns > 0 and .drift.ratio > 0
+		and (.runner.arms | length) == 2 and (.runner.arms[0].sha256 | length) == 64
+		and .bootstrap_seed != null and .build.compiler" >/dev/null &&
+	[ "$(sqlite3 "$ATB_DB" "SELECT count(DISTINCT arm) FROM sample")" = 3 ]
+'
+
+test_expect "a >= 10x candidate is quarantined, not admitted" '
+	expect_exit 0 "$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" &&
+	jq -e ".verdict == \"quarantined\" and .speedup >= 10" "$TRASH/out" >/dev/null &&
+	jq -r .result_id "$TRASH/out" >qid
+'
+
+test_expect "review --list shows it; review --admit adds a row" '
+	"$ATB" review --list >l && expect_grep "relu-slowbase" l &&
+	expect_exit 0 "$ATB" review "$(cat qid)" --admit --reason "fixture: the baseline sleeps" \
+		--reviewer tester &&
+	[ "$(sqlite3 "$ATB_DB" "SELECT decision || reviewer FROM review")" = admittester ] &&
+	"$ATB" review --list >l2 && expect_grep "no quarantined result" l2
+'
+
+test_expect "an admitted result cannot be reviewed; a review needs a reason" '
+	expect_exit 2 "$ATB" review 1 --reject --reason x &&
+	expect_exit 2 "$ATB" review "$(cat qid)" --reject
+'
+
+test_expect "bad usage: unknown knob, undeclared value, missing candidate" '
+	expect_exit 2 "$ATB" measure "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin" --knob NOPE=1 &&
+	expect_exit 2 "$ATB" measure "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin" --knob SELECT=9 &&
+	expect_exit 2 "$ATB" measure "$CHEATS/tasks/relu-spin"
+'
+
+test_expect "the audit chain verifies" '
+	"$ATB" audit verify >/dev/null
+'
+
+test_done
