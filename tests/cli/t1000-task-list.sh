@@ -1,14 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# atb task list: the six bundled CPU tasks, as text and JSON; help text.
+# atb task list: the bundled CPU and CUDA tasks, as text and JSON; help text.
 . "$(dirname "$0")/lib.sh"
 
-test_expect "list names the six bundled tasks" '
+test_expect "list names the nine bundled tasks" '
 	expect_exit 0 "$ATB" task list &&
-	for t in layernorm prefix_sum relu sgemm softmax stencil2d; do
+	for t in cuda_gemm cuda_relu cuda_softmax layernorm prefix_sum relu sgemm softmax stencil2d; do
 		grep -q "^$t " "$TRASH/out" || { echo "missing $t"; cat "$TRASH/out"; exit 1; }
 	done &&
-	[ "$(wc -l <"$TRASH/out")" -eq 6 ]
+	[ "$(wc -l <"$TRASH/out")" -eq 9 ]
 '
 
 test_expect "list --json, before or after the command" '
