@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Unit tests of the measurement gates as pure judgements (src/measure/
+ * gates.c): the surface folder check, hashes of what a candidate must not
+ * touch, the physical floor and baseline drift decisions, and the ranking of
+ * correctness facts.  The whole pipeline on real processes is in
+ * tests/cli/t6000-gates-cheats.sh and t6100-measure-honest.sh.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "atb/alloc.h"
+#include "atb/task.h"
+#include "measure/measure_int.h"
+#include "banned.h"
+
+static struct atb_task *relu(void)
+{
+	struct atb_task *t = NULL;
+	struct atb_error err;
+
+	cr_assert_eq(atb_task_load(ATB_SOURCE_DIR "/tasks/relu", &t, &err), ATB_OK, "%s", err.msg);
+	return t;
+}
+
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+Test(measure, surface_folder_accepts_only_surface_files)
+{
+	struct atb_task *t = relu();
+	char dir[] = "/tmp/u-measure.XXXXXX", p[256], why[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(atbi_gate_surface_folder(t, dir, why, sizeof(why)), ATB_ERR_CHECK);
+	cr_assert(strstr(why, "lacks 'kernel.c'"), "%s", why);
+	snprintf(p, sizeof(p), "%s/kernel.c", dir);
+	put(p, "int x;\n");
+	cr_assert_eq(atbi_gate_surface_folder(t, dir, why, sizeof(why)), ATB_OK, "%s", why);
+	snprintf(p, sizeof(p), "%s/other.c", dir);
+	put(p, "int y;\n");
+	cr_assert_eq(atbi_gate_surface_folder(t, dir, why, sizeof(why)), ATB_ERR_CHECK);
+	cr_assert(strstr(why, "'other.c' is not in the task's surface"), "%s", why);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/kernel.c", dir);
+	unlink(p);
+	cr_assert_eq(symlink("/etc/hostname", p), 0);
+	cr_assert_eq(atbi_gate_surface_folder(t, dir, why, sizeof(why)), ATB_ERR_CHECK);
+	cr_assert(strstr(why, "symlink"), "%s", why);
+	unlink(p);
+	rmdir(dir);
+	atb_task_free(t);
+}
+
+Test(measure, hash_diff_names_changed_added_removed)
+{
+	struct atbi_hash_set a = {0}, b = {0};
+	struct atb_error err;
+	char dir[] = "/tmp/u-measure.XXXXXX", p[256], q[256], what[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(p, sizeof(p), "%s/task.yaml", dir);
+	put(p, "name: x\n");
+	cr_assert_eq(atbi_hash_add(&a, dir, &err), ATB_OK);
+	atbi_hash_sort(&a);
+	put(p, "name: x\n# the candidate was here\n");
+	cr_assert_eq(atbi_hash_add(&b, dir, &err), ATB_OK);
+	atbi_hash_sort(&b);
+	cr_assert_eq(atbi_hash_diff(&a, &b, what, sizeof(what)), 1);
+	cr_assert(strstr(what, "changed") && strstr(what, "task.yaml"), "%s", what);
+	atbi_hash_release(&b);
+	put(p, "name: x\n");
+	snprintf(q, sizeof(q), "%s/new.c", dir);
+	put(q, "\n");
+	cr_assert_eq(atbi_hash_add(&b, dir, &err), ATB_OK);
+	atbi_hash_sort(&b);
+	cr_assert_eq(atbi_hash_diff(&a, &b, what, sizeof(what)), 1);
+	cr_assert(strstr(what, "added"), "%s", what);
+	cr_assert_eq(atbi_hash_diff(&b, &a, what, sizeof(what)), 1);
+	cr_assert(strstr(what, "removed"), "%s", what);
+	cr_assert_eq(atbi_hash_diff(&a, &a, what, sizeof(what)), 0);
+	atbi_hash_release(&a);
+	atbi_hash_release(&b);
+	unlink(p);
+	unlink(q);
+	rmdir(dir);
+}
+
+/* PROTO: gates.physical_floor.margin */
+Test(measure, floor_refuses_a_median_below_margin_times_floor)
+{
+	double m[3] = {1000, 950, 899};
+
+	cr_assert_eq(atbi_gate_floor(m, 2, 1000, 0.9), -1);
+	cr_assert_eq(atbi_gate_floor(m, 3, 1000, 0.9), 2);
+	cr_assert_eq(atbi_gate_floor(m, 3, 0, 0.9), -1);  /* unknown floor: no refusal */
+}
+
+/* PROTO: gates.baseline_drift.tolerance */
+Test(measure, drift_band_is_symmetric_in_ratio)
+{
+	double beside[3] = {105, 104, 106}, alone[3] = {100, 100, 100}, r;
+
+	cr_assert_eq(atbi_gate_drift(beside, 3, alone, 3, 0.05, &r), 1);
+	cr_assert_float_eq(r, 1.05, 1e-12);
+	beside[0] = beside[1] = beside[2] = 106;
+	cr_assert_eq(atbi_gate_drift(beside, 3, alone, 3, 0.05, &r), 0);
+	beside[0] = beside[1] = beside[2] = 100 / 1.06;
+	cr_assert_eq(atbi_gate_drift(beside, 3, alone, 3, 0.05, &r), 0);
+}
+
+Test(measure, correctness_ranking_and_naive_task_bug)
+{
+	struct atbi_correctness_state st;
+	const char *reason;
+	const json_t *ev;
+	json_t *wrong, *naive;
+
+	atb_alloc_install_json();
+	memset(&st, 0, sizeof(st));
+	naive = json_loads("{\"event\":\"correctness\",\"arm\":\"naive\",\"seed\":1,\"set\":\"s\","
+			   "\"input\":\"task\",\"pass\":false,\"first_bad\":{\"buffer\":\"Y\","
+			   "\"index\":3,\"ref\":1.0,\"got\":null}}", 0, NULL);
+	wrong = json_loads("{\"event\":\"correctness\",\"arm\":\"candidate\",\"seed\":2,\"set\":\"s\","
+			   "\"input\":\"signed_uniform\",\"pass\":false,\"first_bad\":{\"buffer\":\"Y\","
+			   "\"index\":0,\"ref\":0.0,\"got\":-0.5},\"gates\":{\"input_mutation\":"
+			   "{\"mutated\":[\"X\"]}}}", 0, NULL);
+	atbi_gate_correctness_event(&st, naive);
+	cr_assert(st.naive_wrong);
+	cr_assert_null(atbi_gate_correctness_verdict(&st, &reason, &ev));
+	atbi_gate_correctness_event(&st, wrong);
+	cr_assert_str_eq(atbi_gate_correctness_verdict(&st, &reason, &ev), "input_mutation");
+	st.mutation = 0;
+	cr_assert_str_eq(atbi_gate_correctness_verdict(&st, &reason, &ev), "correctness");
+	cr_assert(strstr(reason, "seed 2") && strstr(reason, "signed_uniform") &&
+		  strstr(reason, "'Y'[0]"), "%s", reason);
+	atbi_correctness_release(&st);
+	json_decref(naive);
+	json_decref(wrong);
+}
