@@ -29,12 +29,6 @@
 #include "util.h"
 #include "banned.h"
 
-/*
- * Until src/measure lands in the library, the loop links without it and
- * refuses to run with the real pipeline (tests pass a fake).
- */
-#pragma weak atb_measure_candidate
-
 /* ---- proposals ---- */
 
 enum atb_status atb_loop_proposals(const struct atb_task *task, const char *proposer,
@@ -300,9 +294,6 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	mo.progress = measure_phase;
 	mo.progress_ctx = L;
 	memset(&out, 0, sizeof(out));
-	if (!measure)
-		return atb_error_set(err, ATB_ERR_INTERNAL,
-				     "the measurement pipeline is not built into this atb");
 	st = measure(L->store, L->proto, L->task, cand, knobs, &mo, &out, err);
 	if (st)
 		return st;

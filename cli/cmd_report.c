@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb report: a tuning run's trajectory, best candidate, usable iterations,
+ * gate firings, box and protocol, as text, JSON or CSV; and the list of
+ * runs.  A thin layer over include/atb/report.h; the help text below is the
+ * command's documentation (docs/report.md says the same at more length).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "atb/report.h"
+#include "atb/store.h"
+#include "cli.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: atb report RUN_ID [--json] [--csv FILE]\n"
+	"       atb report --last [--json] [--csv FILE]\n"
+	"       atb report --list [--json]\n"
+	"\n"
+	"Report a tuning run ('atb run') from the store:\n"
+	"  - the run: task, proposer, seed, iterations done of planned, paired\n"
+	"    seeds per measurement, when it was created\n"
+	"  - the protocol it ran under (version and SHA-256 digest) and the box\n"
+	"    (fingerprint, and CPU, cores, memory and OS)\n"
+	"  - the trajectory, one line per iteration: its outcome (usable, or the\n"
+	"    gate that refused it: see 'atb run --help'), the speedup vs the honest\n"
+	"    baseline with its 95% confidence interval, the speedup vs the naive\n"
+	"    baseline with its interval, and the knobs.  Both speedups are\n"
+	"    geometric means of per-seed ratios (> 1: the candidate is faster), and\n"
+	"    always appear side by side with their labels: the honest one is the\n"
+	"    claim, the naive one only shows how far a naive start would flatter it\n"
+	"  - the best iteration (the usable one with the highest CI lower bound of\n"
+	"    the honest speedup), with both speedups\n"
+	"  - the usable-iteration count and rate (usable: built, correct, measured,\n"
+	"    admitted; the protocol's loop.usable_iteration)\n"
+	"  - gate firings: how many iterations each gate (or quarantine, or the\n"
+	"    store's validator) stopped\n"
+	"An incomplete run says how to resume it.\n"
+	"\n"
+	"options:\n"
+	"  --last        the most recently created run\n"
+	"  --list        every run: id, task, proposer, seed, done/planned,\n"
+	"                usable, created\n"
+	"  --csv FILE    also write the trajectory as CSV (RFC 4180, CRLF lines, a\n"
+	"                header) to FILE; '-' writes only the CSV, to stdout.\n"
+	"                Columns: iteration, outcome, usable, honest_speedup,\n"
+	"                honest_ci_low, honest_ci_high, naive_speedup, naive_ci_low,\n"
+	"                naive_ci_high, knobs (a JSON object), job_uuid, wall_s,\n"
+	"                reason; empty cells where nothing was measured\n"
+	"  --json        the same content as JSON (also 'atb --json report'): run,\n"
+	"                protocol, box, baselines, trajectory, best, usable,\n"
+	"                gate_firings (docs/report.md lists every key)\n"
+	"  -h, --help    this text\n"
+	"\n"
+	"The store is --db PATH, $ATB_DB or ./atb.db, opened read-only.\n"
+	"exit codes: 0 ok; 2 bad usage, no such run, not a store; 3 store or i/o\n"
+	"failure\n";
+
+static int print_json(json_t *v)
+{
+	char *s = v ? json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
+
+	json_decref(v);
+	if (!s) {
+		fprintf(stderr, "atb report: out of memory\n");
+		return CLI_RUNTIME;
+	}
+	printf("%s\n", s);
+	atb_free(s);
+	return CLI_OK;
+}
+
+static int write_csv(const struct atb_report *r, const char *path)
+{
+	struct atb_error err;
+	char *csv = NULL;
+	FILE *f;
+	int ok;
+
+	atb_error_clear(&err);
+	if (atb_report_csv(r, &csv, &err))
+		return cli_fail(&err);
+	f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+	if (!f) {
+		atb_error_set(&err, ATB_ERR_IO, "cannot write csv '%s': %s", path, strerror(errno));
+		atb_free(csv);
+		return cli_fail(&err);
+	}
+	ok = fputs(csv, f) >= 0;
+	if (f != stdout)
+		ok = (fclose(f) == 0) && ok;
+	else
+		ok = (fflush(f) == 0) && ok;
+	atb_free(csv);
+	if (!ok) {
+		atb_error_set(&err, ATB_ERR_IO, "cannot write csv '%s': %s", path, strerror(errno));
+		return cli_fail(&err);
+	}
+	return CLI_OK;
+}
+
+static int list_runs(struct atb_store *s, int json)
+{
+	struct atb_error err;
+	char *text = NULL;
+	json_t *a = NULL;
+
+	atb_error_clear(&err);
+	if (json) {
+		if (atb_report_list_json(s, &a, &err))
+			return cli_fail(&err);
+		return print_json(a);
+	}
+	if (atb_report_list_text(s, &text, &err))
+		return cli_fail(&err);
+	fputs(text, stdout);
+	atb_free(text);
+	return CLI_OK;
+}
+
+int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
+{
+	struct atb_store *s = NULL;
+	struct atb_report *r = NULL;
+	struct atb_error err;
+	struct atb_run_row *runs = NULL;
+	const char *run_id = NULL, *csv = NULL;
+	char last[ATB_RUN_ID_MAX] = "";
+	int json = ctx->json, list = 0, want_last = 0, i, rc = CLI_OK;
+	size_t n = 0;
+
+	if (cli_wants_help(argc, argv)) {
+		fputs(usage_text, stdout);
+		return CLI_OK;
+	}
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = 1;
+		else if (!strcmp(argv[i], "--list"))
+			list = 1;
+		else if (!strcmp(argv[i], "--last"))
+			want_last = 1;
+		else if (!strcmp(argv[i], "--csv")) {
+			if (i + 1 >= argc)
+				return cli_usage_error("report", "option '--csv' needs a value");
+			csv = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error("report", "unknown option '%s'", argv[i]);
+		else if (!run_id)
+			run_id = argv[i];
+		else
+			return cli_usage_error("report", "unexpected argument '%s'", argv[i]);
+	}
+	if (list + want_last + (run_id != NULL) != 1)
+		return cli_usage_error("report", "give exactly one of RUN_ID, --last or --list");
+	if (list && csv)
+		return cli_usage_error("report", "--csv goes with RUN_ID or --last, not --list");
+
+	atb_error_clear(&err);
+	if (atb_store_open(ctx->db_path, ATB_STORE_READ_ONLY, &s, &err))
+		return cli_fail(&err);
+	if (list) {
+		rc = list_runs(s, json);
+		atb_store_close(s);
+		return rc;
+	}
+	if (want_last) {
+		if (atb_store_list_runs(s, &runs, &n, &err)) {
+			atb_store_close(s);
+			return cli_fail(&err);
+		}
+		if (n)
+			snprintf(last, sizeof(last), "%s", runs[n - 1].id);
+		atb_free(runs);
+		if (!n) {
+			atb_error_set(&err, ATB_ERR_NOT_FOUND, "no runs in store '%s'", ctx->db_path);
+			atb_store_close(s);
+			return cli_fail(&err);
+		}
+		run_id = last;
+	}
+	if (atb_report_build(s, run_id, NULL, &r, &err)) {
+		atb_store_close(s);
+		return cli_fail(&err);
+	}
+	atb_store_close(s);
+	if (!csv || strcmp(csv, "-")) {
+		if (json) {
+			json_t *o = NULL;
+
+			if (atb_report_json(r, &o, &err))
+				rc = cli_fail(&err);
+			else
+				rc = print_json(o);
+		} else {
+			char *text = NULL;
+
+			if (atb_report_text(r, &text, &err)) {
+				rc = cli_fail(&err);
+			} else {
+				fputs(text, stdout);
+				atb_free(text);
+			}
+		}
+	}
+	if (rc == CLI_OK && csv)
+		rc = write_csv(r, csv);
+	atb_report_free(r);
+	return rc;
+}

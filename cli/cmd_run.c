@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb run: the tuning loop on one task (include/atb/loop.h), with a
+ * progress line on stderr, Ctrl-C handling and --resume.  A thin layer over
+ * atb_loop_start / atb_loop_resume; the help text below is the command's
+ * documentation (docs/run.md says the same at more length).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atb/loop.h"
+#include "atb/store.h"
+#include "atb/task.h"
+#include "cli.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: atb run TASK [--proposer random] [--iterations N] [--seed S] [--seeds K]\n"
+	"               [--naive | --no-naive] [--runs-dir DIR] [--runner PATH]\n"
+	"               [--quiet] [--json]\n"
+	"       atb run --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
+	"\n"
+	"Run the tuning loop on TASK (a bundled task's name, see 'atb task list', or\n"
+	"a path to a task folder or task.yaml): propose a knob setting, build and\n"
+	"measure the candidate against the task's honest baseline under the frozen\n"
+	"protocol (every gate live), record the outcome, keep the best, repeat.\n"
+	"\n"
+	"Proposals: iteration 0 is the task's default knobs; iteration k >= 1 is the\n"
+	"k-th draw of the proposer.  'random' draws every knob and the flag choice\n"
+	"uniformly (GSL mt19937 seeded with S): the same seed gives the same\n"
+	"proposals, on any machine.\n"
+	"\n"
+	"Each iteration writes its candidate to DIR/<run-id>/iter-<k>/candidate\n"
+	"(builds and logs in .../work), measures it with the honest baseline (and\n"
+	"the naive one, labelled) on K paired seeds, and stores one iteration row\n"
+	"with its outcome:\n"
+	"  usable          built, correct, measured and admitted to the store (the\n"
+	"                  protocol's loop.usable_iteration)\n"
+	"  surface, build, runner, correctness, input_mutation, result_reuse,\n"
+	"  physical_floor, baseline_drift, noise\n"
+	"                  the gate that refused it (the rejection and its reason\n"
+	"                  are in the store)\n"
+	"  quarantined     10x or more over the honest baseline: held for review\n"
+	"  rejected:RULE   the store's validator refused the result\n"
+	"The best iteration is the usable one with the highest lower bound of the\n"
+	"honest speedup's 95% confidence interval (not the highest mean: a lucky\n"
+	"noisy draw does not displace a reliably faster candidate).\n"
+	"\n"
+	"Progress goes to stderr: iteration k/N, the last outcome, the best honest\n"
+	"speedup with its interval, the usable count and an ETA from the mean\n"
+	"iteration time; redrawn in place on a terminal, one line per iteration\n"
+	"otherwise.  At the end a summary goes to stdout; 'atb report RUN_ID' shows\n"
+	"the whole trajectory.\n"
+	"\n"
+	"Interrupting: Ctrl-C (or SIGTERM) stops after the measurement in progress\n"
+	"without recording it; SIGKILL or a crash loses only that iteration.  Every\n"
+	"finished iteration is one transaction in the store, so the store is always\n"
+	"consistent.  'atb run --resume RUN_ID' redoes the unfinished iteration and\n"
+	"continues to the planned count with the run's own task, seed, protocol and\n"
+	"plan; it replays the proposer and checks that the stored knobs are its\n"
+	"proposals.  A run resumes only on the box it started on.\n"
+	"\n"
+	"options:\n"
+	"  --proposer NAME   the proposer: random (default; the only one so far)\n"
+	"  --iterations N    iterations to run, 1 to 100000 (default 10)\n"
+	"  --seed S          the proposer's seed and the first paired seed, an\n"
+	"                    integer >= 0 (default 0)\n"
+	"  --seeds K         paired seeds per measurement (default and minimum: the\n"
+	"                    protocol's stats.min_paired_seeds)\n"
+	"  --naive           also time the task's naive baseline (default when the\n"
+	"                    task has one); --no-naive: do not\n"
+	"  --resume RUN_ID   continue an interrupted run\n"
+	"  --runs-dir DIR    where candidate folders go (default: runs/ beside the\n"
+	"                    store)\n"
+	"  --runner PATH     the atb-runner binary (default: next to atb)\n"
+	"  --quiet           no progress line\n"
+	"  --json            the summary as JSON on stdout (also 'atb --json run')\n"
+	"  -h, --help        this text\n"
+	"\n"
+	"The store is --db PATH, $ATB_DB or ./atb.db; 'atb run' creates it when it\n"
+	"does not exist and copies the frozen protocols into it.\n"
+	"exit codes: 0 the run finished (whatever its outcomes); 2 bad usage,\n"
+	"unknown task or run, a run of another box; 3 store, i/o or system\n"
+	"failure (the run stays resumable); 130 interrupted (resumable)\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+struct progress_ctx {
+	int tty;
+	int quiet;
+	size_t width;     /* of the last line drawn on a tty */
+};
+
+static void fmt_duration(char *buf, size_t size, double s)
+{
+	if (s < 0)
+		snprintf(buf, size, "?");
+	else if (s < 60)
+		snprintf(buf, size, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+	else
+		snprintf(buf, size, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
+}
+
+static void progress(void *vctx, const struct atb_loop_progress *p)
+{
+	struct progress_ctx *c = vctx;
+	char line[400], best[96], eta[32];
+	int finished = !strcmp(p->phase, "done");
+	int64_t shown = p->k + 1;
+	int n;
+
+	if (c->quiet || (!c->tty && !finished))
+		return;
+	if (p->have_best)
+		snprintf(best, sizeof(best), "%.3gx [%.3g, %.3g] (iter %" PRId64 ")",
+			 p->best_speedup, p->best_ci_low, p->best_ci_high, p->best_k);
+	else
+		snprintf(best, sizeof(best), "none yet");
+	fmt_duration(eta, sizeof(eta), p->eta_s);
+	n = snprintf(line, sizeof(line),
+		     "iter %" PRId64 "/%" PRId64 "  %s %s  best %s  usable %" PRId64 "/%" PRId64
+		     "  eta %s",
+		     shown, p->planned, finished ? "outcome" : "phase",
+		     finished ? (p->last_outcome ? p->last_outcome : "-") : p->phase, best,
+		     p->usable, p->done, eta);
+	if (n < 0)
+		return;
+	if (c->tty) {
+		fprintf(stderr, "\r%s\033[K", line);
+		c->width = (size_t)n;
+	} else {
+		fprintf(stderr, "%s\n", line);
+	}
+	fflush(stderr);
+}
+
+static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end = NULL;
+	long long x;
+
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (!*v || *end || errno || x < lo || x > hi)
+		return cli_usage_error("run", "bad %s '%s': expected an integer from %" PRId64
+				       " to %" PRId64, opt, v, lo, hi);
+	*out = x;
+	return 0;
+}
+
+static int print_summary(const struct atb_loop_summary *sum, int json)
+{
+	if (json) {
+		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "run", sum->run_id,
+				      "task", sum->task, "planned", (json_int_t)sum->planned,
+				      "first_iteration", (json_int_t)sum->first_k, "done",
+				      (json_int_t)sum->done, "usable", (json_int_t)sum->usable,
+				      "interrupted", sum->interrupted);
+		char *s;
+
+		if (o && sum->have_best)
+			json_object_set_new(o, "best",
+					    json_pack("{s:I, s:f, s:f, s:f, s:f}", "iteration",
+						      (json_int_t)sum->best_k, "speedup",
+						      sum->best_speedup, "ci_low", sum->best_ci_low,
+						      "ci_high", sum->best_ci_high, "naive_speedup",
+						      sum->best_naive_speedup));
+		else if (o)
+			json_object_set_new(o, "best", json_null());
+		s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
+		json_decref(o);
+		if (!s) {
+			fprintf(stderr, "atb run: out of memory\n");
+			return CLI_RUNTIME;
+		}
+		printf("%s\n", s);
+		atb_free(s);
+		return CLI_OK;
+	}
+	printf("run %s: task %s, %" PRId64 " of %" PRId64 " iterations, %" PRId64 " usable\n",
+	       sum->run_id, sum->task, sum->done, sum->planned, sum->usable);
+	if (sum->have_best) {
+		printf("best: iteration %" PRId64 ", %.3gx [%.3g, %.3g] vs the honest baseline",
+		       sum->best_k, sum->best_speedup, sum->best_ci_low, sum->best_ci_high);
+		if (sum->best_naive_speedup > 0)
+			printf(" (%.3gx vs the naive baseline)", sum->best_naive_speedup);
+		printf("\n");
+	} else {
+		printf("best: none (no usable iteration)\n");
+	}
+	printf("the whole trajectory: atb report %s\n", sum->run_id);
+	return CLI_OK;
+}
+
+int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
+{
+	struct atb_loop_opts o;
+	struct atb_loop_summary sum;
+	struct progress_ctx pc = {0};
+	struct atb_store *s = NULL;
+	struct atb_task *task = NULL;
+	struct atb_error err;
+	struct sigaction sa, old_int, old_term;
+	const char *task_name = NULL, *resume = NULL;
+	int json = ctx->json, i, rc;
+	enum atb_status st;
+
+	if (cli_wants_help(argc, argv)) {
+		fputs(usage_text, stdout);
+		return CLI_OK;
+	}
+	memset(&o, 0, sizeof(o));
+	o.iterations = 10;
+	o.naive = -1;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--json")) {
+			json = 1;
+		} else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			pc.quiet = 1;
+		} else if (!strcmp(a, "--naive")) {
+			o.naive = 1;
+		} else if (!strcmp(a, "--no-naive")) {
+			o.naive = 0;
+		} else if (!strcmp(a, "--proposer") || !strcmp(a, "--iterations") ||
+			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
+			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner")) {
+			if (!v)
+				return cli_usage_error("run", "option '%s' needs a value", a);
+			i++;
+			if (!strcmp(a, "--proposer"))
+				o.proposer = v;
+			else if (!strcmp(a, "--iterations")) {
+				if (parse_int(a, v, 1, ATB_LOOP_MAX_ITERATIONS, &o.iterations))
+					return CLI_USAGE;
+			} else if (!strcmp(a, "--seed")) {
+				if (parse_int(a, v, 0, INT64_MAX, &o.seed))
+					return CLI_USAGE;
+			} else if (!strcmp(a, "--seeds")) {
+				if (parse_int(a, v, 1, 100000, &o.paired_seeds))
+					return CLI_USAGE;
+			} else if (!strcmp(a, "--resume"))
+				resume = v;
+			else if (!strcmp(a, "--runs-dir"))
+				o.runs_dir = v;
+			else
+				o.runner_path = v;
+		} else if (a[0] == '-' && a[1]) {
+			return cli_usage_error("run", "unknown option '%s'", a);
+		} else if (!task_name) {
+			task_name = a;
+		} else {
+			return cli_usage_error("run", "unexpected argument '%s'", a);
+		}
+	}
+	if (resume && task_name)
+		return cli_usage_error("run", "give TASK or --resume RUN_ID, not both");
+	if (!resume && !task_name)
+		return cli_usage_error("run", "missing TASK (or --resume RUN_ID)");
+
+	atb_error_clear(&err);
+	/* An unknown task is refused before the store is created or touched. */
+	if (task_name) {
+		if (atb_task_open(atb_home(), task_name, &task, &err))
+			return cli_fail(&err);
+		atb_task_free(task);
+	}
+	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
+			   &err))
+		return cli_fail(&err);
+
+	pc.tty = isatty(STDERR_FILENO);
+	o.progress = progress;
+	o.progress_ctx = &pc;
+	o.stop = &stop_flag;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	if (resume)
+		st = atb_loop_resume(s, resume, &o, &sum, &err);
+	else
+		st = atb_loop_start(s, task_name, &o, &sum, &err);
+
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	atb_store_close(s);
+	if (pc.tty && pc.width && !pc.quiet)
+		fputc('\n', stderr);
+	if (st) {
+		rc = cli_fail(&err);
+		if (sum.run_id[0])
+			fprintf(stderr, "atb: run %s stopped at iteration %" PRId64
+				"; continue it with 'atb run --resume %s'\n",
+				sum.run_id, sum.done, sum.run_id);
+		return rc;
+	}
+	rc = print_summary(&sum, json);
+	if (sum.interrupted) {
+		fprintf(stderr, "atb: run %s interrupted after %" PRId64 " of %" PRId64
+			" iterations; continue it with 'atb run --resume %s'\n",
+			sum.run_id, sum.done, sum.planned, sum.run_id);
+		return 130;
+	}
+	return rc;
+}
