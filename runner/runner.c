@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,11 +23,6 @@
 #include "banned.h"
 
 static FILE *events;
-
-json_t *runner_real(double x)
-{
-	return isfinite(x) ? json_real(x) : json_null();
-}
 
 int runner_emit(json_t *ev)
 {

@@ -1,30 +1,246 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * atb-runner's internals: the event writer (runner.c) and the cpu backend
- * (cpu.c).  The runner reports raw facts as events and computes no verdict.
+ * atb-runner's internals, shared by its files: the event writer (runner.c),
+ * the arms' shared objects (arms.c), the host-side checking layer both
+ * backends use (check.c: seeded inputs, poison, comparison with the
+ * protocol's tolerances, input hashes, result-reuse steps, the correctness
+ * and samples events), and the cpu backend (cpu.c).  The cuda backend's
+ * entry point is in runner_cuda.h.
+ *
+ * The runner reports raw facts as events and computes no verdict.  Nothing
+ * here is a public API: atb-runner is one executable, so these names are
+ * runner_ and not exported.
  */
 #ifndef ATB_RUNNER_INT_H
 #define ATB_RUNNER_INT_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <jansson.h>
 
+#include "atb/kernel.h"
 #include "atb/runner.h"
 #include "atb/status.h"
+#include "atb/timing.h"
+#include "util.h"
 
 /* Exit statuses of atb-runner. */
 enum { RUNNER_EXIT_OK = 0, RUNNER_EXIT_BAD_JOB = 2, RUNNER_EXIT_FAILED = 3 };
 
+/* ---- runner.c: the event channel ---------------------------------------- */
+
 /*
  * Write one event (steals ev) as a line on the event channel and flush it.
- * Returns 0, or -1 when it could not be encoded or written.
+ * Returns 0, or -1 when it could not be encoded or written (ev NULL included).
  */
 int runner_emit(json_t *ev);
 
 /* Emit {"event":"error","reason":reason,"message":msg}. */
 void runner_emit_error(const char *reason, const char *msg);
 
+/* ---- arms.c: each arm's shared object ------------------------------------ */
+
+/* One arm, loaded: its kernel entry point and the SHA-256 of its file. */
+struct runner_arm {
+	const struct atb_runner_arm *arm;   /* borrowed from the job */
+	void *dl;                           /* stays open until exit */
+	atb_kernel_fn fn;
+	char sha256[ATB_SHA256_HEX_LEN + 1];
+};
+
+/*
+ * Hash and dlopen every arm of job into arms[0..narms).  Returns 0, or -1
+ * after emitting an error event ("dlopen" or "no_symbol", the arm named).
+ */
+int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms);
+
+/* The env event's "arms": [{name, so, sha256}...].  NULL when out of memory. */
+json_t *runner_arms_json(const struct atb_runner_job *job, const struct runner_arm *arms);
+
+/* ---- check.c: the host-side checking layer -------------------------------- */
+
+/* One set of host buffers, one per job buffer: every buffer its own allocation. */
+struct runner_bufs {
+	void *p[ATB_RUNNER_MAX_BUFFERS];
+	size_t bytes[ATB_RUNNER_MAX_BUFFERS];
+	size_t n;
+};
+
+/* Allocate b for set (counts x dtype size each).  0, or -1 (nothing left held). */
+int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set);
+/* Free every buffer of b and zero it; a zeroed b is fine. */
+void runner_bufs_free(struct runner_bufs *b);
+
+/* An input is any buffer the kernel reads: role in or inout. */
+int runner_is_input(const struct atb_runner_buffer *b);
+/* Does any input take the protocol's adversarial distributions? */
+int runner_any_adversarial(const struct atb_runner_job *job);
+
+/* Copy the inputs of src into dst (same set). */
+void runner_copy_inputs(struct runner_bufs *dst, const struct runner_bufs *src,
+			const struct atb_runner_job *job);
+
+/* PROTO: correctness.poison -- every out buffer of b: NaN for reals, the
+ * type's minimum for integers. */
+void runner_poison_outputs(struct runner_bufs *b, const struct atb_runner_job *job,
+			   const struct atb_runner_set *set);
+
+/* Input streams: the correctness inputs, the result-reuse second inputs, timing. */
+enum { RUNNER_STREAM_CHECK = 0, RUNNER_STREAM_REUSE = 1, RUNNER_STREAM_TIMING = 2 };
+
+/*
+ * The GSL mt19937 seed of one input buffer: splitmix64 steps over the seed,
+ * the set index, the input (dist + 1) and (stream << 32 | buffer).  Fixed
+ * forever: stored results name their seeds, and the inputs must follow.
+ */
+uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned stream,
+			   size_t buffer);
+
+/*
+ * Fill the inputs of b for (seed, set_index, dist, stream) deterministically,
+ * one mt19937 per buffer (runner_input_seed).  dist -1 is the task's own
+ * generator; otherwise the protocol's distribution dist for buffers marked
+ * adversarial.  Both backends draw through here, so a seed gives the same
+ * inputs on cpu and cuda.  0, or -1 when GSL cannot allocate.
+ */
+int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set, uint64_t seed, size_t set_index,
+		      int dist, unsigned stream);
+
+/*
+ * The two input sets of one correctness check of set set_index, in fresh
+ * allocations: a (RUNNER_STREAM_CHECK) and b (RUNNER_STREAM_REUSE, the
+ * result-reuse step's other inputs).  0, or -1 with both freed.
+ */
+int runner_gen_input_pair(const struct atb_runner_job *job, size_t set_index, uint64_t seed,
+			  int dist, struct runner_bufs *a, struct runner_bufs *b);
+
+/* Is arm i checked against the reference?  Not the reference, not baseline_alone. */
+int runner_arm_is_checked(const struct atb_runner_job *job, size_t i);
+
+/* Element k of an array of dtype d, as a double (int64 may round). */
+double runner_elem(const void *p, enum atb_dtype d, size_t k);
+
+/* What a comparison found. */
+struct runner_cmp {
+	double max_abs, max_rel;
+	long long first_bad;     /* -1 when none */
+	double bad_ref, bad_got;
+	size_t nbad, nnan;
+};
+
+/*
+ * PROTO: correctness.tolerances -- compare n elements: |got - ref| <= atol +
+ * rtol * |ref|; NaN where the reference is not NaN fails (an unwritten,
+ * poisoned element), infinities must be equal, int64 compares exactly first.
+ */
+void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n,
+		    double atol, double rtol, struct runner_cmp *c);
+
+/* The job's tolerance for dtype d (the last entry naming it); 0, 0 when none. */
+void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,
+			  double *rtol);
+
+/*
+ * Does every output (out and inout) of got match ref?  When arr is given,
+ * appends one object per output (name, dtype, pass, errors, counts, atol,
+ * rtol); when worst is given, fills the largest errors, the summed counts
+ * and the first bad element with its buffer's name in *worst_name.
+ */
+int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runner_set *set,
+			 const struct runner_bufs *ref, const struct runner_bufs *got,
+			 json_t *arr, struct runner_cmp *worst, const char **worst_name);
+
+/* SHA-256 of every in buffer of b into out[i] (others untouched).  0 or -1. */
+int runner_hash_inputs(const struct atb_runner_job *job, const struct runner_bufs *b,
+		       char (*out)[ATB_SHA256_HEX_LEN + 1]);
+
+/* PROTO: gates input_mutation -- names of the in buffers whose hashes differ. */
+json_t *runner_mutated_inputs(const struct atb_runner_job *job,
+			      char (*before)[ATB_SHA256_HEX_LEN + 1],
+			      char (*after)[ATB_SHA256_HEX_LEN + 1]);
+
+/* The result-reuse facts of one arm. */
+struct runner_reuse {
+	int follows;               /* 1: the outputs followed the inputs */
+	const char *failed_step;   /* static text; NULL when none failed */
+};
+
+/*
+ * Run the arm with inputs `in` in buffer slot `slot` (0 or 1, each kept
+ * alive by the backend for the whole check): poison the outputs, call, and
+ * point *got at host buffers holding the outputs.  *kernel_status is what
+ * the kernel returned.  Returns 0, or -1 on a runner failure (the backend
+ * keeps the message).
+ */
+typedef int (*runner_reuse_run_fn)(void *ctx, int slot, const struct runner_bufs *in,
+				   const struct runner_bufs **got, int *kernel_status);
+
+/*
+ * Result reuse (PROTO: gates result_reuse): the arm on inputs A in slot 0,
+ * on different inputs B in slot 1 while slot 0 is alive (other pointers,
+ * other contents), then on B in slot 0 (same pointers, new contents).  Each
+ * output must match the reference for its inputs; a kernel that caches
+ * results keyed on anything but the full input contents fails one step:
+ * fresh_inputs_a, fresh_inputs_b, same_buffers_new_inputs, or kernel_failed.
+ * Returns 0 with *res filled, or -1 when run failed.
+ */
+int runner_check_reuse(const struct atb_runner_job *job, const struct atb_runner_set *set,
+		       const struct runner_bufs *in_a, const struct runner_bufs *ref_a,
+		       const struct runner_bufs *in_b, const struct runner_bufs *ref_b,
+		       runner_reuse_run_fn run, void *ctx, struct runner_reuse *res);
+
+/* Everything one correctness event says about one arm on one input set. */
+struct runner_facts {
+	uint64_t seed;
+	const char *arm;
+	size_t set_index;
+	int dist;                  /* -1: the task's own inputs */
+	int pass, kernel_status;
+	struct runner_cmp worst;
+	const char *worst_name;
+	json_t *buffers;           /* runner_outputs_match's array; stolen */
+	json_t *mutated;           /* runner_mutated_inputs; stolen */
+	struct runner_reuse reuse; /* checked only when pass */
+	json_t *aliasing;          /* the output_aliasing fact; stolen; NULL: null */
+};
+
+/* Did any fact fail: outputs, an input mutated, reuse, or an aliasing overlap? */
+int runner_facts_failed(const struct runner_facts *f);
+
+/*
+ * The correctness event of f (docs/internals/runner.md), stealing its json
+ * members (set to NULL).  NULL when out of memory.
+ */
+json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner_facts *f);
+
+/*
+ * Time one group of arms (paired, or baseline_alone by itself) for seed
+ * through the one timing core.  Returns 0 with *res filled (the caller
+ * releases it), or -1 after an error event, res released: "kernel_failed"
+ * when a call failed, "timing" otherwise, with the core's message, or
+ * timer_why(timer) when that is given and not empty (a timer's own cause).
+ */
+int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
+		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
+		      const char *(*timer_why)(const struct atb_timer *),
+		      struct atb_timing_seed *res);
+
+/*
+ * Emit one samples event per arm of s (names[i] is arm i of the timing
+ * core's run; group "paired" or "alone").  throttled >= 0 adds the cuda
+ * backend's "throttled" flag; -1 leaves it out.  0, or -1 when an event
+ * could not be built or written.
+ */
+int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
+			const char *const *names, size_t narms, int throttled);
+
 /* A finite number as a json real, or null (jansson has no NaN or infinity). */
 json_t *runner_real(double x);
+
+/* ---- cpu.c ------------------------------------------------------------------ */
 
 /*
  * Run a parsed job on the cpu backend: env, correctness, timing, done.

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The host-side checking layer of atb-runner, one copy for every backend:
+ * seeded input generation, output poison on host buffers, element reading
+ * and comparison under the protocol's tolerances, input hashes for the
+ * input-mutation fact, the result-reuse steps (the backend supplies how to
+ * run the arm), and the JSON of the correctness and samples events.
+ *
+ * The cpu backend runs kernels on these host buffers directly; the cuda
+ * backend generates and compares here and copies to and from the device.
+ * So a seed gives bit-identical inputs on both, and one comparison rule
+ * judges both.  Does not: run kernels, touch a device, or emit errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#include "atb/alloc.h"
+#include "runner_int.h"
+#include "banned.h"
+
+json_t *runner_real(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+void runner_bufs_free(struct runner_bufs *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->n; i++)
+		atb_free(b->p[i]);
+	memset(b, 0, sizeof(*b));
+}
+
+int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set)
+{
+	size_t i;
+
+	memset(b, 0, sizeof(*b));
+	for (i = 0; i < job->nbuffers; i++) {
+		b->bytes[i] = set->counts[i] * atb_dtype_size(job->buffers[i].dtype);
+		b->p[i] = atb_malloc(b->bytes[i] ? b->bytes[i] : 1);
+		b->n = i + 1;
+		if (!b->p[i]) {
+			runner_bufs_free(b);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int runner_is_input(const struct atb_runner_buffer *b)
+{
+	return b->role != ATB_BUFFER_OUT;
+}
+
+int runner_any_adversarial(const struct atb_runner_job *job)
+{
+	size_t i;
+
+	for (i = 0; i < job->nbuffers; i++)
+		if (runner_is_input(&job->buffers[i]) && job->buffers[i].adversarial)
+			return 1;
+	return 0;
+}
+
+void runner_copy_inputs(struct runner_bufs *dst, const struct runner_bufs *src,
+			const struct atb_runner_job *job)
+{
+	size_t i;
+
+	for (i = 0; i < job->nbuffers; i++)
+		if (runner_is_input(&job->buffers[i]))
+			memcpy(dst->p[i], src->p[i], src->bytes[i]);
+}
+
+void runner_poison_outputs(struct runner_bufs *b, const struct atb_runner_job *job,
+			   const struct atb_runner_set *set)
+{
+	size_t i, k;
+
+	for (i = 0; i < job->nbuffers; i++) {
+		if (job->buffers[i].role != ATB_BUFFER_OUT)
+			continue;
+		for (k = 0; k < set->counts[i]; k++) {
+			switch (job->buffers[i].dtype) {
+			case ATB_DTYPE_FP32:
+				((float *)b->p[i])[k] = NAN;
+				break;
+			case ATB_DTYPE_FP64:
+				((double *)b->p[i])[k] = NAN;
+				break;
+			case ATB_DTYPE_INT32:
+				((int32_t *)b->p[i])[k] = INT32_MIN;
+				break;
+			case ATB_DTYPE_INT64:
+				((int64_t *)b->p[i])[k] = INT64_MIN;
+				break;
+			}
+		}
+	}
+}
+
+/* ---- seeded inputs ---------------------------------------------------------- */
+
+/* A splitmix64 step: decorrelates the generator seeds of nearby inputs. */
+static uint64_t mix(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned stream,
+			   size_t buffer)
+{
+	return mix(mix(mix(mix(seed) ^ set_index) ^ (uint64_t)(dist + 1)) ^
+		   ((uint64_t)stream << 32 | buffer));
+}
+
+int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set, uint64_t seed, size_t set_index,
+		      int dist, unsigned stream)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	size_t i, k;
+
+	if (!r)
+		return -1;
+	for (i = 0; i < job->nbuffers; i++) {
+		const struct atb_runner_buffer *bf = &job->buffers[i];
+		const struct atb_runner_dist *d = &bf->dist;
+
+		if (!runner_is_input(bf))
+			continue;
+		if (dist >= 0 && bf->adversarial)
+			d = &job->dists[dist];
+		gsl_rng_set(r, (unsigned long)runner_input_seed(seed, set_index, dist, stream, i));
+		for (k = 0; k < set->counts[i]; k++) {
+			double x = d->normal ? d->mean + gsl_ran_gaussian(r, d->stddev)
+					     : d->low + (d->high - d->low) * gsl_rng_uniform(r);
+
+			switch (bf->dtype) {
+			case ATB_DTYPE_FP32:
+				((float *)b->p[i])[k] = (float)x;
+				break;
+			case ATB_DTYPE_FP64:
+				((double *)b->p[i])[k] = x;
+				break;
+			case ATB_DTYPE_INT32:
+				((int32_t *)b->p[i])[k] = (int32_t)floor(x);
+				break;
+			case ATB_DTYPE_INT64:
+				((int64_t *)b->p[i])[k] = (int64_t)floor(x);
+				break;
+			}
+		}
+	}
+	gsl_rng_free(r);
+	return 0;
+}
+
+int runner_gen_input_pair(const struct atb_runner_job *job, size_t set_index, uint64_t seed,
+			  int dist, struct runner_bufs *a, struct runner_bufs *b)
+{
+	const struct atb_runner_set *set = &job->sets[set_index];
+
+	memset(a, 0, sizeof(*a));
+	memset(b, 0, sizeof(*b));
+	if (runner_bufs_alloc(a, job, set) || runner_bufs_alloc(b, job, set) ||
+	    runner_gen_inputs(a, job, set, seed, set_index, dist, RUNNER_STREAM_CHECK) ||
+	    runner_gen_inputs(b, job, set, seed, set_index, dist, RUNNER_STREAM_REUSE)) {
+		runner_bufs_free(a);
+		runner_bufs_free(b);
+		return -1;
+	}
+	return 0;
+}
+
+int runner_arm_is_checked(const struct atb_runner_job *job, size_t i)
+{
+	return i != job->reference && strcmp(job->arms[i].name, "baseline_alone");
+}
+
+/* ---- comparison --------------------------------------------------------- */
+
+double runner_elem(const void *p, enum atb_dtype d, size_t k)
+{
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		return ((const float *)p)[k];
+	case ATB_DTYPE_FP64:
+		return ((const double *)p)[k];
+	case ATB_DTYPE_INT32:
+		return ((const int32_t *)p)[k];
+	case ATB_DTYPE_INT64:
+		return (double)((const int64_t *)p)[k];
+	}
+	return NAN;
+}
+
+void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n,
+		    double atol, double rtol, struct runner_cmp *c)
+{
+	size_t k;
+
+	memset(c, 0, sizeof(*c));
+	c->first_bad = -1;
+	for (k = 0; k < n; k++) {
+		double r, g, ad, rd;
+		int ok;
+
+		/* int64 beyond 2^53 does not survive the trip through a double. */
+		if (d == ATB_DTYPE_INT64 &&
+		    ((const int64_t *)ref)[k] == ((const int64_t *)got)[k])
+			continue;
+		r = runner_elem(ref, d, k);
+		g = runner_elem(got, d, k);
+		if (isnan(g) && !isnan(r))
+			c->nnan++;
+		if (isnan(r) || isnan(g)) {
+			ok = isnan(r) && isnan(g);
+			ad = rd = 0;
+		} else if (isinf(r) || isinf(g)) {
+			ok = r == g;
+			ad = rd = ok ? 0 : INFINITY;
+		} else {
+			ad = fabs(g - r);
+			rd = r != 0 ? ad / fabs(r) : (ad ? INFINITY : 0);
+			ok = ad <= atol + rtol * fabs(r);
+		}
+		if (ad > c->max_abs)
+			c->max_abs = ad;
+		if (rd > c->max_rel)
+			c->max_rel = rd;
+		if (!ok) {
+			if (c->first_bad < 0) {
+				c->first_bad = (long long)k;
+				c->bad_ref = r;
+				c->bad_got = g;
+			}
+			c->nbad++;
+		}
+	}
+}
+
+void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,
+			  double *rtol)
+{
+	size_t i;
+
+	*atol = *rtol = 0;
+	for (i = 0; i < job->ntolerances; i++)
+		if (!strcmp(job->tolerances[i].dtype, atb_dtype_name(d))) {
+			*atol = job->tolerances[i].atol;
+			*rtol = job->tolerances[i].rtol;
+		}
+}
+
+int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runner_set *set,
+			 const struct runner_bufs *ref, const struct runner_bufs *got,
+			 json_t *arr, struct runner_cmp *worst, const char **worst_name)
+{
+	size_t i;
+	int pass = 1;
+
+	if (worst) {
+		memset(worst, 0, sizeof(*worst));
+		worst->first_bad = -1;
+	}
+	for (i = 0; i < job->nbuffers; i++) {
+		const struct atb_runner_buffer *bf = &job->buffers[i];
+		double atol, rtol;
+		struct runner_cmp c;
+
+		if (bf->role == ATB_BUFFER_IN)
+			continue;
+		runner_tolerance_for(job, bf->dtype, &atol, &rtol);
+		runner_compare(ref->p[i], got->p[i], bf->dtype, set->counts[i], atol, rtol, &c);
+		if (c.nbad)
+			pass = 0;
+		if (arr)
+			json_array_append_new(arr, json_pack(
+				"{s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:f, s:f}",
+				"name", bf->name, "dtype", atb_dtype_name(bf->dtype),
+				"pass", !c.nbad, "max_abs_err", runner_real(c.max_abs),
+				"max_rel_err", runner_real(c.max_rel),
+				"first_bad_index", (json_int_t)c.first_bad,
+				"bad_count", (json_int_t)c.nbad, "nan_count", (json_int_t)c.nnan,
+				"atol", atol, "rtol", rtol));
+		if (worst) {
+			if (c.max_abs > worst->max_abs)
+				worst->max_abs = c.max_abs;
+			if (c.max_rel > worst->max_rel)
+				worst->max_rel = c.max_rel;
+			worst->nnan += c.nnan;
+			worst->nbad += c.nbad;
+			if (worst->first_bad < 0 && c.first_bad >= 0) {
+				worst->first_bad = c.first_bad;
+				worst->bad_ref = c.bad_ref;
+				worst->bad_got = c.bad_got;
+				*worst_name = bf->name;
+			}
+		}
+	}
+	return pass;
+}
+
+/* ---- input mutation and result reuse -------------------------------------- */
+
+int runner_hash_inputs(const struct atb_runner_job *job, const struct runner_bufs *b,
+		       char (*out)[ATB_SHA256_HEX_LEN + 1])
+{
+	size_t i;
+
+	for (i = 0; i < job->nbuffers; i++)
+		if (job->buffers[i].role == ATB_BUFFER_IN &&
+		    atbi_sha256_hex(b->p[i], b->bytes[i], out[i]))
+			return -1;
+	return 0;
+}
+
+json_t *runner_mutated_inputs(const struct atb_runner_job *job,
+			      char (*before)[ATB_SHA256_HEX_LEN + 1],
+			      char (*after)[ATB_SHA256_HEX_LEN + 1])
+{
+	json_t *mutated = json_array();
+	size_t i;
+
+	for (i = 0; mutated && i < job->nbuffers; i++)
+		if (job->buffers[i].role == ATB_BUFFER_IN && strcmp(before[i], after[i]))
+			json_array_append_new(mutated, json_string(job->buffers[i].name));
+	return mutated;
+}
+
+int runner_check_reuse(const struct atb_runner_job *job, const struct atb_runner_set *set,
+		       const struct runner_bufs *in_a, const struct runner_bufs *ref_a,
+		       const struct runner_bufs *in_b, const struct runner_bufs *ref_b,
+		       runner_reuse_run_fn run, void *ctx, struct runner_reuse *res)
+{
+	static const struct {
+		int slot, b;
+		const char *step;
+	} steps[] = {
+		{0, 0, "fresh_inputs_a"},
+		{1, 1, "fresh_inputs_b"},
+		{0, 1, "same_buffers_new_inputs"},
+	};
+	size_t i;
+
+	res->follows = 1;
+	res->failed_step = NULL;
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		const struct runner_bufs *got = NULL;
+		int krc = 0;
+
+		if (run(ctx, steps[i].slot, steps[i].b ? in_b : in_a, &got, &krc))
+			return -1;
+		if (krc)
+			res->failed_step = "kernel_failed";
+		else if (!runner_outputs_match(job, set, steps[i].b ? ref_b : ref_a, got, NULL,
+					       NULL, NULL))
+			res->failed_step = steps[i].step;
+		if (res->failed_step) {
+			res->follows = 0;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+int runner_facts_failed(const struct runner_facts *f)
+{
+	json_t *overlaps = json_object_get(f->aliasing, "overlaps");
+
+	return !f->pass || json_array_size(f->mutated) || !f->reuse.follows ||
+	       json_array_size(overlaps) > 0;
+}
+
+json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner_facts *f)
+{
+	const struct atb_runner_set *set = &job->sets[f->set_index];
+	const struct runner_cmp *w = &f->worst;
+	json_t *first_bad, *ev;
+
+	first_bad = w->first_bad < 0 ? json_null()
+		: json_pack("{s:s, s:I, s:o, s:o}", "buffer", f->worst_name,
+			    "index", (json_int_t)w->first_bad,
+			    "ref", runner_real(w->bad_ref),
+			    "got", runner_real(w->bad_got));
+	ev = json_pack("{s:s, s:I, s:s, s:s, s:i, s:s, s:i, s:b, s:i, s:o, s:o, s:o,"
+		       " s:I, s:I, s:o,"
+		       " s:{s:{s:b, s:o}, s:{s:b, s:b, s:o}, s:o}}",
+		       "event", "correctness", "seed", (json_int_t)f->seed,
+		       "arm", f->arm, "set", set->name, "set_index", (int)f->set_index,
+		       "input", f->dist < 0 ? "task" : job->dists[f->dist].name,
+		       "input_index", f->dist + 1,
+		       "pass", f->pass, "kernel_status", f->kernel_status,
+		       "max_abs_err", runner_real(w->max_abs),
+		       "max_rel_err", runner_real(w->max_rel),
+		       "first_bad", first_bad,
+		       "bad_count", (json_int_t)w->nbad,
+		       "nan_count", (json_int_t)w->nnan,
+		       "buffers", f->buffers,
+		       "gates",
+		       "input_mutation", "checked", 1, "mutated", f->mutated,
+		       "result_reuse", "checked", f->pass, "follows_inputs", f->reuse.follows,
+		       "failed_step", f->reuse.failed_step ? json_string(f->reuse.failed_step)
+							    : json_null(),
+		       "output_aliasing", f->aliasing ? f->aliasing : json_null());
+	/* json_pack's "o" steals even when the pack fails. */
+	f->buffers = f->mutated = f->aliasing = NULL;
+	return ev;
+}
+
+int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
+		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
+		      const char *(*timer_why)(const struct atb_timer *),
+		      struct atb_timing_seed *res)
+{
+	struct atb_error err;
+	char msg[1400];
+
+	atb_error_clear(&err);
+	if (!atb_timing_run_seed(&job->timing, timer, seed, narms, call, ctx, res, &err))
+		return 0;
+	atb_error_format(&err, msg, sizeof(msg));
+	if (timer_why && timer_why(timer)[0])
+		snprintf(msg, sizeof(msg), "%s", timer_why(timer));
+	runner_emit_error(err.status == ATB_ERR_CHECK ? "kernel_failed" : "timing", msg);
+	atb_timing_seed_release(res);
+	return -1;
+}
+
+int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
+			const char *const *names, size_t narms, int throttled)
+{
+	size_t ai, k;
+
+	for (ai = 0; ai < narms; ai++) {
+		const struct atb_timing_arm *a = &s->arms[ai];
+		json_t *times = json_array(), *round = json_array(), *pos = json_array(),
+		       *with = json_array(), *ev;
+
+		if (!times || !round || !pos || !with)
+			goto nomem;
+		for (k = 0; k < a->ntrials; k++)
+			if (json_array_append_new(times, json_integer(a->times_ns[k])) ||
+			    json_array_append_new(round, json_integer(a->round[k])) ||
+			    json_array_append_new(pos, json_integer(a->position[k])))
+				goto nomem;
+		for (k = 0; k < narms; k++)
+			if (k != ai)
+				json_array_append_new(with, json_string(names[k]));
+		ev = json_pack("{s:s, s:I, s:s, s:s, s:o, s:s, s:I, s:i, s:o, s:o, s:o, s:i,"
+			       " s:I, s:o, s:o, s:I}",
+			       "event", "samples", "seed", (json_int_t)s->seed, "arm", names[ai],
+			       "group", group, "paired_with", with,
+			       "stop", atb_timing_stop_name(s->stop),
+			       "trials", (json_int_t)a->ntrials, "rounds", s->rounds,
+			       "times_ns", times, "round", round, "position", pos,
+			       "warmup_iterations", a->warmup_iterations,
+			       "warmup_ns", (json_int_t)a->warmup_ns,
+			       "median_ns", runner_real(a->median_ns),
+			       "ci_rel_halfwidth", runner_real(a->ci_rel_halfwidth),
+			       "seed_elapsed_ns", (json_int_t)s->elapsed_ns);
+		/* The cuda backend's clock-throttle flag, last as it always was. */
+		if (ev && throttled >= 0 &&
+		    json_object_set_new(ev, "throttled", json_boolean(throttled))) {
+			json_decref(ev);
+			ev = NULL;
+		}
+		if (runner_emit(ev))
+			return -1;
+		continue;
+nomem:
+		json_decref(times);
+		json_decref(round);
+		json_decref(pos);
+		json_decref(with);
+		return -1;
+	}
+	return 0;
+}
