@@ -25,6 +25,7 @@ static const char usage_text[] =
 	"usage: atb run TASK [--proposer random] [--iterations N] [--seed S] [--seeds K]\n"
 	"               [--naive | --no-naive] [--runs-dir DIR] [--runner PATH]\n"
 	"               [--quiet] [--json]\n"
+	"       atb run TASK --plan [--iterations N] [--seed S] [--json]\n"
 	"       atb run --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
 	"\n"
 	"Run the tuning loop on TASK (a bundled task's name, see 'atb task list', or\n"
@@ -77,6 +78,9 @@ static const char usage_text[] =
 	"  --naive           also time the task's naive baseline (default when the\n"
 	"                    task has one); --no-naive: do not\n"
 	"  --resume RUN_ID   continue an interrupted run\n"
+	"  --plan            print the proposals the run would make, one line per\n"
+	"                    iteration ('K KNOBS-JSON'; with --json an array), and\n"
+	"                    measure nothing (the store is not opened)\n"
 	"  --runs-dir DIR    where candidate folders go (default: runs/ beside the\n"
 	"                    store)\n"
 	"  --runner PATH     the atb-runner binary (default: next to atb)\n"
@@ -207,6 +211,62 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 	return CLI_OK;
 }
 
+/* The proposals of a run, without running it. */
+static int print_plan(const char *task_name, const struct atb_loop_opts *o, int json)
+{
+	struct atb_knob_assignment *props;
+	struct atb_task *task = NULL;
+	struct atb_error err;
+	json_t *a = NULL;
+	int64_t k;
+	int rc = CLI_OK;
+
+	atb_error_clear(&err);
+	if (atb_task_open(atb_home(), task_name, &task, &err))
+		return cli_fail(&err);
+	props = atb_calloc((size_t)o->iterations, sizeof(*props));
+	if (!props) {
+		atb_task_free(task);
+		fprintf(stderr, "atb run: out of memory\n");
+		return CLI_RUNTIME;
+	}
+	if (atb_loop_proposals(task, o->proposer, o->seed, (size_t)o->iterations, props, &err)) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	if (json)
+		a = json_array();
+	for (k = 0; k < o->iterations; k++) {
+		char *kj = NULL;
+
+		if (atb_loop_knobs_json(&props[k], &kj, &err)) {
+			rc = cli_fail(&err);
+			goto out;
+		}
+		if (a)
+			json_array_append_new(a, json_loads(kj, 0, NULL));
+		else if (!json)
+			printf("%" PRId64 " %s\n", k, kj);
+		atb_free(kj);
+	}
+	if (json) {
+		char *s = a ? json_dumps(a, JSON_INDENT(2)) : NULL;
+
+		if (!s) {
+			fprintf(stderr, "atb run: out of memory\n");
+			rc = CLI_RUNTIME;
+			goto out;
+		}
+		printf("%s\n", s);
+		atb_free(s);
+	}
+out:
+	json_decref(a);
+	atb_free(props);
+	atb_task_free(task);
+	return rc;
+}
+
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
 	struct atb_loop_opts o;
@@ -217,7 +277,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct atb_error err;
 	struct sigaction sa, old_int, old_term;
 	const char *task_name = NULL, *resume = NULL;
-	int json = ctx->json, i, rc;
+	int json = ctx->json, plan = 0, i, rc;
 	enum atb_status st;
 
 	if (cli_wants_help(argc, argv)) {
@@ -239,6 +299,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			o.naive = 1;
 		} else if (!strcmp(a, "--no-naive")) {
 			o.naive = 0;
+		} else if (!strcmp(a, "--plan")) {
+			plan = 1;
 		} else if (!strcmp(a, "--proposer") || !strcmp(a, "--iterations") ||
 			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
 			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner")) {
@@ -274,6 +336,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("run", "give TASK or --resume RUN_ID, not both");
 	if (!resume && !task_name)
 		return cli_usage_error("run", "missing TASK (or --resume RUN_ID)");
+	if (plan && resume)
+		return cli_usage_error("run", "--plan goes with TASK, not --resume");
+	if (plan)
+		return print_plan(task_name, &o, json);
 
 	atb_error_clear(&err);
 	/* An unknown task is refused before the store is created or touched. */
