@@ -134,7 +134,8 @@ struct runner_cmp {
 /*
  * PROTO: correctness.tolerances -- compare n elements: |got - ref| <= atol +
  * rtol * |ref|; NaN where the reference is not NaN fails (an unwritten,
- * poisoned element), infinities must be equal, int64 compares exactly first.
+ * poisoned element), infinities must be equal.  Equal int64 elements pass
+ * exactly; unequal ones are compared as doubles (beyond 2^53 that rounds).
  */
 void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n,
 		    double atol, double rtol, struct runner_cmp *c);

@@ -5,6 +5,9 @@
  * built here with cc (an honest one, a SIGSEGV, an infinite loop), and small
  * shell scripts standing in for a broken runner (garbage lines, an error
  * event, an exit without done, a hang with its channel closed, an abort).
+ * And the runner's host-side checking layer (runner/check.c), compiled into
+ * this test: pinned seeded inputs, poison, the tolerance rule, the result-
+ * reuse steps and the shapes of the correctness and samples events.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -19,6 +22,9 @@
 #include "atb/alloc.h"
 #include "atb/protocol.h"
 #include "atb/runner.h"
+/* atb-runner is an executable, not a library: its checking layer comes in
+ * as source, with the event channel stubbed below. */
+#include "../../runner/check.c"
 #include "banned.h"
 
 #define FIX ATB_SOURCE_DIR "/tests/fixtures/runner"
@@ -485,4 +491,309 @@ Test(runner, find_uses_the_environment)
 	/* Next to this test binary there is no atb-runner unless the build put it there. */
 	cr_assert(atb_runner_find(buf, sizeof(buf), &e) == ATB_OK ||
 		  e.status == ATB_ERR_NOT_FOUND);
+}
+
+/* ---- the checking layer (runner/check.c) ---------------------------------- */
+
+/* The event channel, stubbed: events and errors are kept for the test. */
+static json_t *emitted;
+
+int runner_emit(json_t *ev)
+{
+	if (!ev)
+		return -1;
+	if (!emitted)
+		emitted = json_array();
+	return json_array_append_new(emitted, ev) ? -1 : 0;
+}
+
+void runner_emit_error(const char *reason, const char *msg)
+{
+	runner_emit(json_pack("{s:s, s:s, s:s}", "event", "error", "reason", reason,
+			      "message", msg));
+}
+
+/* Every dtype, both kinds of distribution, an inout and an adversarial int. */
+static const char check_job[] =
+	"{\"abi\":1,\"arms\":[{\"name\":\"baseline\",\"so\":\"x\"},"
+	"{\"name\":\"candidate\",\"so\":\"y\"},{\"name\":\"baseline_alone\",\"so\":\"x\"}],"
+	"\"buffers\":["
+	"{\"name\":\"a\",\"dtype\":\"fp32\",\"role\":\"in\","
+	"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":0,\"high\":1}},"
+	"{\"name\":\"b\",\"dtype\":\"fp64\",\"role\":\"inout\","
+	"\"dist\":{\"name\":\"t\",\"kind\":\"normal\",\"mean\":2,\"stddev\":3}},"
+	"{\"name\":\"c\",\"dtype\":\"int32\",\"role\":\"in\","
+	"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-50,\"high\":50}},"
+	"{\"name\":\"d\",\"dtype\":\"int64\",\"role\":\"in\",\"adversarial\":true,"
+	"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":0,\"high\":1e12}},"
+	"{\"name\":\"y\",\"dtype\":\"fp32\",\"role\":\"out\"}],"
+	"\"sets\":[{\"name\":\"s0\",\"counts\":[5,5,5,5,5]},"
+	"{\"name\":\"s1\",\"counts\":[1000,333,77,64,9]}],"
+	"\"timing_set\":{\"name\":\"t\",\"counts\":[16,16,16,16,16]},\"seeds\":[42],"
+	"\"correctness\":{\"tolerances\":{\"fp32\":{\"atol\":0.001,\"rtol\":0.01}},"
+	"\"distributions\":[{\"name\":\"su\",\"kind\":\"uniform\",\"low\":-1,\"high\":1},"
+	"{\"name\":\"n\",\"kind\":\"normal\",\"mean\":0,\"stddev\":1}]}}";
+
+static struct atb_runner_job *check_job_parse(void)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+
+	cr_assert_eq(parse_text(check_job, &job, &e), ATB_OK, "%s", e.msg);
+	return job;
+}
+
+/*
+ * The inputs a seed gives are part of every stored result: these values
+ * were drawn by the cpu backend before the checking layer was shared (and
+ * checked bit for bit against it over 108 (seed, set, input, stream)
+ * combinations).  If this test fails, the generator changed: that needs a
+ * protocol version, not a new expectation.
+ */
+Test(runner, check_inputs_are_pinned)
+{
+	struct atb_runner_job *job = check_job_parse();
+	struct runner_bufs x;
+
+	cr_assert_eq(runner_input_seed(42, 0, -1, RUNNER_STREAM_CHECK, 0),
+		     0xc16129ecd0dc5b93ULL);
+	cr_assert_eq(runner_bufs_alloc(&x, job, &job->sets[0]), 0);
+	/* the task's own generator */
+	cr_assert_eq(runner_gen_inputs(&x, job, &job->sets[0], 42, 0, -1, RUNNER_STREAM_CHECK), 0);
+	cr_expect_eq(((float *)x.p[0])[0], 0x1.47e774p-1f);
+	cr_expect_eq(((float *)x.p[0])[4], 0x1.f834b4p-4f);
+	cr_expect_eq(((double *)x.p[1])[0], 0x1.2e59d883439fbp+1);
+	cr_expect_eq(((double *)x.p[1])[4], 0x1.1a49751dccefcp+3);
+	cr_expect_eq(((int32_t *)x.p[2])[0], 13);
+	cr_expect_eq(((int32_t *)x.p[2])[4], -2);
+	cr_expect_eq(((int64_t *)x.p[3])[0], 899879074888LL);
+	cr_expect_eq(((int64_t *)x.p[3])[4], 280301691032LL);
+	/* the protocol's first distribution: reals and the adversarial int64 */
+	cr_assert_eq(runner_gen_inputs(&x, job, &job->sets[0], 42, 0, 0, RUNNER_STREAM_CHECK), 0);
+	cr_expect_eq(((float *)x.p[0])[0], 0x1.0f91ecp-1f);
+	cr_expect_eq(((float *)x.p[0])[4], 0x1.838204p-4f);
+	cr_expect_eq(((double *)x.p[1])[0], 0x1.a49c0108p-2);
+	cr_expect_eq(((double *)x.p[1])[4], 0x1.1f760148p-2);
+	cr_expect_eq(((int32_t *)x.p[2])[0], 9);   /* not adversarial: the task's */
+	cr_expect_eq(((int32_t *)x.p[2])[4], 20);
+	cr_expect_eq(((int64_t *)x.p[3])[0], 0);
+	cr_expect_eq(((int64_t *)x.p[3])[4], -1);
+	runner_bufs_free(&x);
+	atb_runner_job_free(job);
+}
+
+Test(runner, check_inputs_depend_on_every_coordinate)
+{
+	struct atb_runner_job *job = check_job_parse();
+	struct runner_bufs x, y;
+	size_t n = 5 * sizeof(float);
+
+	cr_assert_eq(runner_bufs_alloc(&x, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_bufs_alloc(&y, job, &job->sets[0]), 0);
+	runner_gen_inputs(&x, job, &job->sets[0], 42, 0, -1, RUNNER_STREAM_CHECK);
+	runner_gen_inputs(&y, job, &job->sets[0], 42, 0, -1, RUNNER_STREAM_CHECK);
+	cr_expect_eq(memcmp(x.p[0], y.p[0], n), 0, "same coordinates, same inputs");
+	runner_gen_inputs(&y, job, &job->sets[0], 43, 0, -1, RUNNER_STREAM_CHECK);
+	cr_expect_neq(memcmp(x.p[0], y.p[0], n), 0, "seed");
+	runner_gen_inputs(&y, job, &job->sets[0], 42, 1, -1, RUNNER_STREAM_CHECK);
+	cr_expect_neq(memcmp(x.p[0], y.p[0], n), 0, "set index");
+	runner_gen_inputs(&y, job, &job->sets[0], 42, 0, -1, RUNNER_STREAM_REUSE);
+	cr_expect_neq(memcmp(x.p[0], y.p[0], n), 0, "stream");
+	cr_expect_neq(runner_input_seed(42, 0, -1, 0, 0), runner_input_seed(42, 0, -1, 0, 1),
+		      "buffer");
+	runner_bufs_free(&x);
+	runner_bufs_free(&y);
+	atb_runner_job_free(job);
+}
+
+Test(runner, check_poison_touches_only_outputs)
+{
+	struct atb_runner_job *job = check_job_parse();
+	struct runner_bufs x, y;
+	size_t i;
+
+	cr_assert_eq(runner_gen_input_pair(job, 1, 7, -1, &x, &y), 0);
+	memcpy(x.p[4], x.p[0], x.bytes[4]);  /* something that is not NaN */
+	runner_copy_inputs(&y, &x, job);
+	runner_poison_outputs(&x, job, &job->sets[1]);
+	for (i = 0; i < 9; i++)
+		cr_assert(isnan(((float *)x.p[4])[i]));
+	for (i = 0; i < 4; i++)
+		cr_expect_eq(memcmp(x.p[i], y.p[i], x.bytes[i]), 0, "input %zu touched", i);
+	runner_bufs_free(&x);
+	runner_bufs_free(&y);
+	atb_runner_job_free(job);
+}
+
+Test(runner, check_compare_follows_the_tolerance_rule)
+{
+	float ref[6] = {1.0f, 100.0f, 0.0f, INFINITY, 5.0f, NAN};
+	float got[6] = {1.0005f, 100.9f, 0.002f, INFINITY, NAN, NAN};
+	int64_t big_ref[2] = {(1LL << 52) + 1, (1LL << 60) + 1}, big_got[2] = {1LL << 52, 0};
+	struct runner_cmp c;
+
+	/* |got - ref| <= 0.001 + 0.01 |ref| */
+	runner_compare(ref, got, ATB_DTYPE_FP32, 6, 0.001, 0.01, &c);
+	cr_expect_eq(c.nbad, 2);         /* 0.002 off a zero, and the unwritten NaN */
+	cr_expect_eq(c.first_bad, 2);
+	cr_expect_eq(c.bad_ref, 0.0);
+	cr_expect_eq(c.nnan, 1);
+	cr_expect(isinf(c.max_rel));
+	/* int64: equal is equal exactly; an off-by-one is seen up to 2^53 */
+	runner_compare(big_ref, big_got, ATB_DTYPE_INT64, 2, 0, 0, &c);
+	cr_expect_eq(c.nbad, 2);
+	cr_expect_eq(c.first_bad, 0);
+	runner_compare(big_ref, big_ref, ATB_DTYPE_INT64, 2, 0, 0, &c);
+	cr_expect_eq(c.nbad, 0);
+	cr_expect_eq(c.first_bad, -1);
+}
+
+/* A fake arm that caches: right the first time, then replays slot 0's result. */
+struct fake_arm {
+	const struct atb_runner_job *job;
+	struct runner_bufs slot[2];
+	int calls, stale_on_slot0, fail_on;
+};
+
+static void fake_compute(const struct atb_runner_job *job, struct runner_bufs *b)
+{
+	size_t k;
+
+	for (k = 0; k < job->sets[1].counts[4]; k++)
+		((float *)b->p[4])[k] = 2 * ((const float *)b->p[0])[k];
+}
+
+static int fake_run(void *ctx, int slot, const struct runner_bufs *in,
+		    const struct runner_bufs **got, int *kernel_status)
+{
+	struct fake_arm *f = ctx;
+	struct runner_bufs *b = &f->slot[slot];
+
+	f->calls++;
+	runner_copy_inputs(b, in, f->job);
+	if (!(f->stale_on_slot0 && f->calls > 1 && slot == 0)) {
+		runner_poison_outputs(b, f->job, &f->job->sets[1]);
+		fake_compute(f->job, b);
+	}
+	*kernel_status = f->calls == f->fail_on ? 5 : 0;
+	*got = b;
+	return 0;
+}
+
+static void reuse_case(int stale, int fail_on, int follows, const char *step)
+{
+	struct atb_runner_job *job = check_job_parse();
+	struct runner_bufs in_a, in_b, ref_a, ref_b;
+	struct fake_arm f = {.job = job, .stale_on_slot0 = stale, .fail_on = fail_on};
+	struct runner_reuse r;
+
+	cr_assert_eq(runner_gen_input_pair(job, 1, 3, -1, &in_a, &in_b), 0);
+	cr_assert_eq(runner_bufs_alloc(&ref_a, job, &job->sets[1]), 0);
+	cr_assert_eq(runner_bufs_alloc(&ref_b, job, &job->sets[1]), 0);
+	cr_assert_eq(runner_bufs_alloc(&f.slot[0], job, &job->sets[1]), 0);
+	cr_assert_eq(runner_bufs_alloc(&f.slot[1], job, &job->sets[1]), 0);
+	runner_copy_inputs(&ref_a, &in_a, job);
+	fake_compute(job, &ref_a);
+	runner_copy_inputs(&ref_b, &in_b, job);
+	fake_compute(job, &ref_b);
+	cr_assert_eq(runner_check_reuse(job, &job->sets[1], &in_a, &ref_a, &in_b, &ref_b,
+					fake_run, &f, &r), 0);
+	cr_expect_eq(r.follows, follows);
+	if (step)
+		cr_expect_str_eq(r.failed_step, step);
+	else
+		cr_expect_null(r.failed_step);
+	runner_bufs_free(&in_a);
+	runner_bufs_free(&in_b);
+	runner_bufs_free(&ref_a);
+	runner_bufs_free(&ref_b);
+	runner_bufs_free(&f.slot[0]);
+	runner_bufs_free(&f.slot[1]);
+	atb_runner_job_free(job);
+}
+
+Test(runner, check_result_reuse_steps)
+{
+	reuse_case(0, 0, 1, NULL);
+	reuse_case(1, 0, 0, "same_buffers_new_inputs");
+	reuse_case(0, 2, 0, "kernel_failed");
+}
+
+Test(runner, check_correctness_event_shape)
+{
+	struct atb_runner_job *job = check_job_parse();
+	struct runner_facts f = {.seed = 42, .arm = "candidate", .set_index = 1, .dist = 1,
+				 .pass = 0, .kernel_status = 0, .reuse = {.follows = 1}};
+	const char *keys[] = {"event", "seed", "arm", "set", "set_index", "input",
+			      "input_index", "pass", "kernel_status", "max_abs_err",
+			      "max_rel_err", "first_bad", "bad_count", "nan_count", "buffers",
+			      "gates"};
+	const char *key;
+	json_t *ev, *v;
+	size_t i = 0;
+
+	f.worst.first_bad = 7;
+	f.worst.bad_ref = 1.5;
+	f.worst.bad_got = NAN;
+	f.worst.nbad = f.worst.nnan = 2;
+	f.worst.max_rel = INFINITY;
+	f.worst_name = "y";
+	f.buffers = json_array();
+	f.mutated = json_pack("[s]", "a");
+	f.aliasing = json_pack("{s:b, s:[[s,s]]}", "checked", 1, "overlaps", "y", "a");
+	cr_expect(runner_facts_failed(&f));
+	f.pass = 1;
+	cr_expect(runner_facts_failed(&f), "a mutated input and an overlap still fail");
+	f.pass = 0;
+	ev = runner_correctness_event(job, &f);
+	cr_assert_not_null(ev);
+	cr_expect_null(f.buffers);
+	json_object_foreach(ev, key, v) {
+		cr_assert_lt(i, sizeof(keys) / sizeof(keys[0]));
+		cr_expect_str_eq(key, keys[i], "key %zu", i);
+		i++;
+	}
+	cr_expect_str_eq(json_string_value(json_object_get(ev, "set")), "s1");
+	cr_expect_str_eq(json_string_value(json_object_get(ev, "input")), "n");
+	cr_expect_eq(json_integer_value(json_object_get(ev, "input_index")), 2);
+	cr_expect(json_is_null(json_object_get(ev, "max_rel_err")));
+	v = json_object_get(ev, "first_bad");
+	cr_expect_str_eq(json_string_value(json_object_get(v, "buffer")), "y");
+	cr_expect(json_is_null(json_object_get(v, "got")));
+	v = json_object_get(ev, "gates");
+	cr_expect(json_is_false(json_object_get(json_object_get(v, "result_reuse"), "checked")));
+	cr_expect_eq(json_array_size(json_object_get(json_object_get(v, "output_aliasing"),
+						     "overlaps")), 1);
+	json_decref(ev);
+	atb_runner_job_free(job);
+}
+
+Test(runner, check_samples_event_has_throttled_only_when_given)
+{
+	int64_t times[2] = {100, 110};
+	int round[2] = {0, 1}, pos[2] = {1, 0};
+	struct atb_timing_arm arms[2] = {
+		{.times_ns = times, .round = round, .position = pos, .ntrials = 2,
+		 .median_ns = 105, .ci_rel_halfwidth = INFINITY},
+		{.times_ns = times, .round = round, .position = pos, .ntrials = 2,
+		 .median_ns = 105, .ci_rel_halfwidth = 0.01},
+	};
+	struct atb_timing_seed s = {.seed = 9, .narms = 2, .arms = arms, .rounds = 2};
+	const char *names[2] = {"baseline", "candidate"};
+	json_t *ev;
+
+	cr_assert_eq(runner_emit_samples(&s, "paired", names, 2, -1), 0);
+	cr_assert_eq(runner_emit_samples(&s, "paired", names, 2, 1), 0);
+	cr_assert_eq(json_array_size(emitted), 4);
+	ev = json_array_get(emitted, 0);
+	cr_expect_null(json_object_get(ev, "throttled"));
+	cr_expect_str_eq(json_string_value(json_array_get(json_object_get(ev, "paired_with"), 0)),
+			 "candidate");
+	cr_expect(json_is_null(json_object_get(ev, "ci_rel_halfwidth")));
+	cr_expect_eq(json_array_size(json_object_get(ev, "times_ns")), 2);
+	ev = json_array_get(emitted, 3);
+	cr_expect(json_is_true(json_object_get(ev, "throttled")));
+	cr_expect_str_eq(json_string_value(json_array_get(json_object_get(ev, "paired_with"), 0)),
+			 "baseline");
+	cr_expect_eq(json_object_size(ev), json_object_size(json_array_get(emitted, 0)) + 1);
 }
