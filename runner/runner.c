@@ -57,19 +57,26 @@ static void usage(FILE *out)
 		"The atb measurement worker.  atb starts one fresh atb-runner per\n"
 		"measurement job; you do not normally run it by hand.\n"
 		"\n"
-		"It reads one job, a JSON object on one line, from stdin: the arms\n"
-		"(baseline, candidate, naive, baseline_alone) and their shared objects,\n"
-		"the reference arm, the buffers, the correctness parameter sets and the\n"
-		"timing one, the seeds, and the protocol's timing and correctness values.\n"
-		"It writes events to stdout, one JSON object per line, flushed:\n"
-		"  hello        runner version, pid, kernel ABI version\n"
-		"  env          clock resolution, cpu affinity, each arm's .so and its\n"
+		"It reads one job, a JSON object on one line, from stdin: the backend\n"
+		"(\"cpu\", the default, or \"cuda\": device 0 through the CUDA driver),\n"
+		"the arms (baseline, candidate, naive, baseline_alone) and their shared\n"
+		"objects, the reference arm, the buffers, the correctness parameter sets\n"
+		"and the timing one, the seeds, and the protocol's timing and correctness\n"
+		"values.  It writes events to stdout, one JSON object per line, flushed:\n"
+		"  hello        runner version, pid, kernel ABI version, backends\n"
+		"  env          the backend, clock resolution, cpu affinity (cpu) or the\n"
+		"               device and its NVML state (cuda), each arm's .so and its\n"
 		"               SHA-256, the cache size and flush bytes\n"
 		"  correctness  per arm, seed, parameter set and input distribution:\n"
 		"               pass, max abs/rel error, first bad index, NaN count, and\n"
-		"               the input-mutation and result-reuse facts\n"
+		"               the input-mutation, result-reuse and output-aliasing facts\n"
+		"  side_stream  (cuda) per seed and arm: work left running on the device\n"
+		"               after the call's event window\n"
 		"  samples      per seed and arm: raw per-trial times in ns, each trial's\n"
-		"               round and place in it, why the seed stopped\n"
+		"               round and place in it, why the seed stopped; on cuda also\n"
+		"               whether NVML saw clock throttling around the group\n"
+		"  gpu_state    (cuda) per seed: clocks, throttle reasons, temperature and\n"
+		"               power before and after the timing\n"
 		"  error        a reason code and a message; the runner then exits\n"
 		"  done         the end of a complete job\n"
 		"It computes no verdict: atb's gates and statistics judge the events.\n"
@@ -137,7 +144,7 @@ int main(int argc, char **argv)
 	struct atb_error err;
 	char *text = NULL, msg[2048];
 	size_t len = 0;
-	int fd, rc, cuda;
+	int fd, rc;
 
 	if (argc > 1) {
 		if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -182,16 +189,8 @@ int main(int argc, char **argv)
 		atb_free(text);
 		return err.status == ATB_ERR_NOMEM ? RUNNER_EXIT_FAILED : RUNNER_EXIT_BAD_JOB;
 	}
-	/* The backend is a top-level "backend" of the job: "cpu" (default) or "cuda". */
-	{
-		json_t *o = json_loadb(text, len, 0, NULL);
-		const char *be = json_string_value(json_object_get(o, "backend"));
-
-		cuda = be && !strcmp(be, "cuda");
-		json_decref(o);
-	}
 	atb_free(text);
-	rc = cuda ? runner_cuda_run(job) : runner_cpu_run(job);
+	rc = job->backend == ATB_RUNNER_BACKEND_CUDA ? runner_cuda_run(job) : runner_cpu_run(job);
 	atb_runner_job_free(job);
 	fclose(events);
 	return rc;

@@ -79,6 +79,20 @@ struct atb_runner_arm {
 	char *so;         /* path of the shared object; owned */
 };
 
+/*
+ * Where a job runs: the job's top-level "backend", "cpu" when absent.
+ * cpu: shared objects built with cc, timed with CLOCK_MONOTONIC.  cuda:
+ * shared objects built with nvcc, run on device 0 through the driver API,
+ * timed with CUDA events (docs/internals/runner.md, docs/internals/cuda.md).
+ */
+enum atb_runner_backend { ATB_RUNNER_BACKEND_CPU = 0, ATB_RUNNER_BACKEND_CUDA };
+
+/* "cpu" or "cuda" ("?" for others). */
+const char *atb_runner_backend_name(enum atb_runner_backend b);
+/* The backend called name; ATB_ERR_SCHEMA (message names the choices) for others. */
+enum atb_status atb_runner_backend_parse(const char *name, enum atb_runner_backend *out,
+					 struct atb_error *err);
+
 struct atb_runner_tolerance {
 	char dtype[16];
 	double atol, rtol;
@@ -87,6 +101,7 @@ struct atb_runner_tolerance {
 /* A parsed job.  Handle: atb_runner_job_free. */
 struct atb_runner_job {
 	char id[64];
+	enum atb_runner_backend backend;  /* "backend"; cpu by default */
 	struct atb_runner_arm arms[ATB_RUNNER_MAX_ARMS];
 	size_t narms;
 	size_t reference;   /* index into arms: the correctness reference */
@@ -115,7 +130,8 @@ struct atb_runner_job {
  * Parse and check a job (JSON text of len bytes).  Caller owns *out
  * (atb_runner_job_free); *out is NULL on failure.  Errors: ATB_ERR_PARSE
  * (not JSON; line and column set), ATB_ERR_SCHEMA (a missing or wrong field,
- * field path set), ATB_ERR_NOMEM.
+ * field path set; an unknown "backend" is refused with field "backend"),
+ * ATB_ERR_NOMEM.
  */
 enum atb_status atb_runner_job_parse(const char *text, size_t len,
 				     struct atb_runner_job **out, struct atb_error *err);

@@ -42,6 +42,27 @@ enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct at
 			     name ? name : "");
 }
 
+static const char *const backend_names[] = {"cpu", "cuda"};
+
+const char *atb_runner_backend_name(enum atb_runner_backend b)
+{
+	return (unsigned)b < 2 ? backend_names[b] : "?";
+}
+
+enum atb_status atb_runner_backend_parse(const char *name, enum atb_runner_backend *out,
+					 struct atb_error *err)
+{
+	unsigned i;
+
+	for (i = 0; i < 2; i++)
+		if (name && !strcmp(name, backend_names[i])) {
+			*out = (enum atb_runner_backend)i;
+			return ATB_OK;
+		}
+	return atb_error_set(err, ATB_ERR_SCHEMA, "unknown backend '%s': expected cpu or cuda",
+			     name ? name : "");
+}
+
 /* ---- field helpers: each sets the field path on failure --------------- */
 
 static enum atb_status bad(struct atb_error *err, const char *field, const char *fmt, ...)
@@ -425,7 +446,7 @@ static enum atb_status parse_arms(const json_t *a, struct atb_runner_job *j,
 static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 				 struct atb_error *err)
 {
-	char reference[32] = "baseline";
+	char reference[32] = "baseline", backend[16] = "cpu";
 	long long abi = -1, cache = 0;
 	json_t *a, *opt;
 	size_t i;
@@ -440,6 +461,9 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, "", 0, 0, "abi",
 					"kernel abi %lld not supported: this runner speaks %d",
 					abi, ATB_KERNEL_ABI_VERSION);
+	STR(o, "backend", "", 0, backend);
+	if (atb_runner_backend_parse(backend, &j->backend, err))
+		return bad(err, "backend", "unknown backend '%s': expected cpu or cuda", backend);
 	st = parse_arms(json_object_get(o, "arms"), j, err);
 	if (st)
 		return st;

@@ -151,6 +151,28 @@ Test(runner, job_fixture_parses)
 	atb_runner_job_free(j);
 }
 
+Test(runner, job_backend_is_cpu_unless_cuda)
+{
+	struct atb_runner_job *j;
+	struct atb_error e;
+	json_t *o = relu_job("/x/base.so", "/x/cand.so");
+	char *text = json_dumps(o, JSON_COMPACT);
+
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	cr_expect_eq(j->backend, ATB_RUNNER_BACKEND_CPU);
+	atb_runner_job_free(j);
+	atb_free(text);
+	json_object_set_new(o, "backend", json_string("cuda"));
+	text = json_dumps(o, JSON_COMPACT);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	cr_expect_eq(j->backend, ATB_RUNNER_BACKEND_CUDA);
+	cr_expect_str_eq(atb_runner_backend_name(j->backend), "cuda");
+	atb_runner_job_free(j);
+	atb_free(text);
+	json_decref(o);
+	cr_expect_str_eq(atb_runner_backend_name(ATB_RUNNER_BACKEND_CPU), "cpu");
+}
+
 /* Apply a change to the fixture job, parse, expect status and field. */
 static void expect_refused(const char *key_path, json_t *value, enum atb_status want,
 			   const char *field)
@@ -188,6 +210,9 @@ static void expect_refused(const char *key_path, json_t *value, enum atb_status 
 Test(runner, job_refusals_name_the_field)
 {
 	expect_refused("abi", json_integer(2), ATB_ERR_SCHEMA, "abi");
+	expect_refused("backend", json_string("tpu"), ATB_ERR_SCHEMA, "backend");
+	expect_refused("backend", json_string(""), ATB_ERR_SCHEMA, "backend");
+	expect_refused("backend", json_integer(1), ATB_ERR_SCHEMA, "backend");
 	expect_refused("abi", NULL, ATB_ERR_SCHEMA, "abi");
 	expect_refused("arms.0.name", json_string("fastest"), ATB_ERR_SCHEMA, "arms[0]");
 	expect_refused("arms.1.name", json_string("baseline"), ATB_ERR_SCHEMA, "arms[1]");
