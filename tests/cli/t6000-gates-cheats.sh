@@ -76,6 +76,15 @@ test_expect "physical_floor: a kernel that skips unchecked calls" '
 	expect_grep "physical floor" "$TRASH/out"
 '
 
+# The drift cheat needs a baseline whose time is CPU work: relu-spin's
+# wall-clock busy wait would absorb the stolen time.
+test_expect "baseline_drift: a candidate that slows the baseline beside it" '
+	cp -r "$CHEATS/tasks/relu-work" work &&
+	expect_exit 2 "$ATB" measure --json "$TRASH/work" "$CHEATS/relu/drift" --seeds 2 &&
+	jq -e ".verdict == \"rejected\" and .gate == \"baseline_drift\" and .drift_ratio > 1.5" \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
+'
+
 test_expect "every refusal is in the store and the audit chain verifies" '
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule LIKE '\''gate:%'\''")" -ge 10 ] &&
 	"$ATB" audit verify >/dev/null &&
