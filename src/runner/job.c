@@ -38,7 +38,7 @@ enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct at
 			return ATB_OK;
 		}
 	return atb_error_set(err, ATB_ERR_SCHEMA,
-			     "unsupported dtype '%s': the cpu runner takes fp32, fp64, int32, int64",
+			     "unsupported dtype '%s': the runner takes fp32, fp64, int32, int64",
 			     name ? name : "");
 }
 
