@@ -85,6 +85,11 @@ test_expect "baseline_drift: a candidate that slows the baseline beside it" '
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
 '
 
+test_expect "noise: a candidate whose time varies from seed to seed, after bounded re-runs" '
+	refused "$CHEATS/relu/noisy" noise &&
+	jq -e ".attempts == 3 and (.reason | test(\"over the cap\"))" "$TRASH/out" >/dev/null
+'
+
 test_expect "every refusal is in the store and the audit chain verifies" '
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule LIKE '\''gate:%'\''")" -ge 10 ] &&
 	"$ATB" audit verify >/dev/null &&
