@@ -23,8 +23,9 @@
  * cold measurement).
  *
  * Does not: compile anything (nvcc is the task build's job), launch a task's
- * kernels, or read NVML (atb_cuda_gpu_sample does, through its own dlopen
- * of libnvidia-ml.so.1, only for the volatile state the runner reports).
+ * kernels, or read NVML (atb_cuda_gpu_sample does, through the box module's
+ * shared NVML loader, which honours $ATB_NVML_LIBRARY, only for the
+ * volatile state the runner reports).
  * Not thread-safe: one struct atb_cuda per thread.
  */
 #ifndef ATB_CUDA_H
