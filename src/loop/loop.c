@@ -321,7 +321,8 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 		it.naive_ci_low = out.naive_ci_low;
 		it.naive_ci_high = out.naive_ci_high;
 	}
-	it.reason = out.reason;
+	/* A usable iteration has no refusal; keep measure's note (a naive arm dropped, say). */
+	it.reason = out.reason[0] ? out.reason : out.note;
 	it.wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
 	st = atb_store_add_iteration(L->store, &it, err);
 	atb_free(knobs_json);

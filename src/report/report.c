@@ -303,8 +303,9 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 	for (i = 0; i < r->niters; i++) {
 		const struct atb_iteration_row *it = &r->iters[i];
 
-		if (!it->usable && it->reason && it->reason[0])
-			sb_printf(&b, "why       iteration %" PRId64 ", %s: %s\n", it->k, it->outcome,
+		if (it->reason && it->reason[0])
+			sb_printf(&b, "%s iteration %" PRId64 ", %s: %s\n",
+				  it->usable ? "note     " : "why      ", it->k, it->outcome,
 				  it->reason);
 	}
 	sb_printf(&b, "usable    %" PRId64 " of %zu iterations (%.0f%%)\n", r->usable, r->niters,
