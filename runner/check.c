@@ -104,8 +104,30 @@ void runner_poison_outputs(struct runner_bufs *b, const struct atb_runner_job *j
 			case ATB_DTYPE_INT64:
 				((int64_t *)b->p[i])[k] = INT64_MIN;
 				break;
+			case ATB_DTYPE_FP16:
+				((uint16_t *)b->p[i])[k] = ATB_FP16_QNAN;
+				break;
+			case ATB_DTYPE_BF16:
+				((uint16_t *)b->p[i])[k] = ATB_BF16_QNAN;
+				break;
 			}
 		}
+	}
+}
+
+uint32_t runner_poison_word32(enum atb_dtype d)
+{
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		return 0x7fc00000u;
+	case ATB_DTYPE_FP64:
+		return 0x7ff80000u;  /* 0x7ff800007ff80000: exponent all ones, a NaN */
+	case ATB_DTYPE_FP16:
+		return ATB_FP16_QNAN << 16 | ATB_FP16_QNAN;
+	case ATB_DTYPE_BF16:
+		return ATB_BF16_QNAN << 16 | ATB_BF16_QNAN;
+	default:
+		return 0x80000000u;  /* int32 minimum; int64: 0x8000000080000000 */
 	}
 }
 
@@ -162,6 +184,12 @@ int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
 			case ATB_DTYPE_INT64:
 				((int64_t *)b->p[i])[k] = (int64_t)floor(x);
 				break;
+			case ATB_DTYPE_FP16:
+				((uint16_t *)b->p[i])[k] = atb_fp16_from_float((float)x);
+				break;
+			case ATB_DTYPE_BF16:
+				((uint16_t *)b->p[i])[k] = atb_bf16_from_float((float)x);
+				break;
 			}
 		}
 	}
@@ -204,6 +232,10 @@ double runner_elem(const void *p, enum atb_dtype d, size_t k)
 		return ((const int32_t *)p)[k];
 	case ATB_DTYPE_INT64:
 		return (double)((const int64_t *)p)[k];
+	case ATB_DTYPE_FP16:
+		return atb_fp16_to_float(((const uint16_t *)p)[k]);
+	case ATB_DTYPE_BF16:
+		return atb_bf16_to_float(((const uint16_t *)p)[k]);
 	}
 	return NAN;
 }

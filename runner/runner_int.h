@@ -82,10 +82,19 @@ int runner_any_adversarial(const struct atb_runner_job *job);
 void runner_copy_inputs(struct runner_bufs *dst, const struct runner_bufs *src,
 			const struct atb_runner_job *job);
 
-/* PROTO: correctness.poison -- every out buffer of b: NaN for reals, the
- * type's minimum for integers. */
+/* PROTO: correctness.poison -- every out buffer of b: NaN for reals (fp16
+ * and bf16: their quiet-NaN patterns), the type's minimum for integers. */
 void runner_poison_outputs(struct runner_bufs *b, const struct atb_runner_job *job,
 			   const struct atb_runner_set *set);
+
+/*
+ * The same poison as one 32-bit word to repeat over a device buffer
+ * (cuMemsetD32): 0x7fc00000 fp32, 0x7ff80000 fp64 (the pair is a NaN),
+ * 0x7e007e00 fp16, 0x7fc07fc0 bf16, 0x80000000 integers.  A 2-byte buffer
+ * with an odd count has a last element the word does not cover: the
+ * caller must write it (or round the allocation up to 4 bytes).
+ */
+uint32_t runner_poison_word32(enum atb_dtype d);
 
 /* Input streams: the correctness inputs, the result-reuse second inputs, timing. */
 enum { RUNNER_STREAM_CHECK = 0, RUNNER_STREAM_REUSE = 1, RUNNER_STREAM_TIMING = 2 };

@@ -40,13 +40,48 @@ struct atb_protocol;
 #define ATB_RUNNER_MAX_SEEDS 1024
 #define ATB_RUNNER_MAX_JOB_BYTES (16u << 20)
 
-/* A buffer's element type. */
-enum atb_dtype { ATB_DTYPE_FP32 = 0, ATB_DTYPE_FP64, ATB_DTYPE_INT32, ATB_DTYPE_INT64 };
+/*
+ * A buffer's element type.  FP16 (IEEE binary16) and BF16 (bfloat16) are
+ * 2-byte storage types: inputs are drawn in double, rounded to float, then
+ * to the storage type with round-to-nearest-even; outputs are compared after
+ * converting back to float.  The numbers are stored in no file: only the
+ * names ("fp16") travel.
+ */
+enum atb_dtype {
+	ATB_DTYPE_FP32 = 0,
+	ATB_DTYPE_FP64,
+	ATB_DTYPE_INT32,
+	ATB_DTYPE_INT64,
+	ATB_DTYPE_FP16,
+	ATB_DTYPE_BF16,
+};
 
 /* "fp32", ...; atb_dtype_parse returns ATB_ERR_SCHEMA for others. */
 const char *atb_dtype_name(enum atb_dtype d);
 enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct atb_error *err);
+/* Bytes per element: 8, 4 or 2. */
 size_t atb_dtype_size(enum atb_dtype d);
+/* Is d a floating-point type (fp16, bf16, fp32, fp64)? */
+int atb_dtype_is_real(enum atb_dtype d);
+/*
+ * Unit roundoff of a real dtype: 2^-53 fp64, 2^-24 fp32, 2^-11 fp16, 2^-8
+ * bf16 (half the distance from 1 to the next number); 0 for integers.
+ */
+double atb_dtype_unit_roundoff(enum atb_dtype d);
+
+/*
+ * The 2-byte storage types, as bit patterns.  *_from_float rounds to
+ * nearest, ties to even; values beyond the largest finite number become
+ * infinities (fp16: |x| >= 65520); a NaN stays a NaN and is made quiet.
+ * *_to_float is exact.  ATB_FP16_QNAN / ATB_BF16_QNAN are the quiet-NaN
+ * patterns the poison uses (PROTO: correctness.poison).
+ */
+#define ATB_FP16_QNAN 0x7e00u
+#define ATB_BF16_QNAN 0x7fc0u
+uint16_t atb_fp16_from_float(float x);
+float atb_fp16_to_float(uint16_t h);
+uint16_t atb_bf16_from_float(float x);
+float atb_bf16_to_float(uint16_t h);
 
 enum atb_buffer_role { ATB_BUFFER_IN = 0, ATB_BUFFER_OUT, ATB_BUFFER_INOUT };
 

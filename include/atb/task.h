@@ -50,7 +50,7 @@ struct atb_task_param {
 
 struct atb_task_buffer {
 	char name[ATB_TASK_NAME_MAX];
-	char dtype[16];               /* fp32 fp64 int32 int64 int8 uint8 */
+	char dtype[16];               /* fp32 fp64 fp16 bf16 int32 int64 int8 uint8 */
 	size_t elem_bytes;
 	enum atb_task_role role;
 	char *shape[ATB_TASK_MAX_DIMS]; /* expressions over int params; owned */

@@ -16,30 +16,135 @@
 #include "util.h"
 #include "banned.h"
 
-static const char *const dtype_names[] = {"fp32", "fp64", "int32", "int64"};
+static const char *const dtype_names[] = {"fp32", "fp64", "int32", "int64", "fp16", "bf16"};
+#define NDTYPES (sizeof(dtype_names) / sizeof(dtype_names[0]))
 
 const char *atb_dtype_name(enum atb_dtype d)
 {
-	return (unsigned)d < 4 ? dtype_names[d] : "?";
+	return (unsigned)d < NDTYPES ? dtype_names[d] : "?";
 }
 
 size_t atb_dtype_size(enum atb_dtype d)
 {
-	return d == ATB_DTYPE_FP64 || d == ATB_DTYPE_INT64 ? 8 : 4;
+	switch (d) {
+	case ATB_DTYPE_FP64:
+	case ATB_DTYPE_INT64:
+		return 8;
+	case ATB_DTYPE_FP16:
+	case ATB_DTYPE_BF16:
+		return 2;
+	default:
+		return 4;
+	}
+}
+
+int atb_dtype_is_real(enum atb_dtype d)
+{
+	return d == ATB_DTYPE_FP32 || d == ATB_DTYPE_FP64 || d == ATB_DTYPE_FP16 ||
+	       d == ATB_DTYPE_BF16;
+}
+
+double atb_dtype_unit_roundoff(enum atb_dtype d)
+{
+	switch (d) {
+	case ATB_DTYPE_FP64:
+		return 0x1p-53;
+	case ATB_DTYPE_FP32:
+		return 0x1p-24;
+	case ATB_DTYPE_FP16:
+		return 0x1p-11;
+	case ATB_DTYPE_BF16:
+		return 0x1p-8;
+	default:
+		return 0;
+	}
 }
 
 enum atb_status atb_dtype_parse(const char *name, enum atb_dtype *out, struct atb_error *err)
 {
 	unsigned i;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < NDTYPES; i++)
 		if (name && !strcmp(name, dtype_names[i])) {
 			*out = (enum atb_dtype)i;
 			return ATB_OK;
 		}
 	return atb_error_set(err, ATB_ERR_SCHEMA,
-			     "unsupported dtype '%s': the runner takes fp32, fp64, int32, int64",
-			     name ? name : "");
+			     "unsupported dtype '%s': the runner takes fp32, fp64, fp16, bf16, "
+			     "int32, int64", name ? name : "");
+}
+
+/* ---- the 2-byte storage types ------------------------------------------- */
+
+static uint32_t float_bits(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof(u));
+	return u;
+}
+
+static float bits_float(uint32_t u)
+{
+	float x;
+
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+uint16_t atb_fp16_from_float(float x)
+{
+	uint32_t u = float_bits(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+
+	if (a > 0x7f800000u)                 /* NaN: quiet, keep the payload's top bits */
+		return (uint16_t)(sign | ATB_FP16_QNAN | ((a >> 13) & 0x3ffu));
+	if (a >= 0x477ff000u)                /* >= 65520 (65504 + half an ulp, a tie to odd): inf */
+		return (uint16_t)(sign | 0x7c00u);
+	if (a >= 0x38800000u) {              /* a normal half: rebias, then round on 13 bits */
+		a -= 0x38000000u;
+		return (uint16_t)(sign | ((a + 0xfffu + ((a >> 13) & 1u)) >> 13));
+	}
+	if (a <= 0x33000000u)                /* <= 2^-25, half the smallest subnormal: 0 */
+		return (uint16_t)sign;
+	{
+		/* a subnormal half: the significand in units of 2^-24 */
+		uint32_t m = (a & 0x7fffffu) | 0x800000u, shift = 126u - (a >> 23);
+		uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+
+		if (rem > half || (rem == half && (q & 1u)))
+			q++;
+		return (uint16_t)(sign | q);
+	}
+}
+
+float atb_fp16_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+
+	if (e == 0) {
+		float v = (float)m * 0x1p-24f;   /* exact: 10 bits */
+
+		return sign ? -v : v;
+	}
+	if (e == 31)
+		return bits_float(sign | 0x7f800000u | (m << 13));
+	return bits_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint16_t atb_bf16_from_float(float x)
+{
+	uint32_t u = float_bits(x);
+
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	/* Round to nearest even on the low 16 bits; a carry into the exponent
+	 * is right, and the largest finite numbers round up to infinity. */
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float atb_bf16_to_float(uint16_t h)
+{
+	return bits_float((uint32_t)h << 16);
 }
 
 static const char *const backend_names[] = {"cpu", "cuda"};
@@ -391,7 +496,7 @@ static enum atb_status parse_buffers(const json_t *a, struct atb_runner_job *j,
 				return st;
 		}
 		/* Integer inputs are often indices or shapes: adversarial only on request. */
-		rb->adversarial = rb->dtype == ATB_DTYPE_FP32 || rb->dtype == ATB_DTYPE_FP64;
+		rb->adversarial = atb_dtype_is_real(rb->dtype);
 		adv = json_object_get(b, "adversarial");
 		if (adv) {
 			if (!json_is_boolean(adv))

@@ -431,7 +431,7 @@ static const struct {
 	int is_int;
 } dtypes[] = {
 	{"fp32", 4, 0}, {"fp64", 8, 0}, {"int32", 4, 1}, {"int64", 8, 1},
-	{"int8", 1, 1}, {"uint8", 1, 1},
+	{"int8", 1, 1}, {"uint8", 1, 1}, {"fp16", 2, 0}, {"bf16", 2, 0},
 };
 
 static enum atb_status parse_generator(struct loader *L, struct fy_node *map, const char *bpath,
@@ -538,14 +538,14 @@ static enum atb_status parse_buffers(struct loader *L, struct fy_node *seq)
 		if (!(n = get(item, "dtype")))
 			return bad(L, item, p2, "missing field 'dtype'");
 		if ((st = scalar_buf(L, n, p2, b->dtype, sizeof(b->dtype))))
-			return bad(L, n, p2, "bad dtype: expected fp32, fp64, int32, int64, int8 "
-				   "or uint8");
+			return bad(L, n, p2, "bad dtype: expected fp32, fp64, fp16, bf16, int32, "
+				   "int64, int8 or uint8");
 		for (k = 0; k < sizeof(dtypes) / sizeof(dtypes[0]); k++)
 			if (!strcmp(dtypes[k].name, b->dtype))
 				b->elem_bytes = dtypes[k].bytes;
 		if (!b->elem_bytes)
-			return bad(L, n, p2, "bad dtype '%s': expected fp32, fp64, int32, int64, "
-				   "int8 or uint8", b->dtype);
+			return bad(L, n, p2, "bad dtype '%s': expected fp32, fp64, fp16, bf16, "
+				   "int32, int64, int8 or uint8", b->dtype);
 		snprintf(p2, sizeof(p2), "%s.role", path);
 		if (!(n = get(item, "role")))
 			return bad(L, item, p2, "missing field 'role'");

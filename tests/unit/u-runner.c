@@ -822,3 +822,158 @@ Test(runner, check_samples_event_has_throttled_only_when_given)
 			 "baseline");
 	cr_expect_eq(json_object_size(ev), json_object_size(json_array_get(emitted, 0)) + 1);
 }
+
+/* ---- fp16 and bf16 ------------------------------------------------------- */
+
+Test(runner, fp16_conversion_is_exact_on_known_values)
+{
+	cr_expect_eq(atb_fp16_from_float(1.0f), 0x3c00);
+	cr_expect_eq(atb_fp16_from_float(-2.5f), 0xc100);
+	cr_expect_eq(atb_fp16_from_float(65504.0f), 0x7bff);   /* largest finite */
+	cr_expect_eq(atb_fp16_from_float(65519.99f), 0x7bff);
+	cr_expect_eq(atb_fp16_from_float(65520.0f), 0x7c00);   /* the tie goes to even: inf */
+	cr_expect_eq(atb_fp16_from_float(-INFINITY), 0xfc00);
+	cr_expect_eq(atb_fp16_from_float(0x1p-14f), 0x0400);   /* smallest normal */
+	cr_expect_eq(atb_fp16_from_float(0x1p-24f), 0x0001);   /* smallest subnormal */
+	cr_expect_eq(atb_fp16_from_float(1023 * 0x1p-24f), 0x03ff);
+	cr_expect_eq(atb_fp16_from_float(0x1p-25f), 0x0000);   /* tie: to even 0 */
+	cr_expect_eq(atb_fp16_from_float(-0x1p-25f), 0x8000);
+	cr_expect_eq(atb_fp16_from_float(0x1.8p-25f), 0x0001);
+	cr_expect_eq(atb_fp16_from_float(3 * 0x1p-25f), 0x0002);   /* tie 1.5 ulp: to 2 */
+	cr_expect_eq(atb_fp16_from_float(1023.5f * 0x1p-24f), 0x0400); /* rounds up to normal */
+	cr_expect_eq(atb_fp16_from_float(1.0f + 0x1p-11f), 0x3c00);     /* tie: to even */
+	cr_expect_eq(atb_fp16_from_float(1.0f + 3 * 0x1p-11f), 0x3c02); /* tie: to even */
+	cr_expect_eq(atb_fp16_from_float(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);
+	cr_expect_eq(atb_fp16_from_float(2047.5f), 0x6800);   /* 2048: carry into the exponent */
+	cr_expect_eq(atb_fp16_from_float(NAN), ATB_FP16_QNAN);
+	cr_expect_eq(atb_fp16_to_float(0x3c00), 1.0f);
+	cr_expect_eq(atb_fp16_to_float(0xc100), -2.5f);
+	cr_expect_eq(atb_fp16_to_float(0x7bff), 65504.0f);
+	cr_expect_eq(atb_fp16_to_float(0x0001), 0x1p-24f);
+	cr_expect_eq(atb_fp16_to_float(0x83ff), -1023 * 0x1p-24f);
+	cr_expect(isinf(atb_fp16_to_float(0x7c00)));
+	cr_expect(isnan(atb_fp16_to_float(ATB_FP16_QNAN)));
+}
+
+Test(runner, bf16_conversion_is_exact_on_known_values)
+{
+	cr_expect_eq(atb_bf16_from_float(1.0f), 0x3f80);
+	cr_expect_eq(atb_bf16_from_float(-2.5f), 0xc020);
+	cr_expect_eq(atb_bf16_from_float(65504.0f), 0x4780);   /* 65536: 8 bits of significand */
+	cr_expect_eq(atb_bf16_from_float(1.0f + 0x1p-8f), 0x3f80);      /* tie: to even */
+	cr_expect_eq(atb_bf16_from_float(1.0f + 3 * 0x1p-8f), 0x3f82);  /* tie: to even */
+	cr_expect_eq(atb_bf16_from_float(1.0f + 0x1p-8f + 0x1p-23f), 0x3f81);
+	cr_expect_eq(atb_bf16_from_float(0x1.fffffep127f), 0x7f80);     /* rounds to inf */
+	cr_expect_eq(atb_bf16_from_float(0x1p-130f), 0x0008);           /* a subnormal */
+	cr_expect_eq(atb_bf16_from_float(NAN), ATB_BF16_QNAN);
+	cr_expect_eq(atb_bf16_to_float(0x3f80), 1.0f);
+	cr_expect_eq(atb_bf16_to_float(0xc020), -2.5f);
+	cr_expect(isnan(atb_bf16_to_float(ATB_BF16_QNAN)));
+}
+
+Test(runner, half_types_round_trip_every_pattern)
+{
+	unsigned h;
+
+	for (h = 0; h < 0x10000u; h++) {
+		float f = atb_fp16_to_float((uint16_t)h), g = atb_bf16_to_float((uint16_t)h);
+
+		if (isnan(f))
+			cr_assert(isnan(atb_fp16_to_float(atb_fp16_from_float(f))));
+		else
+			cr_assert_eq(atb_fp16_from_float(f), h, "fp16 %#x", h);
+		if (isnan(g))
+			cr_assert(isnan(atb_bf16_to_float(atb_bf16_from_float(g))));
+		else
+			cr_assert_eq(atb_bf16_from_float(g), h, "bf16 %#x", h);
+	}
+	cr_expect_eq(atb_dtype_size(ATB_DTYPE_FP16), 2);
+	cr_expect_eq(atb_dtype_size(ATB_DTYPE_BF16), 2);
+	cr_expect_eq(atb_dtype_unit_roundoff(ATB_DTYPE_FP16), 0x1p-11);
+	cr_expect_eq(atb_dtype_unit_roundoff(ATB_DTYPE_BF16), 0x1p-8);
+}
+
+/* check_job with a -> fp16, b -> bf16 and y -> fp16: same seeds per buffer index. */
+static struct atb_runner_job *half_job_parse(void)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	char text[sizeof(check_job) + 8], *p;
+
+	memcpy(text, check_job, sizeof(check_job));
+	p = strstr(text, "\"fp32\",\"role\":\"in\"");
+	memcpy(p, "\"fp16\"", 6);
+	p = strstr(text, "\"fp64\",\"role\":\"inout\"");
+	memcpy(p, "\"bf16\"", 6);
+	p = strstr(text, "\"fp32\",\"role\":\"out\"");
+	memcpy(p, "\"fp16\"", 6);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	cr_assert_eq(job->buffers[0].dtype, ATB_DTYPE_FP16);
+	cr_assert_eq(job->buffers[1].dtype, ATB_DTYPE_BF16);
+	cr_assert(job->buffers[0].adversarial, "half types are reals: adversarial by default");
+	return job;
+}
+
+/*
+ * fp16 and bf16 inputs are the fp32 draws of the same coordinates rounded
+ * to nearest even (the fp32 values pinned in check_inputs_are_pinned,
+ * rounded by numpy's float16 and by hand): pinned like them.
+ */
+Test(runner, half_inputs_are_pinned)
+{
+	struct atb_runner_job *job = half_job_parse();
+	struct runner_bufs x;
+
+	cr_assert_eq(runner_bufs_alloc(&x, job, &job->sets[0]), 0);
+	cr_expect_eq(x.bytes[0], 5 * 2);
+	cr_assert_eq(runner_gen_inputs(&x, job, &job->sets[0], 42, 0, -1, RUNNER_STREAM_CHECK), 0);
+	cr_expect_eq(((uint16_t *)x.p[0])[0], 0x3920);   /* 0x1.47e774p-1 */
+	cr_expect_eq(((uint16_t *)x.p[0])[4], 0x2fe1);   /* 0x1.f834b4p-4 */
+	cr_expect_eq(((uint16_t *)x.p[1])[0], 0x4017);   /* 0x1.2e59d883439fbp+1 */
+	cr_expect_eq(((uint16_t *)x.p[1])[4], 0x410d);   /* 0x1.1a49751dccefcp+3 */
+	cr_expect_eq(((int32_t *)x.p[2])[0], 13);
+	cr_assert_eq(runner_gen_inputs(&x, job, &job->sets[0], 42, 0, 0, RUNNER_STREAM_CHECK), 0);
+	cr_expect_eq(((uint16_t *)x.p[0])[0], 0x383e);   /* 0x1.0f91ecp-1 */
+	cr_expect_eq(((uint16_t *)x.p[0])[4], 0x2e0e);   /* 0x1.838204p-4 */
+	cr_expect_eq(((uint16_t *)x.p[1])[0], 0x3ed2);   /* 0x1.a49c0108p-2 */
+	cr_expect_eq(((uint16_t *)x.p[1])[4], 0x3e90);   /* 0x1.1f760148p-2 */
+	runner_bufs_free(&x);
+	atb_runner_job_free(job);
+}
+
+Test(runner, half_poison_is_the_quiet_nan_and_fails_the_compare)
+{
+	struct atb_runner_job *job = half_job_parse();
+	struct runner_bufs x, ref;
+	uint16_t r[3] = {0x3c00, 0x3c00, 0x3c00}, g[3] = {0x3c01, 0x3e00, ATB_FP16_QNAN};
+	uint16_t br[2] = {0x3f80, 0x3f80}, bg[2] = {0x3f81, ATB_BF16_QNAN};
+	struct runner_cmp c;
+	size_t i;
+
+	cr_assert_eq(runner_bufs_alloc(&x, job, &job->sets[1]), 0);
+	cr_assert_eq(runner_bufs_alloc(&ref, job, &job->sets[1]), 0);
+	runner_poison_outputs(&x, job, &job->sets[1]);
+	for (i = 0; i < 9; i++) {
+		cr_assert_eq(((uint16_t *)x.p[4])[i], ATB_FP16_QNAN);
+		cr_assert(isnan(runner_elem(x.p[4], ATB_DTYPE_FP16, i)));
+		((uint16_t *)ref.p[4])[i] = 0x3c00;
+	}
+	runner_compare(ref.p[4], x.p[4], ATB_DTYPE_FP16, 9, 1e-2, 1e-2, &c);
+	cr_expect_eq(c.nbad, 9);
+	cr_expect_eq(c.nnan, 9);
+	/* 1 + 2^-10 is within 0.01 + 0.01 of 1; 1.5 is not; NaN is not */
+	runner_compare(r, g, ATB_DTYPE_FP16, 3, 1e-2, 1e-2, &c);
+	cr_expect_eq(c.nbad, 2);
+	cr_expect_eq(c.first_bad, 1);
+	cr_expect_eq(c.bad_got, 1.5);
+	cr_expect_eq(c.nnan, 1);
+	runner_compare(br, bg, ATB_DTYPE_BF16, 2, 2e-2, 2e-2, &c);
+	cr_expect_eq(c.nbad, 1);
+	cr_expect_eq(c.first_bad, 1);
+	cr_expect_eq(runner_poison_word32(ATB_DTYPE_FP16), 0x7e007e00u);
+	cr_expect_eq(runner_poison_word32(ATB_DTYPE_BF16), 0x7fc07fc0u);
+	cr_expect_eq(runner_poison_word32(ATB_DTYPE_FP32), 0x7fc00000u);
+	runner_bufs_free(&x);
+	runner_bufs_free(&ref);
+	atb_runner_job_free(job);
+}
