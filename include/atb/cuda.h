@@ -102,6 +102,12 @@ enum atb_status atb_cuda_h2d(struct atb_cuda *c, uint64_t dst, const void *src, 
 			     struct atb_error *err);
 enum atb_status atb_cuda_d2h(struct atb_cuda *c, void *dst, uint64_t src, size_t bytes,
 			     struct atb_error *err);
+/*
+ * Device-to-device copy of bytes on the runner's stream, asynchronous (the
+ * GPU floor times it with events).  Errors: ATB_ERR_SYSTEM.
+ */
+enum atb_status atb_cuda_d2d_async(struct atb_cuda *c, uint64_t dst, uint64_t src, size_t bytes,
+				   struct atb_error *err);
 enum atb_status atb_cuda_memset8(struct atb_cuda *c, uint64_t dst, unsigned char value,
 				 size_t bytes, struct atb_error *err);
 enum atb_status atb_cuda_memset32(struct atb_cuda *c, uint64_t dst, uint32_t value,

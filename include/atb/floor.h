@@ -12,11 +12,19 @@
  * AVX-512, AVX2+FMA or the baseline ISA at run time), the best of several
  * repetitions.
  *
+ * On a GPU (tasks of kind cuda) the same two numbers come from the device:
+ * atb_floor_measure_gpu times a large device-to-device copy (bytes read plus
+ * written) and large GEMMs through cuBLAS (loaded with dlopen at run time,
+ * like libcuda) in fp32, fp16 and bf16, and atb_floor_gpu_caps turns them
+ * into the caps the gate uses (docs/internals/gates.md says why the highest
+ * rate of any precision, with headroom, bounds every task).
+ *
  * Does not: decide verdicts (gates do), touch the store, or print.
  */
 #ifndef ATB_FLOOR_H
 #define ATB_FLOOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "atb/status.h"
@@ -44,5 +52,58 @@ enum atb_status atb_floor_measure_cpu(uint64_t work_bytes, struct atb_floor_caps
  * 0 when both are 0 or caps are unknown.
  */
 double atb_floor_ns(const struct atb_floor_caps *caps, int64_t bytes, int64_t flops);
+
+/* ---- the GPU ---- */
+
+/* Capability kinds of device ordinal N in the store's box_capability table. */
+#define ATB_FLOOR_GPU_KIND_MEM_BW "gpu%d_mem_bw_bytes_per_s"
+#define ATB_FLOOR_GPU_KIND_FP32 "gpu%d_peak_flops_per_s_fp32"
+#define ATB_FLOOR_GPU_KIND_FP16 "gpu%d_peak_flops_per_s_fp16"
+#define ATB_FLOOR_GPU_KIND_BF16 "gpu%d_peak_flops_per_s_bf16"
+
+/*
+ * A measured GEMM rate is what cuBLAS reaches, not what the tensor cores
+ * can: a candidate may beat cuBLAS on its shape.  The flops cap the gate
+ * uses is the highest measured rate of any precision times this headroom,
+ * so the floor never refuses an honest kernel that is faster than cuBLAS
+ * (cuBLAS reaches well over 1/2 of the tensor cores' rate on large GEMMs).
+ */
+#define ATB_FLOOR_GPU_GEMM_HEADROOM 2.0
+
+struct atb_floor_gpu {
+	int ordinal;
+	char device[128];
+	/* best device-to-device copy: 2 x bytes per second (read + write) */
+	double copy_bw_bytes_per_s;
+	/* 2 x memory clock x bus width, from the driver's attributes; 0 unknown */
+	double attr_bw_bytes_per_s;
+	/* best GEMM rates through cuBLAS, 2 flops per multiply-add; 0 when
+	   cuBLAS could not be loaded or the call failed (why in cublas_why) */
+	double gemm_flops_per_s_fp32;   /* cublasSgemm, default math (no TF32) */
+	double gemm_flops_per_s_fp16;   /* cublasGemmEx fp16 in, fp32 compute */
+	double gemm_flops_per_s_bf16;   /* cublasGemmEx bf16 in, fp32 compute */
+	char cublas_why[160];
+	char method[384];
+};
+
+/*
+ * Measure device `ordinal`: memory bandwidth (cuMemcpyDtoDAsync of
+ * copy_bytes, 0: 1 GiB or an eighth of the device memory, timed with events,
+ * best of 10) and GEMM peaks (m = n = k = 8192, best of 5 after a warm-up).
+ * About a second on an H200.  A missing cuBLAS is not an error: the GEMM
+ * rates stay 0 and cublas_why says why.  Errors: those of atb_cuda_open
+ * (ATB_ERR_NOT_FOUND: no cuda driver), ATB_ERR_NOMEM (device memory),
+ * ATB_ERR_SYSTEM (a driver call failed, named).
+ */
+enum atb_status atb_floor_measure_gpu(int ordinal, uint64_t copy_bytes, struct atb_floor_gpu *out,
+				      struct atb_error *err);
+
+/*
+ * The caps the physical floor uses on the GPU: bandwidth the larger of the
+ * measured copy and the attribute figure; peak the highest GEMM rate of any
+ * precision times ATB_FLOOR_GPU_GEMM_HEADROOM (0: unknown, so the flops term
+ * of the floor is not applied).  method says which.
+ */
+void atb_floor_gpu_caps(const struct atb_floor_gpu *g, struct atb_floor_caps *out);
 
 #endif

@@ -40,7 +40,9 @@ struct atb_knob_assignment;
 #define ATB_GATE_RESULT_REUSE "result_reuse"
 #define ATB_GATE_PHYSICAL_FLOOR "physical_floor"
 #define ATB_GATE_BASELINE_DRIFT "baseline_drift"
-#define ATB_GATE_NOISE "noise"              /* cross-run CV over the cap after re-runs */
+#define ATB_GATE_NOISE "noise"              /* cross-run CV over the cap, or throttling */
+#define ATB_GATE_SIDE_STREAM "side_stream"  /* cuda: work escaping the timed window */
+#define ATB_GATE_OUTPUT_ALIASING "output_aliasing" /* cuda: an output overlaps a buffer */
 #define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
 
 enum atb_measure_verdict {
@@ -86,6 +88,9 @@ struct atb_measure_outcome {
 	double baseline_alone_median_ns;
 	double floor_ns;           /* the physical floor of one call; 0: unknown */
 	double drift_ratio;        /* baseline beside / baseline alone; 0: not measured */
+	/* cuda: share of timed trials the runner marked throttled (NVML), the
+	   worst job-1 run; 0 on the cpu */
+	double throttled_share;
 	int attempts;              /* job-1 runs (re-runs for noise, PROTO: stats.cv_cap) */
 	char note[512];            /* e.g. the naive baseline failed (a task bug); "" none */
 	double build_s, run_s;     /* wall time spent building, measuring */
@@ -99,17 +104,23 @@ struct atb_measure_outcome {
  * (out->verdict says it); an error status only when it could not be
  * recorded (store, i/o, out of memory), or before anything ran:
  * ATB_ERR_USAGE (knobs not the task's, no work_dir, seeds over 2^62),
- * ATB_ERR_NOT_FOUND (no atb-runner), ATB_ERR_SCHEMA (a task the cpu runner
- * cannot run, e.g. an int8 buffer).
+ * ATB_ERR_NOT_FOUND (no atb-runner), ATB_ERR_SCHEMA (a task the runner
+ * cannot run, e.g. an int8 buffer).  A task of kind cuda runs on the
+ * runner's cuda backend ("backend": "cuda" in both jobs).
  *
  * The gates, in order (each a rejection "gate:<id>" with detail JSON):
  * surface (folder contents; hashes of the protocol folder, the task folder,
  * atb-runner and the built baseline/naive objects before and after every
  * runner), build (compiler log tail kept), runner (signal, timeout, error
  * event, malformed line; stderr tail kept), input_mutation, correctness,
- * result_reuse, physical_floor (any per-seed candidate median below
+ * output_aliasing (cuda), result_reuse, side_stream (cuda: the runner saw
+ * the candidate's work finish after its timed window), noise for
+ * throttling (cuda: more than ATBI_THROTTLE_MAX_SHARE, 10%, of a job's timed
+ * trials marked throttled by NVML; job 1 re-run within the same bounds as
+ * the cv), physical_floor (any per-seed candidate median below
  * margin x floor; bandwidth and peak from the store's box capabilities,
- * measured with atb_floor_measure_cpu on first use), then the cv against
+ * measured on first use with atb_floor_measure_cpu, or for kind cuda with
+ * atb_floor_measure_gpu and stored as "gpu0_*" kinds), then the cv against
  * stats.cv_cap with up to 2 re-runs of job 1, baseline_drift (job 2: the
  * baseline alone in a separate fresh runner), noise, and finally the
  * store's validator, whose anomaly breaker quarantines.  A naive baseline

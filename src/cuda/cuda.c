@@ -64,6 +64,7 @@ static enum atb_status load_symbols(void)
 	SYM(cuMemFree, "cuMemFree_v2");
 	SYM(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
 	SYM(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+	SYM(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
 	SYM(cuMemsetD8Async, "cuMemsetD8Async");
 	SYM(cuMemsetD32Async, "cuMemsetD32Async");
 	SYM(cuEventCreate, "cuEventCreate");
@@ -287,6 +288,15 @@ enum atb_status atb_cuda_d2h(struct atb_cuda *c, void *dst, uint64_t src, size_t
 		return ATB_OK;
 	ATB_CU(cuMemcpyDtoHAsync(dst, src, bytes, c->stream), err);
 	ATB_CU(cuStreamSynchronize(c->stream), err);
+	return ATB_OK;
+}
+
+enum atb_status atb_cuda_d2d_async(struct atb_cuda *c, uint64_t dst, uint64_t src, size_t bytes,
+				   struct atb_error *err)
+{
+	if (!bytes)
+		return ATB_OK;
+	ATB_CU(cuMemcpyDtoDAsync(dst, src, bytes, c->stream), err);
 	return ATB_OK;
 }
 

@@ -56,6 +56,7 @@ struct cudrv {
 	cu_result (*cuMemFree)(cu_dptr);
 	cu_result (*cuMemcpyHtoDAsync)(cu_dptr, const void *, size_t, cu_handle);
 	cu_result (*cuMemcpyDtoHAsync)(void *, cu_dptr, size_t, cu_handle);
+	cu_result (*cuMemcpyDtoDAsync)(cu_dptr, cu_dptr, size_t, cu_handle);
 	cu_result (*cuMemsetD8Async)(cu_dptr, unsigned char, size_t, cu_handle);
 	cu_result (*cuMemsetD32Async)(cu_dptr, unsigned, size_t, cu_handle);
 	cu_result (*cuEventCreate)(cu_handle *, unsigned);

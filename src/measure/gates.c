@@ -304,6 +304,24 @@ void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t
 			 jstr(ev, "input"));
 		st->mutation_event = json_deep_copy(ev);
 	}
+	if (json_array_size(json_object_get(json_object_get(gates, "output_aliasing"), "overlaps")) &&
+	    !st->aliasing) {
+		const json_t *o = json_array_get(json_object_get(json_object_get(gates,
+							"output_aliasing"), "overlaps"), 0);
+		const char *a = json_string_value(json_array_get(o, 0));
+		const char *b = json_string_value(json_array_get(o, 1));
+
+		st->aliasing = 1;
+		snprintf(st->aliasing_reason, sizeof(st->aliasing_reason),
+			 "the candidate's output '%s' overlaps buffer '%s' on seed %lld, set '%s', "
+			 "input '%s'", a ? a : "?", b ? b : "?",
+			 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "set"),
+			 jstr(ev, "input"));
+		st->aliasing_event = json_deep_copy(ev);
+	}
+	if (pass && json_is_true(json_object_get(reuse, "checked")) &&
+	    !json_is_true(json_object_get(reuse, "follows_inputs")) && !st->wrong)
+		st->reuse_before_wrong = 1;
 	if (!pass && !st->wrong) {
 		st->wrong = 1;
 		describe_bad(ev, st->wrong_reason, sizeof(st->wrong_reason));
@@ -345,10 +363,18 @@ const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *s
 		*event = st->mutation_event;
 		return ATB_GATE_INPUT_MUTATION;
 	}
+	if (st->aliasing) {
+		*reason = st->aliasing_reason;
+		*event = st->aliasing_event;
+		return ATB_GATE_OUTPUT_ALIASING;
+	}
 	/* right on fresh buffers, wrong when old buffers get new contents: that
 	   is a cache, the precise diagnosis (the stale cache also makes some
-	   plain checks fail); other reuse failures are a wrong kernel's */
-	if (st->reuse && st->reuse_same_buffers) {
+	   plain checks fail); so is a reuse fact before any wrong output (right,
+	   then wrong on the same inputs in other buffers: it read an earlier
+	   call's result, or the poison where that result used to be); other
+	   reuse failures are a wrong kernel's */
+	if (st->reuse && (st->reuse_same_buffers || st->reuse_before_wrong)) {
 		*reason = st->reuse_reason;
 		*event = st->reuse_event;
 		return ATB_GATE_RESULT_REUSE;
@@ -375,7 +401,31 @@ void atbi_correctness_release(struct atbi_correctness_state *st)
 	json_decref(st->mutation_event);
 	json_decref(st->wrong_event);
 	json_decref(st->reuse_event);
+	json_decref(st->aliasing_event);
 	memset(st, 0, sizeof(*st));
+}
+
+/* ---- cuda: side stream and throttling ---- */
+
+int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size)
+{
+	if (strcmp(jstr(ev, "event"), "side_stream") || strcmp(jstr(ev, "arm"), "candidate") ||
+	    !json_is_true(json_object_get(ev, "escaped")))
+		return 0;
+	snprintf(why, why_size,
+		 "the candidate left work running after its timed window on seed %lld: the device "
+		 "was busy %lld ns more after the runner's stream finished (window %lld ns); work on "
+		 "another stream escapes the timing",
+		 (long long)json_integer_value(json_object_get(ev, "seed")),
+		 (long long)json_integer_value(json_object_get(ev, "device_extra_ns")),
+		 (long long)json_integer_value(json_object_get(ev, "event_ns")));
+	return 1;
+}
+
+int atbi_gate_throttle(size_t throttled, size_t total, double max_share, double *share)
+{
+	*share = total ? (double)throttled / (double)total : 0;
+	return *share > max_share;
 }
 
 /* ---- floor and drift ---- */

@@ -70,6 +70,10 @@ struct job_result {
 	struct atbi_correctness_state corr;
 	json_t *env, *done;
 	struct atb_runner_outcome ro;
+	/* cuda: timed trials, those NVML saw throttled, the candidate's first
+	   side-stream escape (owned copy) */
+	size_t trials, throttled_trials;
+	json_t *side_event;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -94,6 +98,7 @@ struct measure {
 	struct atbi_hash_set before;
 	json_t *build_info;
 	size_t cur_seed_done;           /* for progress */
+	int cuda;                       /* task kind cuda: the runner's cuda backend */
 };
 
 static void progress(struct measure *m, const char *phase)
@@ -276,6 +281,8 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	snprintf(id, sizeof(id), "%s%s", m->out->job_uuid, alone ? "-alone" : "");
 	json_object_set_new(job, "id", json_string(id));
 	json_object_set_new(job, "abi", json_integer(1));
+	if (m->cuda)
+		json_object_set_new(job, "backend", json_string("cuda"));
 	json_object_set_new(job, "reference", json_string("baseline"));
 	json_object_set_new(job, "arms", ja);
 	json_object_set_new(job, "buffers", jb);
@@ -326,6 +333,11 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		r->done = json_deep_copy(ev);
 	} else if (!strcmp(kind, "correctness")) {
 		atbi_gate_correctness_event(&r->corr, ev);
+	} else if (!strcmp(kind, "side_stream")) {
+		char why[8];
+
+		if (!r->side_event && atbi_gate_side_stream(ev, why, sizeof(why)))
+			r->side_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "samples")) {
 		const char *arm = json_string_value(json_object_get(ev, "arm"));
 		const json_t *t = json_object_get(ev, "times_ns");
@@ -346,6 +358,10 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		if (k == c->m->nseeds)
 			return ATB_OK;
 		sd = &r->arm[a][k];
+		/* PROTO: timing (cuda) -- NVML saw a throttle reason around this group */
+		r->trials += json_array_size(t);
+		if (json_is_true(json_object_get(ev, "throttled")))
+			r->throttled_trials += json_array_size(t);
 		for (i = 0; i < json_array_size(t); i++) {
 			double v = json_number_value(json_array_get(t, i));
 
@@ -386,6 +402,7 @@ static void job_result_release(struct job_result *r)
 	atbi_correctness_release(&r->corr);
 	json_decref(r->env);
 	json_decref(r->done);
+	json_decref(r->side_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -517,6 +534,26 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
 		      err);
 }
 
+/* Gate "noise" for a job whose timed trials NVML saw throttled too often. */
+static enum atb_status reject_throttled(struct measure *m, const char *which,
+					const struct job_result *r, double share,
+					struct atb_error *err)
+{
+	char why[512];
+
+	snprintf(why, sizeof(why),
+		 "the gpu was throttled during %.1f%% of the timed trials of %s (%zu of %zu; "
+		 "at most %.0f%%) after %d runs: clocks changed under the measurement",
+		 100 * share, which, r->throttled_trials, r->trials, 100 * ATBI_THROTTLE_MAX_SHARE,
+		 m->out->attempts);
+	return reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+		      json_pack("{s:s, s:s, s:f, s:I, s:I, s:f, s:i}", "cause", "throttling", "job",
+				which, "throttled_share", share, "throttled_trials",
+				(json_int_t)r->throttled_trials, "trials", (json_int_t)r->trials,
+				"max_share", ATBI_THROTTLE_MAX_SHARE, "attempts", m->out->attempts),
+		      err);
+}
+
 /* Per-seed medians of every arm that ran; refuses a seed without samples. */
 static int medians(struct measure *m, struct job_result *r, char *why, size_t size)
 {
@@ -544,6 +581,81 @@ static int medians(struct measure *m, struct job_result *r, char *why, size_t si
 
 /* ---- the physical floor's caps: cached per box ---- */
 
+static void gpu_kind(char *buf, size_t size, const char *fmt, int ordinal)
+{
+	/* fmt is one of the ATB_FLOOR_GPU_KIND_* literals: a single %d */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(buf, size, fmt, ordinal);
+#pragma GCC diagnostic pop
+}
+
+/*
+ * The GPU's caps (device 0: the runner's), from the store or measured here
+ * on first use and stored.  No cuda driver in the harness: the floor stays
+ * unknown (0) and the runner's own no_cuda refusal says why.  A box without
+ * cuBLAS stores no GEMM rates: the flops term is off (never a made-up peak).
+ */
+static enum atb_status gpu_floor_caps(struct measure *m, struct atb_floor_caps *caps,
+				      struct atb_error *err)
+{
+	static const char *const kinds[4] = {ATB_FLOOR_GPU_KIND_MEM_BW, ATB_FLOOR_GPU_KIND_FP32,
+					     ATB_FLOOR_GPU_KIND_FP16, ATB_FLOOR_GPU_KIND_BF16};
+	struct atb_floor_gpu g;
+	struct atb_error e2;
+	double v[4] = {0, 0, 0, 0};
+	char kind[64];
+	enum atb_status st;
+	int i;
+
+	memset(&g, 0, sizeof(g));
+	atb_error_clear(&e2);
+	for (i = 0; i < 4; i++) {
+		gpu_kind(kind, sizeof(kind), kinds[i], 0);
+		st = atb_store_capability_get(m->store, m->fingerprint, kind, &v[i],
+					      i ? NULL : g.method, i ? 0 : sizeof(g.method), &e2);
+		if (st == ATB_ERR_NOT_FOUND && i == 0)
+			break;
+		if (st && st != ATB_ERR_NOT_FOUND) {
+			*err = e2;
+			return st;
+		}
+	}
+	if (v[0] > 0) {
+		/* the stored copy rate already is the larger of copy and attributes */
+		g.copy_bw_bytes_per_s = v[0];
+		g.gemm_flops_per_s_fp32 = v[1];
+		g.gemm_flops_per_s_fp16 = v[2];
+		g.gemm_flops_per_s_bf16 = v[3];
+		atb_floor_gpu_caps(&g, caps);
+		return ATB_OK;
+	}
+	progress(m, "floor (gpu)");
+	st = atb_floor_measure_gpu(0, 0, &g, &e2);
+	if (st == ATB_ERR_NOT_FOUND || st == ATB_ERR_SYSTEM) {
+		snprintf(caps->method, sizeof(caps->method), "no gpu floor: %.140s", e2.msg);
+		return ATB_OK;
+	}
+	if (st) {
+		*err = e2;
+		return st;
+	}
+	atb_floor_gpu_caps(&g, caps);
+	v[0] = caps->mem_bw_bytes_per_s;
+	v[1] = g.gemm_flops_per_s_fp32;
+	v[2] = g.gemm_flops_per_s_fp16;
+	v[3] = g.gemm_flops_per_s_bf16;
+	for (i = 0; i < 4; i++) {
+		if (!(v[i] > 0))
+			continue;
+		gpu_kind(kind, sizeof(kind), kinds[i], 0);
+		if ((st = atb_store_capability_put(m->store, m->fingerprint, kind, v[i], g.method,
+						   err)))
+			return st;
+	}
+	return ATB_OK;
+}
+
 static enum atb_status floor_caps(struct measure *m, struct atb_floor_caps *caps,
 				  struct atb_error *err)
 {
@@ -551,6 +663,8 @@ static enum atb_status floor_caps(struct measure *m, struct atb_floor_caps *caps
 	enum atb_status st, s2;
 
 	memset(caps, 0, sizeof(*caps));
+	if (m->cuda)
+		return gpu_floor_caps(m, caps, err);
 	atb_error_clear(&e2);
 	st = atb_store_capability_get(m->store, m->fingerprint, ATB_CAPABILITY_CPU_MEM_BW,
 				      &caps->mem_bw_bytes_per_s, caps->method, sizeof(caps->method),
@@ -676,6 +790,12 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 				      "baseline_alone_median_ns",
 				      jreal(m->out->baseline_alone_median_ns)));
 	json_object_set(o, "build", m->build_info);
+	if (m->cuda)
+		json_object_set_new(o, "gpu",
+				    json_pack("{s:f, s:f, s:O?}", "throttled_share",
+					      m->out->throttled_share, "throttled_max_share",
+					      ATBI_THROTTLE_MAX_SHARE, "side_stream_escapes",
+					      json_object_get(j1->done, "side_stream_escapes")));
 	json_object_set_new(o, "runner", j1->env ? json_deep_copy(j1->env) : json_null());
 	json_object_set_new(o, "runner_alone", j2->env ? json_deep_copy(j2->env) : json_null());
 	if (m->out->note[0])
@@ -889,6 +1009,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	m->store = store;
 	m->p = p;
 	m->task = task;
+	m->cuda = task->kind && !strcmp(task->kind, "cuda");
 	m->o = opts;
 	m->out = out;
 	m->nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
@@ -992,10 +1113,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	{
 		json_t *flags = json_array();
 
-		for (i = 0; flags && i < p->build.ncpu_flags; i++)
-			json_array_append_new(flags, json_string(p->build.cpu_flags[i]));
+		for (i = 0; flags && i < (m->cuda ? p->build.ncuda_flags : p->build.ncpu_flags); i++)
+			json_array_append_new(flags, json_string(m->cuda ? p->build.cuda_flags[i]
+								       : p->build.cpu_flags[i]));
 		m->build_info = json_pack("{s:s, s:o, s:s, s:s, s:f, s:s, s:s}", "compiler",
-					  p->build.cpu_compiler, "flags", flags ? flags : json_null(),
+					  m->cuda ? p->build.cuda_compiler : p->build.cpu_compiler,
+					  "flags", flags ? flags : json_null(),
 					  "knobs", m->knobs_text, "cflags", m->knobs.cflags, "build_s",
 					  out->build_s, "baseline_source", task->baseline.file,
 					  "candidate_source", task->surface[0]);
@@ -1069,6 +1192,31 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				goto done;
 			}
 		}
+		/* PROTO: gates side_stream -- work escaping the timed window (cuda) */
+		if (j1.side_event) {
+			atbi_gate_side_stream(j1.side_event, why, sizeof(why));
+			st = reject(m, ATB_GATE_SIDE_STREAM, ATB_ERR_CHECK, why,
+				    json_pack("{s:O, s:O?}", "event", j1.side_event,
+					      "side_stream_escapes",
+					      json_object_get(j1.done, "side_stream_escapes")),
+				    err);
+			goto done;
+		}
+		/* throttled samples: re-run within bounds, then refuse as noise */
+		{
+			double share;
+			int over = atbi_gate_throttle(j1.throttled_trials, j1.trials,
+						      ATBI_THROTTLE_MAX_SHARE, &share);
+
+			if (share > out->throttled_share)
+				out->throttled_share = share;
+			if (over && out->attempts < NOISE_ATTEMPTS)
+				continue;
+			if (over) {
+				st = reject_throttled(m, "job 1", &j1, share, err);
+				goto done;
+			}
+		}
 		out->candidate_median_ns = median_of_medians(j1.median[A_CAND], m->nseeds);
 		out->baseline_median_ns = median_of_medians(j1.median[A_BASE], m->nseeds);
 		out->naive_median_ns = m->with_naive ? median_of_medians(j1.median[A_NAIVE], m->nseeds)
@@ -1124,6 +1272,16 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			}
 			out->baseline_alone_median_ns = median_of_medians(j2.median[A_ALONE],
 									   m->nseeds);
+			{
+				double share;
+
+				if (atbi_gate_throttle(j2.throttled_trials, j2.trials,
+						       ATBI_THROTTLE_MAX_SHARE, &share)) {
+					st = reject_throttled(m, "job 2, baseline alone", &j2, share,
+							      err);
+					goto done;
+				}
+			}
 		}
 
 		/* 6. statistics: honest baseline vs candidate */

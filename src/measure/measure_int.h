@@ -61,10 +61,11 @@ ATBI_FUNC void atbi_hash_release(struct atbi_hash_set *hs);
 struct atbi_correctness_state {
 	size_t events, candidate_events, failures;
 	/* the candidate's first refusal of each kind (reason one line) */
-	int mutation, wrong, reuse;
+	int mutation, wrong, reuse, aliasing;
 	int reuse_same_buffers;  /* reuse failed at same_buffers_new_inputs */
-	char mutation_reason[512], wrong_reason[512], reuse_reason[512];
-	json_t *mutation_event, *wrong_event, *reuse_event;  /* owned copies */
+	int reuse_before_wrong;  /* a reuse fact came before any wrong output */
+	char mutation_reason[512], wrong_reason[512], reuse_reason[512], aliasing_reason[512];
+	json_t *mutation_event, *wrong_event, *reuse_event, *aliasing_event;  /* owned copies */
 	/* the naive arm failing: a task bug, never the candidate's fault */
 	int naive_wrong;
 	char naive_reason[512];
@@ -73,13 +74,39 @@ struct atbi_correctness_state {
 /* Judge one "correctness" event. */
 ATBI_FUNC void atbi_gate_correctness_event(struct atbi_correctness_state *st, const json_t *ev);
 /*
- * The candidate's refusal, in gate order (input_mutation, result_reuse when
- * it failed at same_buffers_new_inputs, correctness, other result_reuse): returns the gate id and fills reason / *event (borrowed),
- * or NULL when every fact passed.
+ * The candidate's refusal, in gate order: input_mutation, output_aliasing,
+ * result_reuse when it failed at same_buffers_new_inputs or when a reuse
+ * fact came before any wrong output (a kernel right on fresh buffers, then
+ * wrong on the same inputs in other buffers, depends on an earlier call: on
+ * the GPU a stale result in a recycled allocation reads back as the poison),
+ * correctness, other result_reuse.  Returns the gate id and fills reason /
+ * *event (borrowed), or NULL when every fact passed.
  */
 ATBI_FUNC const char *atbi_gate_correctness_verdict(const struct atbi_correctness_state *st,
 						    const char **reason, const json_t **event);
 ATBI_FUNC void atbi_correctness_release(struct atbi_correctness_state *st);
+
+/* ---- cuda: side stream and throttling ---- */
+
+/*
+ * PROTO: gates side_stream.  A "side_stream" event of the candidate arm
+ * with "escaped": 1 with the reason in why; 0 for any other event.
+ */
+ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size);
+
+/*
+ * The largest share of a job's timed trials that NVML may see throttled.
+ * TODO(protocol): move to the protocol as gates.throttle.max_share in its
+ * next version (v2 is being frozen for another key; protocol/ is not ours).
+ */
+#define ATBI_THROTTLE_MAX_SHARE 0.10
+
+/*
+ * 1 when throttled / total is over max_share (the job is noise); *share
+ * receives the share (0 when total is 0).
+ */
+ATBI_FUNC int atbi_gate_throttle(size_t throttled, size_t total, double max_share,
+				 double *share);
 
 /* ---- physical floor ---- */
 
