@@ -30,6 +30,7 @@ static const char measure_help[] =
 	"                   [--work-dir DIR] [--json]\n"
 	"\n"
 	"Measure one candidate against the task's honest baseline on this box,\n"
+	"on the CPU or, for a task of kind cuda, on GPU 0 (needs nvcc and a driver),\n"
 	"under the current frozen protocol, and record the outcome in the store\n"
 	"(--db PATH, $ATB_DB or ./atb.db; created if absent).  TASK is a bundled\n"
 	"task name or a task folder; CANDIDATE_DIR holds only the task's surface\n"
@@ -49,13 +50,19 @@ static const char measure_help[] =
 	"                  naive baseline) interleaved on the paired seeds; a\n"
 	"                  crash, timeout or garbled output rejects\n"
 	"  correctness, input_mutation, result_reuse   from the runner's facts\n"
+	"  output_aliasing (cuda) an output's device range overlaps another buffer\n"
+	"  side_stream     (cuda) the device was still busy with the candidate's\n"
+	"                  work after its timed window: work on another stream\n"
 	"  physical_floor  a per-seed median below margin x (bytes/bandwidth or\n"
 	"                  flops/peak) is impossible; bandwidth and peak are\n"
-	"                  measured once per box and cached in the store\n"
+	"                  measured once per box and cached in the store (on the\n"
+	"                  GPU: a device-to-device copy and cuBLAS GEMMs in fp32,\n"
+	"                  fp16 and bf16; without cuBLAS only the bytes term)\n"
 	"  baseline_drift  job 2 times the baseline alone in a second fresh\n"
 	"                  runner; beside the candidate it must take the same time\n"
-	"  noise           cross-run cv over the protocol's cap: job 1 is re-run\n"
-	"                  up to 2 more times, then rejected\n"
+	"  noise           cross-run cv over the protocol's cap, or (cuda) more\n"
+	"                  than 10% of the timed trials throttled (NVML): job 1 is\n"
+	"                  re-run up to 2 more times, then rejected\n"
 	"  anomaly_breaker a speedup >= 10x is quarantined for 'atb review'\n"
 	"\n"
 	"options:\n"
@@ -174,6 +181,8 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
 		json_object_set_new(v, "baseline_alone_median_ns", jnum(o->baseline_alone_median_ns));
 		json_object_set_new(v, "drift_ratio", jnum(o->drift_ratio));
+		if (task->kind && !strcmp(task->kind, "cuda"))
+			json_object_set_new(v, "throttled_share", jnum(o->throttled_share));
 		json_object_set_new(v, "floor_ns", jnum(o->floor_ns));
 		json_object_set_new(v, "build_s", jnum(o->build_s));
 		json_object_set_new(v, "run_s", jnum(o->run_s));
@@ -206,6 +215,9 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			       "%.0f ns (drift %.4f), floor %.0f ns\n",
 			       o->baseline_median_ns, o->candidate_median_ns,
 			       o->baseline_alone_median_ns, o->drift_ratio, o->floor_ns);
+			if (task->kind && !strcmp(task->kind, "cuda"))
+				printf("  throttled       %.1f%% of timed trials (at most 10%%)\n",
+				       100 * o->throttled_share);
 			printf("  result          #%" PRId64 "%s\n", o->result_id,
 			       o->verdict == ATB_MEASURE_QUARANTINED ? " (quarantined: see 'atb review')"
 								     : "");

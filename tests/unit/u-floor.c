@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Tests for the physical floor's box measurements and arithmetic. */
 #include <math.h>
+#include <string.h>
 
 #include <criterion/criterion.h>
 
@@ -50,4 +51,58 @@ Test(floor, allocation_failure_is_reported)
 		cr_assert_eq(atb_floor_measure_cpu(8u << 20, &c, &e), ATB_ERR_NOMEM, "k=%ld", k);
 	}
 	atb_alloc_fail_at(0);
+}
+
+/* The GPU caps: bandwidth the larger figure, peak the best precision with headroom. */
+Test(floor, gpu_caps_take_upper_bounds)
+{
+	struct atb_floor_gpu g = {0};
+	struct atb_floor_caps c;
+
+	g.copy_bw_bytes_per_s = 4.0e12;
+	g.attr_bw_bytes_per_s = 4.8e12;
+	g.gemm_flops_per_s_fp32 = 5.0e13;
+	g.gemm_flops_per_s_fp16 = 7.0e14;
+	g.gemm_flops_per_s_bf16 = 6.5e14;
+	atb_floor_gpu_caps(&g, &c);
+	cr_assert_float_eq(c.mem_bw_bytes_per_s, 4.8e12, 1);
+	cr_assert_float_eq(c.peak_flops_per_s, 7.0e14 * ATB_FLOOR_GPU_GEMM_HEADROOM, 1);
+	g.attr_bw_bytes_per_s = 0;
+	atb_floor_gpu_caps(&g, &c);
+	cr_assert_float_eq(c.mem_bw_bytes_per_s, 4.0e12, 1);
+}
+
+/* No cuBLAS: no flops term, never a made-up peak. */
+Test(floor, gpu_caps_without_cublas_have_no_flops_term)
+{
+	struct atb_floor_gpu g = {0};
+	struct atb_floor_caps c;
+
+	g.copy_bw_bytes_per_s = 4.0e12;
+	atb_floor_gpu_caps(&g, &c);
+	cr_assert_float_eq(c.peak_flops_per_s, 0.0, 0);
+	/* 1 GiB and 1e15 flops: the floor is the bytes' time only */
+	cr_assert_float_eq(atb_floor_ns(&c, 1 << 30, 1000000000000000LL),
+			   (double)(1 << 30) / 4.0e12 * 1e9, 1e-3);
+	cr_assert(strstr(c.method, "no cublas"), "%s", c.method);
+}
+
+/* Without a driver it says so; on a GPU every figure is positive. */
+Test(floor, gpu_measure_on_this_machine)
+{
+	struct atb_floor_gpu g;
+	struct atb_error e = {0};
+	enum atb_status st = atb_floor_measure_gpu(0, 64u << 20, &g, &e);
+
+	if (st == ATB_ERR_NOT_FOUND) {
+		cr_log_info("skipped: %s", e.msg);
+		return;
+	}
+	cr_assert_eq(st, ATB_OK, "%s", e.msg);
+	cr_assert_gt(g.copy_bw_bytes_per_s, 1e10);
+	cr_assert_neq(g.method[0], '\0');
+	cr_log_info("gpu floor: copy %.4g B/s, attributes %.4g B/s, fp32 %.4g, fp16 %.4g, "
+		    "bf16 %.4g flop/s (%s)", g.copy_bw_bytes_per_s, g.attr_bw_bytes_per_s,
+		    g.gemm_flops_per_s_fp32, g.gemm_flops_per_s_fp16, g.gemm_flops_per_s_bf16,
+		    g.method);
 }

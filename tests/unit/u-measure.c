@@ -150,3 +150,97 @@ Test(measure, correctness_ranking_and_naive_task_bug)
 	json_decref(naive);
 	json_decref(wrong);
 }
+
+/* PROTO: gates side_stream */
+Test(measure, side_stream_escape_of_the_candidate_only)
+{
+	char why[512];
+	json_t *c, *b, *ok;
+
+	atb_alloc_install_json();
+	c = json_loads("{\"event\":\"side_stream\",\"seed\":3,\"arm\":\"candidate\",\"event_ns\":4000,"
+		       "\"device_extra_ns\":520000,\"escaped\":true}", 0, NULL);
+	b = json_loads("{\"event\":\"side_stream\",\"seed\":3,\"arm\":\"baseline\",\"event_ns\":4000,"
+		       "\"device_extra_ns\":520000,\"escaped\":true}", 0, NULL);
+	ok = json_loads("{\"event\":\"side_stream\",\"seed\":3,\"arm\":\"candidate\",\"event_ns\":130000,"
+			"\"device_extra_ns\":3000,\"escaped\":false}", 0, NULL);
+	cr_assert_eq(atbi_gate_side_stream(c, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "seed 3") && strstr(why, "520000"), "%s", why);
+	cr_assert_eq(atbi_gate_side_stream(b, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(ok, why, sizeof(why)), 0);
+	json_decref(c);
+	json_decref(b);
+	json_decref(ok);
+}
+
+Test(measure, throttle_share_over_the_constant_is_noise)
+{
+	double share;
+
+	cr_assert_eq(atbi_gate_throttle(0, 0, ATBI_THROTTLE_MAX_SHARE, &share), 0);
+	cr_assert_float_eq(share, 0.0, 0);
+	cr_assert_eq(atbi_gate_throttle(10, 100, ATBI_THROTTLE_MAX_SHARE, &share), 0);
+	cr_assert_eq(atbi_gate_throttle(11, 100, ATBI_THROTTLE_MAX_SHARE, &share), 1);
+	cr_assert_float_eq(share, 0.11, 1e-12);
+}
+
+static json_t *cand_event(int pass, const char *reuse_step, const char *overlap)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "{\"event\":\"correctness\",\"arm\":\"candidate\",\"seed\":1,\"set\":\"s\","
+		 "\"input\":\"task\",\"pass\":%s,\"first_bad\":%s,\"gates\":{\"input_mutation\":"
+		 "{\"mutated\":[]},\"result_reuse\":{\"checked\":%s,\"follows_inputs\":%s,"
+		 "\"failed_step\":%s%s%s},\"output_aliasing\":{\"checked\":true,\"overlaps\":[%s]}}}",
+		 pass ? "true" : "false",
+		 pass ? "null" : "{\"buffer\":\"Y\",\"index\":0,\"ref\":1.0,\"got\":null}",
+		 pass ? "true" : "false", reuse_step ? "false" : "true", reuse_step ? "\"" : "",
+		 reuse_step ? reuse_step : "null", reuse_step ? "\"" : "", overlap ? overlap : "");
+	return json_loads(text, 0, NULL);
+}
+
+/* A stale result read from a recycled allocation: right, then the poison. */
+Test(measure, reuse_before_any_wrong_output_is_result_reuse)
+{
+	struct atbi_correctness_state st;
+	const char *reason;
+	const json_t *ev;
+	json_t *first = NULL, *later = NULL;
+
+	atb_alloc_install_json();
+	memset(&st, 0, sizeof(st));
+	first = cand_event(1, "fresh_inputs_a", NULL);
+	later = cand_event(0, NULL, NULL);
+	cr_assert_not_null(first);
+	atbi_gate_correctness_event(&st, first);
+	atbi_gate_correctness_event(&st, later);
+	cr_assert_str_eq(atbi_gate_correctness_verdict(&st, &reason, &ev), "result_reuse");
+	atbi_correctness_release(&st);
+	/* wrong first, a reuse fact later: a wrong kernel */
+	memset(&st, 0, sizeof(st));
+	atbi_gate_correctness_event(&st, later);
+	atbi_gate_correctness_event(&st, first);
+	cr_assert_str_eq(atbi_gate_correctness_verdict(&st, &reason, &ev), "correctness");
+	atbi_correctness_release(&st);
+	json_decref(first);
+	json_decref(later);
+}
+
+Test(measure, output_aliasing_is_its_own_gate)
+{
+	struct atbi_correctness_state st;
+	const char *reason;
+	const json_t *ev;
+	json_t *a;
+
+	atb_alloc_install_json();
+	memset(&st, 0, sizeof(st));
+	a = cand_event(1, NULL, "[\"Y\",\"X\"]");
+	cr_assert_not_null(a);
+	atbi_gate_correctness_event(&st, a);
+	cr_assert_str_eq(atbi_gate_correctness_verdict(&st, &reason, &ev), "output_aliasing");
+	cr_assert(strstr(reason, "'Y' overlaps buffer 'X'"), "%s", reason);
+	atbi_correctness_release(&st);
+	json_decref(a);
+}
