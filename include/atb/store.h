@@ -330,7 +330,7 @@ enum atb_status atb_store_get_box(struct atb_store *s, const char *fingerprint, 
 enum atb_status atb_store_protocol_version(struct atb_store *s, const char *digest,
 					   int *version, struct atb_error *err);
 
-#define ATB_STORE_NTABLES 11
+#define ATB_STORE_NTABLES 12
 
 struct atb_store_info {
 	int schema_version;

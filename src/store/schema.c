@@ -472,4 +472,5 @@ const char atbi_store_schema_sql[] =
 const char *const atbi_store_tables[ATB_STORE_NTABLES] = {
 	"frozen_protocol", "box", "job", "sample", "seed_result",
 	"result", "rejection", "review", "audit", "run", "iteration",
+	"box_capability",
 };
