@@ -86,7 +86,10 @@ static struct atb_task *load(const char *path)
 
 Test(task, list_bundled)
 {
-	static const char *const want[] = {"cuda_gemm", "cuda_relu", "cuda_softmax",
+	static const char *const want[] = {"cuda_gemm", "cuda_layernorm",
+					   "cuda_merge_attn_states", "cuda_reduce_sum",
+					   "cuda_relu", "cuda_rmsnorm_residual", "cuda_silu_mul",
+					   "cuda_softmax", "cuda_transpose",
 					   "layernorm", "prefix_sum", "relu",
 					   "sgemm", "softmax", "stencil2d"};
 	struct atb_error err = {0};

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: GPL-3.0-or-later
+// cuda_layernorm tunable template.  Knobs: BLOCK threads per row; ONE_PASS 1
+// accumulates the sum and the sum of squares in one pass (var = E[x^2] -
+// mean^2: one read fewer, less accurate when |mean| >> stddev), 0 two passes.
+#include <cuda_bf16.h>
+
+#include "atb/kernel.h"
+
+#ifndef BLOCK
+#define BLOCK 256
+#endif
+#ifndef ONE_PASS
+#define ONE_PASS 0
+#endif
+
+__device__ float block_sum(float v)
+{
+	__shared__ float part[BLOCK / 32];
+	int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+	for (int o = 16; o > 0; o /= 2)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = 0.f;
+	for (int i = 0; i < BLOCK / 32; i++)
+		v += part[i];
+	return v;
+}
+
+__global__ void __launch_bounds__(BLOCK) layernorm_rows(
+	const __nv_bfloat16 *__restrict__ x, const __nv_bfloat16 *__restrict__ g,
+	const __nv_bfloat16 *__restrict__ b, __nv_bfloat16 *__restrict__ y, long long d, float eps)
+{
+	const __nv_bfloat16 *xr = x + (long long)blockIdx.x * d;
+	__nv_bfloat16 *yr = y + (long long)blockIdx.x * d;
+	float s = 0.f, q = 0.f, mean, var;
+
+#if ONE_PASS
+	for (long long c = threadIdx.x; c < d; c += BLOCK) {
+		float v = __bfloat162float(xr[c]);
+		s += v;
+		q += v * v;
+	}
+	mean = block_sum(s) / (float)d;
+	var = fmaxf(block_sum(q) / (float)d - mean * mean, 0.f);
+#else
+	for (long long c = threadIdx.x; c < d; c += BLOCK)
+		s += __bfloat162float(xr[c]);
+	mean = block_sum(s) / (float)d;
+	for (long long c = threadIdx.x; c < d; c += BLOCK) {
+		float v = __bfloat162float(xr[c]) - mean;
+		q += v * v;
+	}
+	var = block_sum(q) / (float)d;
+#endif
+	float rstd = rsqrtf(var + eps);
+	for (long long c = threadIdx.x; c < d; c += BLOCK)
+		yr[c] = __float2bfloat16((__bfloat162float(xr[c]) - mean) * rstd *
+					 __bfloat162float(g[c]) + __bfloat162float(b[c]));
+}
+
+extern "C" int atb_kernel(const struct atb_kernel_args *a)
+{
+	if (a->nbuffers != 4 || a->nints != 2 || a->nreals != 1)
+		return 2;
+	long long t = a->ints[0], d = a->ints[1];
+	if (t <= 0 || d <= 0)
+		return 0;
+	layernorm_rows<<<(unsigned)t, BLOCK, 0, (cudaStream_t)a->stream>>>(
+		(const __nv_bfloat16 *)a->buffers[0], (const __nv_bfloat16 *)a->buffers[1],
+		(const __nv_bfloat16 *)a->buffers[2], (__nv_bfloat16 *)a->buffers[3], d,
+		(float)a->reals[0]);
+	return cudaGetLastError() != cudaSuccess;
+}
