@@ -129,6 +129,33 @@ static const struct {
 	{"review", "review", "SELECT v.id, 'review ' || v.id || ' of result ' || v.result ||"
 	 " ': the result is missing or not quarantined' FROM review v LEFT JOIN result r"
 	 " ON r.id = v.result WHERE r.status IS NOT 'quarantined'"},
+	{"unfrozen_protocol", "run", "SELECT 0, 'run ' || id || ': protocol digest is not frozen'"
+	 " FROM run WHERE protocol_digest NOT IN (SELECT digest FROM frozen_protocol)"},
+	{"no_box", "run", "SELECT 0, 'run ' || id || ': no registered box' FROM run"
+	 " WHERE box_fingerprint IS NULL OR box_fingerprint NOT IN (SELECT fingerprint FROM box)"},
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': its run is missing' FROM iteration i LEFT JOIN run r ON r.id = i.run"
+	 " WHERE r.id IS NULL"},
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': beyond the run''s ' || r.iterations || ' planned iterations' FROM iteration i"
+	 " JOIN run r ON r.id = i.run WHERE i.k >= r.iterations"},
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': iterations are not numbered 0, 1, ... without gaps' FROM iteration i"
+	 " WHERE i.k >= (SELECT count(*) FROM iteration j WHERE j.run = i.run)"},
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': its result is not of its job, protocol and box, or has another speedup'"
+	 " FROM iteration i JOIN run r ON r.id = i.run WHERE i.result IS NOT NULL AND NOT EXISTS"
+	 " (SELECT 1 FROM result x JOIN job j ON j.id = x.job WHERE x.id = i.result"
+	 " AND j.uuid IS i.job_uuid AND x.protocol_digest IS r.protocol_digest"
+	 " AND x.box_fingerprint IS r.box_fingerprint AND x.speedup IS i.speedup"
+	 " AND x.ci_low IS i.ci_low AND x.ci_high IS i.ci_high)"},
+	/* PROTO: loop.usable_iteration */
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': counted usable without an admitted result' FROM iteration i"
+	 " WHERE i.usable = 1 AND NOT EXISTS (SELECT 1 FROM result x WHERE x.id = i.result"
+	 " AND x.status = 'admitted')"},
+	{"no_box", "box_capability", "SELECT id, 'capability ' || kind || ': no registered box'"
+	 " FROM box_capability WHERE fingerprint NOT IN (SELECT fingerprint FROM box)"},
 	{"audit_chain", "audit", "SELECT a.seq, 'audit entry ' || a.seq || ': prev_hash does not"
 	 " link to entry ' || (a.seq - 1) FROM audit a LEFT JOIN audit b ON b.seq = a.seq - 1"
 	 " WHERE a.prev_hash IS NOT coalesce(b.hash, '" ATBI_GENESIS "')"},

@@ -622,6 +622,31 @@ Test(store, check_finds_rows_that_got_in_with_triggers_dropped)
 	atb_free(f);
 }
 
+Test(store, check_finds_iterations_that_got_in_with_triggers_dropped)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total, i;
+	int unusable = 0, gap = 0;
+
+	fx_accepted(&F, "INSERT INTO run (id, task, proposer, seed, iterations, paired_seeds, naive,"
+		    " protocol_digest, box_fingerprint, created) VALUES ('r1', 'relu', 'random', 1, 4,"
+		    " 8, 0, '%s', '%s', 'now')", F.digest, F.box);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	/* A usable iteration with no admitted result, and a gap in the numbering. */
+	fx_accepted(&F, "DROP TRIGGER iteration_insert; INSERT INTO iteration (run, k, knobs, outcome,"
+		    " usable, reason, wall_s, created) VALUES ('r1', 2, '{}', 'usable', 1, '', 1.0, 'now')");
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	for (i = 0; i < kept; i++) {
+		unusable += strstr(f[i].what, "usable without an admitted result") != NULL;
+		gap += strstr(f[i].what, "without gaps") != NULL;
+	}
+	cr_assert_eq(unusable, 1);
+	cr_assert_eq(gap, 1);
+	atb_free(f);
+}
+
 /* ---- allocation failure ---- */
 
 Test(store, allocation_failure_anywhere_in_ingest_fails_cleanly)
