@@ -149,6 +149,25 @@ struct runner_cmp {
 void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n,
 		    double atol, double rtol, struct runner_cmp *c);
 
+/*
+ * As runner_compare, with extra[k] (when not NULL) added to element k's
+ * allowance: |got - ref| <= atol + rtol * |ref| + extra[k].
+ */
+void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, size_t n,
+			    double atol, double rtol, const double *extra, struct runner_cmp *c);
+
+/*
+ * PROTO: correctness.reduction_tolerance -- the extra allowance of each
+ * element of output buffer i when it is a reduction and the job has the
+ * protocol's reduction_tolerance: factor * g(K) * u(accumulate) * B_ij, with
+ * g(K) = sqrt(K) or K, B_ij = ||A(i,:)||_2 ||B(:,j)||_2 for two operands
+ * (A [M,K], B [K,N] row-major) and sum_k |X(i,k)| for one, computed from the
+ * operands in `in`.  Caller frees the array (atb_free); NULL (and *length
+ * 0 when it is not a reduction) when there is none or no memory.
+ */
+double *runner_reduction_bound(const struct atb_runner_job *job, const struct atb_runner_set *set,
+			       const struct runner_bufs *in, size_t i, size_t *length);
+
 /* The job's tolerance for dtype d (the last entry naming it); 0, 0 when none. */
 void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,
 			  double *rtol);

@@ -90,6 +90,18 @@ struct atb_protocol {
 		struct atb_distribution distributions[ATB_PROTOCOL_MAX_DISTS];
 		size_t ndistributions;
 		int odd_shapes;                  /* bool */
+		/*
+		 * correctness.reduction_tolerance (version 2 on; absent: has 0).
+		 * An output the task marks as a reduction of length K over its
+		 * operands also gets factor * g(K) * u * bound_ij, g(K) = sqrt(K)
+		 * ("sqrt_length") or K ("length"), u the unit roundoff of the
+		 * accumulation dtype (docs/protocol.md).
+		 */
+		struct {
+			int has;
+			double factor;
+			char growth[16];             /* "sqrt_length" | "length" */
+		} reduction;
 	} correctness;
 
 	struct {

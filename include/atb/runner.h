@@ -92,13 +92,29 @@ struct atb_runner_dist {
 	double low, high, mean, stddev;
 };
 
+/*
+ * An output that is a sum of K products (or of K terms): "reduction" on a
+ * job buffer, {"operands": ["A", "B"], "accumulate": "fp32"}.  Two
+ * operands: A row-major [M, K], B row-major [K, N], this output [M, N];
+ * one operand: X row-major [M, K], this output [M].  K is derived from the
+ * counts of each set (the parser refuses counts that do not fit).  Used
+ * only when the job's correctness has a reduction_tolerance (protocol v2).
+ */
+struct atb_runner_reduction {
+	int noperands;            /* 0: not a reduction; 1 or 2 */
+	size_t operand[2];        /* buffer indices (role in) */
+	enum atb_dtype accumulate; /* whose unit roundoff; default the buffer's dtype */
+};
+
 struct atb_runner_buffer {
 	char name[64];
 	enum atb_dtype dtype;
 	enum atb_buffer_role role;
 	struct atb_runner_dist dist;  /* the task's own generator */
 	int adversarial;  /* 1: also drawn from the protocol's distributions */
+	struct atb_runner_reduction reduction;
 };
+
 
 /* One parameter point: scalars in declaration order, a count per buffer. */
 struct atb_runner_set {
@@ -156,6 +172,9 @@ struct atb_runner_job {
 	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */
 	size_t ndists;
 	int poison_nan;                /* "nan" poison: 1 */
+	/* correctness.reduction_tolerance (protocol v2): factor 0 when absent */
+	double reduction_factor;
+	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */
 	int pin_cpu;                   /* -1: leave affinity alone */
@@ -174,6 +193,14 @@ enum atb_status atb_runner_job_parse(const char *text, size_t len,
 enum atb_status atb_runner_job_from_json(const json_t *job, struct atb_runner_job **out,
 					 struct atb_error *err);
 void atb_runner_job_free(struct atb_runner_job *job);
+
+/*
+ * The reduction length K of buffer i in set (see struct
+ * atb_runner_reduction): 0 when it is not a reduction or the output is
+ * empty.
+ */
+size_t atb_runner_reduction_length(const struct atb_runner_job *job, size_t i,
+				   const struct atb_runner_set *set);
 
 /* Index of the arm called name, or -1. */
 int atb_runner_job_arm(const struct atb_runner_job *job, const char *name);

@@ -58,6 +58,21 @@ struct atb_task_buffer {
 	int has_generator;            /* required for in/inout, absent for out */
 	/* kind "uniform" | "normal" | "constant"; constant's value is in low. */
 	struct atb_distribution generator;
+	/*
+	 * "reduction: {length: K, operands: [A, B], accumulate: fp32}" on an
+	 * out buffer: each element is a sum of K products of A's row and B's
+	 * column (A [M, K], B [K, N] row-major; one operand: of K terms of X's
+	 * row), checked at load for every set.  The runner job carries it as
+	 * {"operands": [...], "accumulate": ...} (PROTO:
+	 * correctness.reduction_tolerance).
+	 */
+	struct {
+		int has;
+		char *length;                        /* expression; owned */
+		char operands[2][ATB_TASK_NAME_MAX];
+		size_t noperands;
+		char accumulate[16];                 /* "" : the buffer's dtype */
+	} reduction;
 };
 
 struct atb_task_source {

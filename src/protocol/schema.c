@@ -42,6 +42,7 @@ struct field {
 	const struct field *sub;        /* F_MAP */
 	size_t count_off;               /* lists: the size_t count */
 	size_t max_items;
+	int optional;                   /* may be absent (a key added by a later version) */
 	/* cross-field check run after a F_MAP's keys are all valid */
 	enum atb_status (*after)(struct vctx *c, struct fy_node *map, void *base,
 				 const char *path);
@@ -164,6 +165,26 @@ static const struct field build_fields[] = {
 	END,
 };
 
+static const char *const growths[] = {"sqrt_length", "length", NULL};
+
+static enum atb_status reduction_after(struct vctx *c, struct fy_node *map, void *base,
+				       const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->correctness.reduction.has = 1;
+	return ATB_OK;
+}
+
+/* PROTO: correctness.reduction_tolerance (version 2 on) */
+static const struct field reduction_fields[] = {
+	REAL("factor", correctness.reduction.factor, POS),
+	{.key = "growth", .kind = F_ENUM, .off = OFF(correctness.reduction.growth),
+	 .size = SZ(correctness.reduction.growth), .choices = growths},
+	END,
+};
+
 static const struct field correctness_fields[] = {
 	INT("input_sets_per_seed", correctness.input_sets_per_seed, 1, 1000),
 	{.key = "poison", .kind = F_ENUM, .off = OFF(correctness.poison),
@@ -171,6 +192,10 @@ static const struct field correctness_fields[] = {
 	{.key = "tolerances", .kind = F_TOLERANCES},
 	{.key = "distributions", .kind = F_DISTRIBUTIONS},
 	BOOL("odd_shapes", correctness.odd_shapes),
+	/* optional in the table: version 1 has no such key; required from
+	 * version 2 on (atbi_protocol_validate) */
+	{.key = "reduction_tolerance", .kind = F_MAP, .off = NOSTORE, .sub = reduction_fields,
+	 .after = reduction_after, .optional = 1},
 	END,
 };
 
@@ -701,7 +726,7 @@ static enum atb_status check_map(struct vctx *c, struct fy_node *map,
 			return st;
 	}
 	for (i = 0; fields[i].key; i++)
-		if (!(seen & (1ull << i))) {
+		if (!(seen & (1ull << i)) && !fields[i].optional) {
 			atbi_path_key(sub, sizeof(sub), path, fields[i].key, strlen(fields[i].key));
 			return atb_error_set_at(c->err, ATB_ERR_SCHEMA, c->y->path, line, col, sub,
 						"missing field '%s'", fields[i].key);
@@ -713,9 +738,21 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 				       struct atb_error *err)
 {
 	struct vctx c = {y, err};
+	enum atb_status st;
 
 	if (!y->root)
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, 1, 1, NULL,
 					"empty protocol file; expected a mapping");
-	return check_map(&c, y->root, root_fields, p, "", 1, 1);
+	st = check_map(&c, y->root, root_fields, p, "", 1, 1);
+	if (!st && p->version >= 2 && !p->correctness.reduction.has) {
+		unsigned line = 1, col = 1;
+		struct fy_node *cn = fy_node_mapping_lookup_by_string(y->root, "correctness", -1);
+
+		if (cn)
+			atbi_yaml_mark(cn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"correctness.reduction_tolerance",
+					"missing field 'reduction_tolerance' (required from version 2)");
+	}
+	return st;
 }

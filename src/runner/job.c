@@ -416,6 +416,24 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 	if (strcmp(poison, "nan"))
 		return bad(err, "correctness.poison", "unknown poison '%s': expected nan", poison);
 	j->poison_nan = 1;
+	t = json_object_get(o, "reduction_tolerance");
+	if (t) {
+		char growth[16] = "";
+
+		if (!json_is_object(t))
+			return field_status(err, ATB_ERR_SCHEMA, "correctness",
+					    "reduction_tolerance");
+		if (get_real(t, "factor", "", 1, &j->reduction_factor) ||
+		    !(j->reduction_factor > 0))
+			return bad(err, "correctness.reduction_tolerance.factor",
+				   "bad '%s': expected a number > 0",
+				   "correctness.reduction_tolerance.factor");
+		STR(t, "growth", "correctness.reduction_tolerance", 1, growth);
+		if (strcmp(growth, "sqrt_length") && strcmp(growth, "length"))
+			return bad(err, "correctness.reduction_tolerance.growth",
+				   "unknown growth '%s': expected sqrt_length or length", growth);
+		j->reduction_linear = !strcmp(growth, "length");
+	}
 	t = json_object_get(o, "tolerances");
 	if (t) {
 		if (!json_is_object(t))
@@ -448,6 +466,91 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 				return st;
 		}
 		j->ndists = json_array_size(d);
+	}
+	return ATB_OK;
+}
+
+/* "reduction" of buffer i (its operands must come before it). */
+static enum atb_status parse_reduction(const json_t *r, const char *bpath,
+				       struct atb_runner_job *j, size_t i, struct atb_error *err)
+{
+	struct atb_runner_buffer *rb = &j->buffers[i];
+	char path[160], acc[16] = "";
+	json_t *ops;
+	size_t k, m;
+
+	snprintf(path, sizeof(path), "%s.reduction", bpath);
+	if (!json_is_object(r) || rb->role == ATB_BUFFER_IN || !atb_dtype_is_real(rb->dtype))
+		return bad(err, path, "bad '%s': expected an object on a real out buffer", path);
+	ops = json_object_get(r, "operands");
+	if (!json_is_array(ops) || json_array_size(ops) < 1 || json_array_size(ops) > 2)
+		return bad(err, path, "bad '%s.operands': expected 1 or 2 buffer names", path);
+	for (k = 0; k < json_array_size(ops); k++) {
+		const char *name = json_string_value(json_array_get(ops, k));
+
+		for (m = 0; m < i; m++)
+			if (name && !strcmp(j->buffers[m].name, name) &&
+			    j->buffers[m].role == ATB_BUFFER_IN && atb_dtype_is_real(j->buffers[m].dtype))
+				break;
+		if (m == i)
+			return bad(err, path, "unknown operand '%s' at '%s': expected an earlier "
+				   "real in buffer", name ? name : "", path);
+		rb->reduction.operand[k] = m;
+	}
+	rb->reduction.noperands = (int)json_array_size(ops);
+	rb->reduction.accumulate = rb->dtype;
+	STR(r, "accumulate", path, 0, acc);
+	if (acc[0] && (atb_dtype_parse(acc, &rb->reduction.accumulate, err) ||
+		       !atb_dtype_is_real(rb->reduction.accumulate)))
+		return bad(err, path, "bad accumulate dtype '%s' at '%s'", acc, path);
+	return ATB_OK;
+}
+
+/* Is (a * b) / c a perfect square K, returned, or 0? */
+static size_t reduction_k2(size_t a, size_t b, size_t c)
+{
+	double k;
+	size_t ki;
+
+	if (!c || (a * b) / c * c != a * b)
+		return 0;
+	k = sqrt((double)(a * b / c));
+	ki = (size_t)llround(k);
+	return ki * ki == a * b / c ? ki : 0;
+}
+
+size_t atb_runner_reduction_length(const struct atb_runner_job *job, size_t i,
+				   const struct atb_runner_set *set)
+{
+	const struct atb_runner_reduction *r = &job->buffers[i].reduction;
+	size_t n = set->counts[i];
+
+	if (!r->noperands || !n)
+		return 0;
+	if (r->noperands == 1)
+		return set->counts[r->operand[0]] % n ? 0 : set->counts[r->operand[0]] / n;
+	return reduction_k2(set->counts[r->operand[0]], set->counts[r->operand[1]], n);
+}
+
+/* Every set's counts must give each reduction an exact length. */
+static enum atb_status check_reductions(const struct atb_runner_job *j, const char *what,
+					const struct atb_runner_set *set, struct atb_error *err)
+{
+	size_t i;
+	char path[64];
+
+	for (i = 0; i < j->nbuffers; i++) {
+		const struct atb_runner_reduction *r = &j->buffers[i].reduction;
+		size_t k = atb_runner_reduction_length(j, i, set);
+
+		if (!r->noperands || !set->counts[i])
+			continue;
+		if (!k || (r->noperands == 2 && (set->counts[r->operand[0]] % k ||
+						 set->counts[r->operand[1]] % k))) {
+			snprintf(path, sizeof(path), "buffers[%zu].reduction", i);
+			return bad(err, path, "counts of %s '%s' do not fit a reduction of '%s'",
+				   what, set->name, j->buffers[i].name);
+		}
 	}
 	return ATB_OK;
 }
@@ -502,6 +605,11 @@ static enum atb_status parse_buffers(const json_t *a, struct atb_runner_job *j,
 			if (!json_is_boolean(adv))
 				return field_status(err, ATB_ERR_SCHEMA, path, "adversarial");
 			rb->adversarial = json_is_true(adv);
+		}
+		if (json_object_get(b, "reduction")) {
+			st = parse_reduction(json_object_get(b, "reduction"), path, j, i, err);
+			if (st)
+				return st;
 		}
 	}
 	j->nbuffers = json_array_size(a);
@@ -602,6 +710,11 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 	st = parse_set(json_object_get(o, "timing_set"), "timing_set", j->nbuffers,
 		       &j->timing_set, err);
 	if (st)
+		return st;
+	for (i = 0; i < j->nsets; i++)
+		if ((st = check_reductions(j, "set", &j->sets[i], err)))
+			return st;
+	if ((st = check_reductions(j, "set", &j->timing_set, err)))
 		return st;
 
 	a = json_object_get(o, "seeds");
@@ -763,6 +876,12 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 				json_integer(p->timing.cache_flush_min_bytes));
 		bad_ |= set_new(t, "interleave", json_string(p->timing.interleave));
 		bad_ |= set_new(c, "poison", json_string(p->correctness.poison));
+		/* PROTO: correctness.reduction_tolerance (version 2 on) */
+		if (p->correctness.reduction.has)
+			bad_ |= set_new(c, "reduction_tolerance",
+					json_pack("{s:f, s:s}", "factor",
+						  p->correctness.reduction.factor, "growth",
+						  p->correctness.reduction.growth));
 		for (i = 0; !bad_ && i < p->correctness.ntolerances; i++) {
 			const struct atb_tolerance *x = &p->correctness.tolerances[i];
 			json_t *e = json_object();

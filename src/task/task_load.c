@@ -495,9 +495,73 @@ static enum atb_status parse_generator(struct loader *L, struct fy_node *map, co
 	return ATB_OK;
 }
 
+static int is_real_dtype(const char *d)
+{
+	return !strcmp(d, "fp32") || !strcmp(d, "fp64") || !strcmp(d, "fp16") ||
+	       !strcmp(d, "bf16");
+}
+
+/* PROTO: correctness.reduction_tolerance -- a buffer's "reduction" mapping. */
+static enum atb_status parse_reduction(struct loader *L, struct fy_node *map, const char *bpath,
+				       struct atb_task_buffer *b)
+{
+	static const char *const keys[] = {"length", "operands", "accumulate", NULL};
+	struct atb_task *t = L->t;
+	struct fy_node *n, *op;
+	void *it = NULL;
+	enum atb_status st;
+	char path[300], p2[340];
+	size_t k;
+
+	snprintf(path, sizeof(path), "%s.reduction", bpath);
+	if ((st = expect_type(L, map, path, FYNT_MAPPING)) || (st = check_keys(L, map, path, keys)))
+		return st;
+	if (b->role == ATB_ROLE_IN || !is_real_dtype(b->dtype))
+		return bad(L, map, path, "a reduction is a real out or inout buffer");
+	snprintf(p2, sizeof(p2), "%s.length", path);
+	if (!(n = get(map, "length")))
+		return bad(L, map, p2, "missing field 'length'");
+	if ((st = scalar_dup(L, n, p2, &b->reduction.length)) ||
+	    (st = check_expr(L, n, p2, b->reduction.length, 1)))
+		return st;
+	snprintf(p2, sizeof(p2), "%s.operands", path);
+	if (!(n = get(map, "operands")))
+		return bad(L, map, p2, "missing field 'operands'");
+	if ((st = expect_type(L, n, p2, FYNT_SEQUENCE)))
+		return st;
+	if (fy_node_sequence_item_count(n) < 1 || fy_node_sequence_item_count(n) > 2)
+		return bad(L, n, p2, "expected 1 or 2 operands");
+	while ((op = fy_node_sequence_iterate(n, &it))) {
+		char *name = b->reduction.operands[b->reduction.noperands];
+
+		if ((st = scalar_buf(L, op, p2, name, ATB_TASK_NAME_MAX)))
+			return st;
+		for (k = 0; k + 1 < t->nbuffers; k++)
+			if (!strcmp(t->buffers[k].name, name))
+				break;
+		if (k + 1 >= t->nbuffers || t->buffers[k].role != ATB_ROLE_IN ||
+		    !is_real_dtype(t->buffers[k].dtype))
+			return bad(L, op, p2, "bad operand '%s': expected a real in buffer "
+				   "declared before '%s'", name, b->name);
+		b->reduction.noperands++;
+	}
+	if ((n = get(map, "accumulate"))) {
+		snprintf(p2, sizeof(p2), "%s.accumulate", path);
+		if ((st = scalar_buf(L, n, p2, b->reduction.accumulate,
+				     sizeof(b->reduction.accumulate))))
+			return st;
+		if (!is_real_dtype(b->reduction.accumulate))
+			return bad(L, n, p2, "bad accumulate dtype '%s': expected fp64, fp32, "
+				   "fp16 or bf16", b->reduction.accumulate);
+	}
+	b->reduction.has = 1;
+	return ATB_OK;
+}
+
 static enum atb_status parse_buffers(struct loader *L, struct fy_node *seq)
 {
-	static const char *const keys[] = {"name", "dtype", "role", "shape", "generator", NULL};
+	static const char *const keys[] = {"name", "dtype", "role", "shape", "generator",
+					   "reduction", NULL};
 	struct atb_task *t = L->t;
 	struct fy_node *item, *n, *dim;
 	void *it = NULL;
@@ -588,6 +652,8 @@ static enum atb_status parse_buffers(struct loader *L, struct fy_node *seq)
 		if (n && b->role == ATB_ROLE_OUT)
 			return bad(L, n, p2, "an out buffer has no generator: its contents are "
 				   "poisoned before every call");
+		if ((n = get(item, "reduction")) && (st = parse_reduction(L, n, path, b)))
+			return st;
 	}
 	for (k = 0, nout = 0; k < t->nbuffers; k++)
 		nout += t->buffers[k].role != ATB_ROLE_IN;
@@ -790,6 +856,54 @@ static enum atb_status parse_knobs(struct loader *L, struct fy_node *map)
 
 /* ---- the document ----------------------------------------------------- */
 
+/*
+ * Every set's shapes must fit each reduction: one operand X with count
+ * length x count(out); two, A and B with counts multiples of length and
+ * count(A) count(B) = length^2 count(out).
+ */
+static enum atb_status check_reductions(struct loader *L, struct fy_node *root)
+{
+	struct atb_task *t = L->t;
+	struct atb_task_instance in;
+	size_t s, i, k, idx[2];
+
+	for (i = 0; i < t->nbuffers; i++) {
+		const struct atb_task_buffer *b = &t->buffers[i];
+		char path[128];
+
+		if (!b->reduction.has)
+			continue;
+		for (k = 0; k < b->reduction.noperands; k++)
+			for (idx[k] = 0; strcmp(t->buffers[idx[k]].name, b->reduction.operands[k]);)
+				idx[k]++;
+		snprintf(path, sizeof(path), "buffers[%zu].reduction.length", i);
+		for (s = 0; s < t->nsets; s++) {
+			int64_t len, c = 0, a, bb;
+			int ok;
+
+			if (atb_task_instantiate(t, s, &in, L->err) ||
+			    atb_task_eval(t, &t->sets[s], b->reduction.length, &len, L->err))
+				return ATB_ERR_SCHEMA;
+			c = in.buffers[i].count;
+			a = in.buffers[idx[0]].count;
+			if (!c)
+				continue;
+			if (b->reduction.noperands == 1) {
+				ok = len > 0 && a == len * c;
+			} else {
+				bb = in.buffers[idx[1]].count;
+				ok = len > 0 && a % len == 0 && bb % len == 0 &&
+				     (a / len) * (bb / len) == c;
+			}
+			if (!ok)
+				return bad(L, root, path, "reduction length '%s' does not fit the "
+					   "shapes of buffer '%s' and its operands in parameter set %zu",
+					   b->reduction.length, b->name, s);
+		}
+	}
+	return ATB_OK;
+}
+
 static enum atb_status parse_root(struct loader *L, struct fy_node *root)
 {
 	static const char *const keys[] = {
@@ -856,7 +970,7 @@ static enum atb_status parse_root(struct loader *L, struct fy_node *root)
 	    (st = scalar_dup(L, n, "floor.flops", &t->floor_flops)) ||
 	    (st = check_expr(L, n, "floor.flops", t->floor_flops, 0)))
 		return st;
-	return ATB_OK;
+	return check_reductions(L, root);
 }
 
 static void silent_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
@@ -919,9 +1033,11 @@ void atb_task_free(struct atb_task *t)
 		atb_free(srcs[i]->label);
 		atb_free(srcs[i]->why);
 	}
-	for (i = 0; i < t->nbuffers; i++)
+	for (i = 0; i < t->nbuffers; i++) {
 		for (d = 0; d < t->buffers[i].ndims; d++)
 			atb_free(t->buffers[i].shape[d]);
+		atb_free(t->buffers[i].reduction.length);
+	}
 	atb_free(t->name);
 	atb_free(t->kind);
 	atb_free(t->description);

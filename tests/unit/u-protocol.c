@@ -22,6 +22,7 @@
 
 #define SRC ATB_SOURCE_DIR
 #define V1 SRC "/protocol/v1.yaml"
+#define V2 SRC "/protocol/v2.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -105,11 +106,74 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V1, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 1);
+	cr_assert_eq(atb_protocol_digest_file(V2, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 2);
 	cr_assert_str_eq(p->digest, digest);
+	cr_assert_str_eq(p->digest,
+			 "36e6f6028d73505da2279c77412062b836fb4a1ca53d26a6a0bd6c92e03fc7dc");
 	cr_assert(atbi_is_sha256_hex(p->digest));
 	atb_protocol_free(p);
+	/* v1 stays loadable by version and by digest: results keep pointing at it */
+	cr_assert_eq(atb_protocol_load_digest(SRC,
+		     "70eeb87aa3ea4e45d27f45ba578ca005c4639d9e199ed1acaea07aced80831d6", &p, &err),
+		     ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 1);
+	cr_assert_eq(p->correctness.reduction.has, 0);
+	atb_protocol_free(p);
+}
+
+/* PROTO: correctness.reduction_tolerance -- v2's one new key, and only it. */
+Test(protocol, v2_is_v1_plus_reduction_tolerance)
+{
+	struct atb_error err;
+	struct atb_protocol *p1 = NULL, *p2 = NULL;
+	char *t1, *t2;
+
+	cr_assert_eq(atb_protocol_load_version(SRC, 1, &p1, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(SRC, 2, &p2, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p2->correctness.reduction.has);
+	cr_expect_float_eq(p2->correctness.reduction.factor, 1.0, 1e-15);
+	cr_expect_str_eq(p2->correctness.reduction.growth, "sqrt_length");
+	t1 = replace(p1->canonical_json, "\"version\":1", "\"version\":2");
+	t2 = replace(p2->canonical_json,
+		     ",\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}", "");
+	cr_expect_str_eq(t1, t2, "v2 differs from v1 by more than the new key");
+	atb_free(t1);
+	atb_free(t2);
+	atb_protocol_free(p1);
+	atb_protocol_free(p2);
+}
+
+Test(protocol, v2_without_reduction_tolerance_is_refused, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2;
+
+	copy_home();
+	text = slurp(V2);
+	snprintf(cand, sizeof(cand), "%s/bad.yaml", home);
+	/* version 2 without the key: missing field */
+	t2 = replace(text, "  reduction_tolerance:\n    factor: 1.0\n    growth: sqrt_length",
+		     "  # none");
+	cr_assert_neq(strcmp(t2, text), 0);
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "correctness.reduction_tolerance");
+	cr_expect(strstr(err.msg, "required from version 2"), "%s", err.msg);
+	/* a bad factor, a bad growth */
+	t2 = replace(text, "    factor: 1.0\n", "    factor: -1.0\n");
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "correctness.reduction_tolerance.factor");
+	t2 = replace(text, "growth: sqrt_length", "growth: cubic");
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "correctness.reduction_tolerance.growth");
+	atb_free(text);
 }
 
 Test(protocol, shipped_v1_values_are_the_papers)
@@ -165,7 +229,7 @@ Test(protocol, edit_without_version_bump_fails_load_and_verify, .fini = remove_h
 	edit_home_file("v1.yaml", "cv_cap: 0.05", "cv_cap: 0.06");
 	cr_assert_eq(atb_protocol_digest_file(path, after, &err), ATB_OK);
 
-	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_ERR_PROTOCOL);
 	cr_assert_null(p);
 	cr_assert(strstr(err.msg, "protocol 'v1.yaml' changed without a new version"), "%s",
 		  err.msg);
@@ -251,8 +315,8 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	text = slurp(V1);
-	t2 = replace(text, "version: 1", "version: 2");
+	text = slurp(V2);
+	t2 = replace(text, "version: 2", "version: 3");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
@@ -262,11 +326,11 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v2digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 2);
+	cr_assert_eq(version, 3);
 	cr_assert_str_neq(v2digest, v1digest);
 
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 2);
+	cr_assert_eq(p->version, 3);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
 	cr_assert_str_eq(p->digest, v2digest);
 	atb_protocol_free(p);
@@ -282,20 +346,20 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 2);
-	cr_assert_eq(current, 2);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(current, 3);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[1].digest, v2digest);
-	cr_assert(strstr(list[1].file, "/protocol/v2.yaml"));
-	cr_assert(strstr(list[1].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert_str_eq(list[2].digest, v2digest);
+	cr_assert(strstr(list[2].file, "/protocol/v3.yaml"));
+	cr_assert(strstr(list[2].canonical_json, "\"cv_cap\":0.040000000000000001"));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 3"), "%s", err.msg);
-	edit_home_file("v2.yaml", "version: 2", "version: 4");
+	cr_assert(strstr(err.msg, "the next version is 4"), "%s", err.msg);
+	edit_home_file("v3.yaml", "version: 3", "version: 5");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -309,7 +373,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 2"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 3"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -320,8 +384,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 2, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 2 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 3, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 3 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */

@@ -977,3 +977,96 @@ Test(runner, half_poison_is_the_quiet_nan_and_fails_the_compare)
 	runner_bufs_free(&ref);
 	atb_runner_job_free(job);
 }
+
+/* ---- PROTO: correctness.reduction_tolerance ------------------------------- */
+
+static const char red_job[] =
+	"{\"abi\":1,\"arms\":[{\"name\":\"baseline\",\"so\":\"x\"},{\"name\":\"candidate\",\"so\":\"y\"}],"
+	"\"buffers\":["
+	"{\"name\":\"A\",\"dtype\":\"fp32\",\"role\":\"in\","
+	"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-1000,\"high\":1000}},"
+	"{\"name\":\"B\",\"dtype\":\"fp32\",\"role\":\"in\","
+	"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-1000,\"high\":1000}},"
+	"{\"name\":\"C\",\"dtype\":\"fp32\",\"role\":\"out\",\"reduction\":{\"operands\":[\"A\",\"B\"]}}],"
+	"\"sets\":[{\"name\":\"k4096\",\"counts\":[131072,131072,1024]}],"
+	"\"timing_set\":{\"name\":\"t\",\"counts\":[131072,131072,1024]},\"seeds\":[1],"
+	"\"correctness\":{\"tolerances\":{\"fp32\":{\"atol\":0.0001,\"rtol\":0.0001}},"
+	"\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}}}";
+
+/*
+ * M = N = 32, K = 4096, inputs +/-1000: an honest fp32 kernel (one
+ * accumulator, sequential order) against the exact product rounded to fp32
+ * fails the element-wise rule by summation order alone, and passes with the
+ * reduction bound; the same product on fp16-rounded inputs (a precision
+ * downgrade, even with exact accumulation) still fails.
+ */
+Test(runner, reduction_bound_passes_order_and_fails_downgrade)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	struct runner_bufs in, honest, down;
+	const size_t m = 32, n = 32, k = 4096;
+	struct runner_cmp c;
+	size_t klen = 0, i, j, x;
+	double *bound;
+
+	cr_assert_eq(parse_text(red_job, &job, &e), ATB_OK, "%s", e.msg);
+	cr_assert_eq(atb_runner_reduction_length(job, 2, &job->sets[0]), k);
+	cr_assert_eq(runner_bufs_alloc(&in, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_bufs_alloc(&honest, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_bufs_alloc(&down, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_gen_inputs(&in, job, &job->sets[0], 1, 0, -1, RUNNER_STREAM_CHECK), 0);
+	for (i = 0; i < m; i++)
+		for (j = 0; j < n; j++) {
+			const float *a = in.p[0], *b = in.p[1];
+			double exact = 0, d16 = 0;
+			float acc = 0;
+
+			for (x = 0; x < k; x++) {
+				exact += (double)a[i * k + x] * b[x * n + j];
+				acc += a[i * k + x] * b[x * n + j];
+				d16 += (double)atb_fp16_to_float(atb_fp16_from_float(a[i * k + x] / 1000)) *
+				       atb_fp16_to_float(atb_fp16_from_float(b[x * n + j] / 1000)) * 1e6;
+			}
+			((float *)in.p[2])[i * n + j] = (float)exact;
+			((float *)honest.p[2])[i * n + j] = acc;
+			((float *)down.p[2])[i * n + j] = (float)d16;
+		}
+	bound = runner_reduction_bound(job, &job->sets[0], &in, 2, &klen);
+	cr_assert_not_null(bound);
+	cr_expect_eq(klen, k);
+	runner_compare(in.p[2], honest.p[2], ATB_DTYPE_FP32, m * n, 1e-4, 1e-4, &c);
+	cr_expect_gt(c.nbad, 0, "the element-wise rule alone refuses an honest order");
+	runner_compare_bounded(in.p[2], honest.p[2], ATB_DTYPE_FP32, m * n, 1e-4, 1e-4, bound, &c);
+	cr_expect_eq(c.nbad, 0, "summation order is inside the bound");
+	runner_compare_bounded(in.p[2], down.p[2], ATB_DTYPE_FP32, m * n, 1e-4, 1e-4, bound, &c);
+	cr_expect_gt(c.nbad, m * n / 10, "fp16 inputs are outside it (%zu bad)", c.nbad);
+	/* and through runner_outputs_match, which reads the operands from ref */
+	runner_copy_inputs(&honest, &in, job);
+	cr_expect(runner_outputs_match(job, &job->sets[0], &in, &honest, NULL, NULL, NULL));
+	job->reduction_factor = 0;   /* protocol v1: no reduction rule */
+	cr_expect_not(runner_outputs_match(job, &job->sets[0], &in, &honest, NULL, NULL, NULL));
+	atb_free(bound);
+	runner_bufs_free(&in);
+	runner_bufs_free(&honest);
+	runner_bufs_free(&down);
+	atb_runner_job_free(job);
+}
+
+Test(runner, reduction_counts_that_do_not_fit_are_refused)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	char text[sizeof(red_job) + 8], *p;
+
+	memcpy(text, red_job, sizeof(red_job));
+	p = strstr(text, "[131072,131072,1024]");
+	memcpy(p, "[131072,131072,1000]", 20);
+	cr_expect_eq(parse_text(text, &job, &e), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(e.field, "buffers[2].reduction");
+	memcpy(text, red_job, sizeof(red_job));
+	p = strstr(text, "[\"A\",\"B\"]");
+	memcpy(p, "[\"A\",\"Z\"]", 9);
+	cr_expect_eq(parse_text(text, &job, &e), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(e.field, "buffers[2].reduction");
+}

@@ -625,3 +625,61 @@ Test(task, alloc_failure_walk_over_load)
 	cr_expect(completed, "load never succeeded");
 	cr_expect_gt(k, 5, "the walk covered %ld allocations", k - 1);
 }
+
+/* PROTO: correctness.reduction_tolerance -- the task side of a reduction. */
+Test(task, reduction_declared_on_gemm_and_reduce_sum)
+{
+	struct atb_error err = {0};
+	struct atb_task *t = NULL;
+
+	cr_assert_eq(atb_task_open(ATB_SOURCE_DIR, "cuda_gemm", &t, &err), ATB_OK, "%s", err.msg);
+	cr_expect(t->buffers[2].reduction.has);
+	cr_expect_str_eq(t->buffers[2].reduction.length, "K");
+	cr_expect_eq(t->buffers[2].reduction.noperands, 2);
+	cr_expect_str_eq(t->buffers[2].reduction.operands[1], "B");
+	cr_expect_not(t->buffers[0].reduction.has);
+	atb_task_free(t);
+	cr_assert_eq(atb_task_open(ATB_SOURCE_DIR, "cuda_reduce_sum", &t, &err), ATB_OK, "%s",
+		     err.msg);
+	cr_expect_eq(t->buffers[1].reduction.noperands, 1);
+	atb_task_free(t);
+}
+
+Test(task, reduction_that_does_not_fit_the_shapes_is_refused)
+{
+	static const char *const bad[][2] = {
+		{"reduction: {length: K, operands: [A, B]}", "does not fit the shapes"},
+		{"reduction: {length: N, operands: [A, Z]}", "bad operand 'Z'"},
+	};
+	char dir[] = "/tmp/atb-u-task-red-XXXXXX", path[128];
+	struct atb_error err = {0};
+	struct atb_task *t = NULL;
+	size_t i;
+
+	cr_assert(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/b.cu", dir);
+	fclose(fopen(path, "w"));
+	for (i = 0; i < 2; i++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/task.yaml", dir);
+		f = fopen(path, "w");
+		cr_assert(f);
+		fprintf(f, "name: r\nkind: cuda\ndescription: x\n"
+			"params:\n  - {name: M, type: int, value: 4}\n"
+			"  - {name: N, type: int, value: 4}\n  - {name: K, type: int, value: 8}\n"
+			"buffers:\n"
+			"  - {name: A, dtype: fp32, role: in, shape: [M, K], generator: {kind: normal, mean: 0, stddev: 1}}\n"
+			"  - {name: B, dtype: fp32, role: in, shape: [N, N], generator: {kind: normal, mean: 0, stddev: 1}}\n"
+			"  - {name: C, dtype: fp32, role: out, shape: [M, N], %s}\n"
+			"baseline: {source: b.cu, label: x, why: honest enough for this test}\nsurface: [kernel.cu]\n"
+			"candidate: {template: b.cu}\nfloor: {bytes: M, flops: M}\n", bad[i][0]);
+		fclose(f);
+		cr_expect_eq(atb_task_load(path, &t, &err), ATB_ERR_SCHEMA, "%s", bad[i][0]);
+		cr_expect(strstr(err.msg, bad[i][1]), "%s", err.msg);
+		remove(path);
+	}
+	snprintf(path, sizeof(path), "%s/b.cu", dir);
+	remove(path);
+	rmdir(dir);
+}
