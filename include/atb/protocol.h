@@ -108,6 +108,9 @@ struct atb_protocol {
 		double anomaly_factor;
 		double floor_margin;
 		double drift_tolerance;
+		/* gates.throttle.max_share (version 2 on; absent: has_throttle 0) */
+		int has_throttle;
+		double throttle_max_share;
 	} gates;
 
 	double anchor_band;

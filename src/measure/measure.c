@@ -544,13 +544,13 @@ static enum atb_status reject_throttled(struct measure *m, const char *which,
 	snprintf(why, sizeof(why),
 		 "the gpu was throttled during %.1f%% of the timed trials of %s (%zu of %zu; "
 		 "at most %.0f%%) after %d runs: clocks changed under the measurement",
-		 100 * share, which, r->throttled_trials, r->trials, 100 * ATBI_THROTTLE_MAX_SHARE,
+		 100 * share, which, r->throttled_trials, r->trials, 100 * atbi_throttle_max_share(m->p),
 		 m->out->attempts);
 	return reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
 		      json_pack("{s:s, s:s, s:f, s:I, s:I, s:f, s:i}", "cause", "throttling", "job",
 				which, "throttled_share", share, "throttled_trials",
 				(json_int_t)r->throttled_trials, "trials", (json_int_t)r->trials,
-				"max_share", ATBI_THROTTLE_MAX_SHARE, "attempts", m->out->attempts),
+				"max_share", atbi_throttle_max_share(m->p), "attempts", m->out->attempts),
 		      err);
 }
 
@@ -794,7 +794,7 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 		json_object_set_new(o, "gpu",
 				    json_pack("{s:f, s:f, s:O?}", "throttled_share",
 					      m->out->throttled_share, "throttled_max_share",
-					      ATBI_THROTTLE_MAX_SHARE, "side_stream_escapes",
+					      atbi_throttle_max_share(m->p), "side_stream_escapes",
 					      json_object_get(j1->done, "side_stream_escapes")));
 	json_object_set_new(o, "runner", j1->env ? json_deep_copy(j1->env) : json_null());
 	json_object_set_new(o, "runner_alone", j2->env ? json_deep_copy(j2->env) : json_null());
@@ -1206,7 +1206,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		{
 			double share;
 			int over = atbi_gate_throttle(j1.throttled_trials, j1.trials,
-						      ATBI_THROTTLE_MAX_SHARE, &share);
+						      atbi_throttle_max_share(m->p), &share);
 
 			if (share > out->throttled_share)
 				out->throttled_share = share;
@@ -1276,7 +1276,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				double share;
 
 				if (atbi_gate_throttle(j2.throttled_trials, j2.trials,
-						       ATBI_THROTTLE_MAX_SHARE, &share)) {
+						       atbi_throttle_max_share(m->p), &share)) {
 					st = reject_throttled(m, "job 2, baseline alone", &j2, share,
 							      err);
 					goto done;

@@ -96,10 +96,12 @@ ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size
 
 /*
  * The largest share of a job's timed trials that NVML may see throttled.
- * TODO(protocol): move to the protocol as gates.throttle.max_share in its
- * next version (v2 is being frozen for another key; protocol/ is not ours).
+ * PROTO: gates.throttle.max_share (version 2 on).  Version 1 has no such
+ * key; its jobs use this value, the one v2 froze.
  */
 #define ATBI_THROTTLE_MAX_SHARE 0.10
+#define atbi_throttle_max_share(p) \
+	((p)->gates.has_throttle ? (p)->gates.throttle_max_share : ATBI_THROTTLE_MAX_SHARE)
 
 /*
  * 1 when throttled / total is over max_share (the job is noise); *share

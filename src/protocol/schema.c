@@ -214,10 +214,30 @@ static const struct field drift_fields[] = {
 	END,
 };
 
+static enum atb_status throttle_after(struct vctx *c, struct fy_node *map, void *base,
+				      const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_throttle = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.throttle (version 2 on) */
+static const struct field throttle_fields[] = {
+	REAL("max_share", gates.throttle_max_share, CLOSED01),
+	END,
+};
+
 static const struct field gates_fields[] = {
 	MAP("anomaly_breaker", breaker_fields),
 	MAP("physical_floor", floor_fields),
 	MAP("baseline_drift", drift_fields),
+	/* optional in the table: version 1 has no such key; required from
+	 * version 2 on (atbi_protocol_validate) */
+	{.key = "throttle", .kind = F_MAP, .off = NOSTORE, .sub = throttle_fields,
+	 .after = throttle_after, .optional = 1},
 	END,
 };
 
@@ -753,6 +773,15 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
 					"correctness.reduction_tolerance",
 					"missing field 'reduction_tolerance' (required from version 2)");
+	}
+	if (!st && p->version >= 2 && !p->gates.has_throttle) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.throttle",
+					"missing field 'throttle' (required from version 2)");
 	}
 	return st;
 }

@@ -7,18 +7,19 @@
 test_expect "verify passes on the shipped protocol" '
 	expect_exit 0 "$ATB" protocol verify &&
 	expect_grep "ok  version 1" "$TRASH/out" &&
-	expect_grep "(current)" "$TRASH/out"
+	expect_grep "ok  version 2" "$TRASH/out" &&
+	grep "ok  version 2" "$TRASH/out" | grep -qF "(current)"
 '
 
 test_expect "verify --json lists every version" '
 	expect_exit 0 "$ATB" protocol verify --json &&
-	expect_grep "\"current\": 1" "$TRASH/out" &&
+	expect_grep "\"current\": 2" "$TRASH/out" &&
 	expect_grep "\"ok\": true" "$TRASH/out"
 '
 
-test_expect "digest of the current protocol equals the digest of v1.yaml" '
+test_expect "digest of the current protocol equals the digest of v2.yaml" '
 	expect_exit 0 "$ATB" protocol digest && cur=$(cut -d" " -f1 "$TRASH/out") &&
-	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v1.yaml" &&
+	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v2.yaml" &&
 	file=$(cut -d" " -f1 "$TRASH/out") &&
 	[ ${#cur} = 64 ] && [ "$cur" = "$file" ] &&
 	expect_grep "$cur" "$ATB_HOME/protocol/protocol.lock"
@@ -27,16 +28,19 @@ test_expect "digest of the current protocol equals the digest of v1.yaml" '
 test_expect "digest ignores comments and key order" '
 	expect_exit 0 "$ATB" protocol digest "$ATB_SOURCE_DIR/tests/fixtures/protocol/good-reordered.yaml" &&
 	a=$(cut -d" " -f1 "$TRASH/out") &&
-	expect_exit 0 "$ATB" protocol digest &&
-	[ "$a" = "$(cut -d" " -f1 "$TRASH/out")" ]
+	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v1.yaml" &&
+	[ "$a" = "$(cut -d" " -f1 "$TRASH/out")" ] &&
+	expect_grep "$a" "$ATB_HOME/protocol/protocol.lock"
 '
 
 test_expect "show prints sections, version and digest" '
 	expect_exit 0 "$ATB" protocol show &&
-	expect_grep "protocol 1: " "$TRASH/out" &&
+	expect_grep "protocol 2: " "$TRASH/out" &&
 	expect_grep "digest   " "$TRASH/out" &&
 	expect_grep "stats.cv_cap" "$TRASH/out" &&
-	expect_grep "gates.anomaly_breaker.factor" "$TRASH/out"
+	expect_grep "gates.anomaly_breaker.factor" "$TRASH/out" &&
+	expect_grep "gates.throttle.max_share" "$TRASH/out" &&
+	expect_grep "correctness.reduction_tolerance.growth" "$TRASH/out"
 '
 
 test_expect "show --json carries the canonical protocol (global --json too)" '
@@ -53,7 +57,7 @@ test_expect "show --version of an unfrozen version exits 2" '
 
 test_expect "verify fails with exit 2 after an edit without a new version" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	old=$("$ATB" protocol digest --home home | cut -d" " -f1) &&
+	old=$("$ATB" protocol digest home/protocol/v1.yaml | cut -d" " -f1) &&
 	sed -i "s/cv_cap: 0.05/cv_cap: 0.06/" home/protocol/v1.yaml &&
 	new=$("$ATB" protocol digest home/protocol/v1.yaml | cut -d" " -f1) &&
 	expect_exit 2 "$ATB" protocol verify --home home &&
@@ -61,7 +65,7 @@ test_expect "verify fails with exit 2 after an edit without a new version" '
 	expect_grep "changed without a new version" "$TRASH/err" &&
 	expect_grep "$old" "$TRASH/err" &&
 	expect_grep "$new" "$TRASH/err" &&
-	expect_exit 2 "$ATB" protocol show --home home
+	expect_exit 2 "$ATB" protocol show --home home --version 1
 '
 
 test_expect "a comment-only edit still verifies" '

@@ -110,7 +110,7 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(p->version, 2);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "36e6f6028d73505da2279c77412062b836fb4a1ca53d26a6a0bd6c92e03fc7dc");
+			 "fa9a201919eb69c13a096a970df43ff1c2951c162b8bbe0375f12fb41578688c");
 	cr_assert(atbi_is_sha256_hex(p->digest));
 	atb_protocol_free(p);
 	/* v1 stays loadable by version and by digest: results keep pointing at it */
@@ -123,23 +123,28 @@ Test(protocol, shipped_lock_matches_shipped_files)
 }
 
 /* PROTO: correctness.reduction_tolerance -- v2's one new key, and only it. */
-Test(protocol, v2_is_v1_plus_reduction_tolerance)
+Test(protocol, v2_is_v1_plus_reduction_tolerance_and_throttle)
 {
 	struct atb_error err;
 	struct atb_protocol *p1 = NULL, *p2 = NULL;
-	char *t1, *t2;
+	char *t1, *t2, *t3;
 
 	cr_assert_eq(atb_protocol_load_version(SRC, 1, &p1, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_version(SRC, 2, &p2, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p2->correctness.reduction.has);
 	cr_expect_float_eq(p2->correctness.reduction.factor, 1.0, 1e-15);
 	cr_expect_str_eq(p2->correctness.reduction.growth, "sqrt_length");
+	cr_expect(p2->gates.has_throttle);
+	cr_expect_float_eq(p2->gates.throttle_max_share, 0.10, 1e-15);
+	cr_expect(!p1->gates.has_throttle);
 	t1 = replace(p1->canonical_json, "\"version\":1", "\"version\":2");
 	t2 = replace(p2->canonical_json,
 		     ",\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}", "");
-	cr_expect_str_eq(t1, t2, "v2 differs from v1 by more than the new key");
+	t3 = replace(t2, ",\"throttle\":{\"max_share\":0.10000000000000001}", "");
+	cr_expect_str_eq(t1, t3, "v2 differs from v1 by more than the new keys");
 	atb_free(t1);
 	atb_free(t2);
+	atb_free(t3);
 	atb_protocol_free(p1);
 	atb_protocol_free(p2);
 }
@@ -173,6 +178,19 @@ Test(protocol, v2_without_reduction_tolerance_is_refused, .fini = remove_home)
 	atb_free(t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "correctness.reduction_tolerance.growth");
+	/* version 2 without gates.throttle: missing field; a share over 1 */
+	t2 = replace(text, "  throttle:\n    max_share: 0.10", "  # none");
+	cr_assert_neq(strcmp(t2, text), 0);
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.throttle");
+	cr_expect(strstr(err.msg, "required from version 2"), "%s", err.msg);
+	t2 = replace(text, "max_share: 0.10", "max_share: 1.5");
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.throttle.max_share");
 	atb_free(text);
 }
 
