@@ -173,15 +173,33 @@ static double trial_cv(const struct arm_samples *a, size_t nseeds)
 	return median_of(cvs, m);
 }
 
-static json_t *buffers_json(const struct atb_task_instance *in)
+/*
+ * The job's buffers; a buffer the task marks as a reduction carries
+ * {"operands": [...], "accumulate": ...} (accumulate left out when the task
+ * gives none), as atb measure sends it (PROTO: correctness.reduction_tolerance).
+ */
+static json_t *buffers_json(const struct atb_task *t, const struct atb_task_instance *in)
 {
 	json_t *a = json_array();
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < in->nbuffers; i++) {
 		const struct atb_task_buffer_instance *b = &in->buffers[i];
+		const struct atb_task_buffer *tb = &t->buffers[i];
 		json_t *o = json_pack("{s:s, s:s, s:s}", "name", b->name, "dtype", b->dtype,
 				      "role", atb_task_role_name(b->role));
+
+		if (tb->reduction.has) {
+			json_t *r = json_pack("{s:[]}", "operands");
+
+			for (k = 0; k < tb->reduction.noperands; k++)
+				json_array_append_new(json_object_get(r, "operands"),
+						      json_string(tb->reduction.operands[k]));
+			if (tb->reduction.accumulate[0])
+				json_object_set_new(r, "accumulate",
+						    json_string(tb->reduction.accumulate));
+			json_object_set_new(o, "reduction", r);
+		}
 
 		if (b->has_generator) {
 			const struct atb_distribution *d = &b->generator;
@@ -358,7 +376,7 @@ int main(int argc, char **argv)
 			json_array_append_new(seeds, json_integer((json_int_t)(s + 1)));
 		job = json_pack("{s:s, s:s, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:I}",
 				"id", t->name, "backend", "cuda", "abi", 1, "arms", arms,
-				"reference", "baseline", "buffers", buffers_json(&inst), "sets", sets,
+				"reference", "baseline", "buffers", buffers_json(t, &inst), "sets", sets,
 				"timing_set", set_json(&inst, "timing"), "seeds", seeds,
 				"cache_bytes", (json_int_t)0);
 		if (atb_runner_job_set_protocol(job, proto, 0, &err))

@@ -72,6 +72,60 @@ int runner_any_adversarial(const struct atb_runner_job *job)
 	return 0;
 }
 
+/* ---- which input sets a seed gets ------------------------------------------ */
+
+/* Adversarial sets per seed under rotation, or 0 when every distribution runs. */
+static size_t rotation_per_seed(const struct atb_runner_job *job)
+{
+	size_t n = job->input_sets_per_seed, p;
+
+	if (!n || !job->ndists || !runner_any_adversarial(job))
+		return 0;
+	p = n - 1;
+	/* Too few seeds would leave a distribution unused: fall back to all. */
+	if (!p || p >= job->ndists || job->nseeds * p < job->ndists)
+		return 0;
+	return p;
+}
+
+int runner_rotates(const struct atb_runner_job *job)
+{
+	return rotation_per_seed(job) > 0;
+}
+
+size_t runner_seed_inputs(const struct atb_runner_job *job, size_t seed_index, int *out)
+{
+	size_t p = rotation_per_seed(job), n = 0, j;
+
+	out[n++] = -1;
+	if (!runner_any_adversarial(job))
+		return n;
+	if (!p) {
+		for (j = 0; j < job->ndists; j++)
+			out[n++] = (int)j;
+		return n;
+	}
+	for (j = 0; j < p; j++)
+		out[n++] = (int)((seed_index * p + j) % job->ndists);
+	return n;
+}
+
+json_t *runner_inputs_json(const struct atb_runner_job *job)
+{
+	size_t p = rotation_per_seed(job);
+
+	return json_pack("{s:o, s:s, s:I}", "input_sets_per_seed",
+			 job->input_sets_per_seed ? json_integer((json_int_t)job->input_sets_per_seed)
+						  : json_null(),
+			 "rule", p ? "rotation" : "all", "distributions_per_seed",
+			 (json_int_t)(p ? p : runner_any_adversarial(job) ? job->ndists : 0));
+}
+
+const char *runner_input_name(const struct atb_runner_job *job, int dist)
+{
+	return dist < 0 ? "task" : job->dists[dist].name;
+}
+
 void runner_copy_inputs(struct runner_bufs *dst, const struct runner_bufs *src,
 			const struct atb_runner_job *job)
 {
@@ -515,7 +569,7 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 		       " s:{s:{s:b, s:o}, s:{s:b, s:b, s:o}, s:o}}",
 		       "event", "correctness", "seed", (json_int_t)f->seed,
 		       "arm", f->arm, "set", set->name, "set_index", (int)f->set_index,
-		       "input", f->dist < 0 ? "task" : job->dists[f->dist].name,
+		       "input", runner_input_name(job, f->dist),
 		       "input_index", f->dist + 1,
 		       "pass", f->pass, "kernel_status", f->kernel_status,
 		       "max_abs_err", runner_real(w->max_abs),
@@ -526,12 +580,19 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 		       "buffers", f->buffers,
 		       "gates",
 		       "input_mutation", "checked", 1, "mutated", f->mutated,
-		       "result_reuse", "checked", f->pass, "follows_inputs", f->reuse.follows,
+		       "result_reuse", "checked", f->reuse_checked, "follows_inputs", f->reuse.follows,
 		       "failed_step", f->reuse.failed_step ? json_string(f->reuse.failed_step)
 							    : json_null(),
 		       "output_aliasing", f->aliasing ? f->aliasing : json_null());
 	/* json_pack's "o" steals even when the pack fails. */
 	f->buffers = f->mutated = f->aliasing = NULL;
+	if (ev && json_object_set_new(json_object_get(json_object_get(ev, "gates"),
+						      "result_reuse"),
+				      "checked_on", f->reuse_checked_on
+					      ? json_string(f->reuse_checked_on) : json_null())) {
+		json_decref(ev);
+		ev = NULL;
+	}
 	return ev;
 }
 

@@ -98,8 +98,14 @@ static int d_upload_inputs(struct crt *rt, struct dbufs *d, const struct runner_
 	return 0;
 }
 
-/* PROTO: correctness.poison -- NaN (0x7fc00000 per float word; the fp64 NaN's
- * high word repeated is a NaN too), integers their type's minimum. */
+/*
+ * PROTO: correctness.poison -- the shared layer's pattern as one 32-bit word
+ * (runner_poison_word32): NaN for fp32, fp64 (the high word repeated is a
+ * NaN too), fp16 and bf16 (their quiet-NaN patterns, two per word), the
+ * type's minimum for integers.  A 2-byte buffer with an odd count ends in
+ * half a word: that last element is written with a 2-byte copy, so no
+ * output element is left unpoisoned.
+ */
 static int d_poison(struct crt *rt, struct dbufs *d)
 {
 	const struct atb_runner_job *job = rt->job;
@@ -108,27 +114,20 @@ static int d_poison(struct crt *rt, struct dbufs *d)
 
 	atb_error_clear(&err);
 	for (i = 0; i < job->nbuffers; i++) {
-		uint32_t word;
+		enum atb_dtype dt = job->buffers[i].dtype;
+		uint32_t word = runner_poison_word32(dt);
 		size_t words = d->bytes[i] / 4;
 
 		if (job->buffers[i].role != ATB_BUFFER_OUT)
 			continue;
-		switch (job->buffers[i].dtype) {
-		case ATB_DTYPE_FP32:
-			word = 0x7fc00000u;
-			break;
-		case ATB_DTYPE_FP64:
-			word = 0x7ff80000u;  /* 0x7ff800007ff80000: exponent all ones, NaN */
-			break;
-		case ATB_DTYPE_INT32:
-			word = 0x80000000u;
-			break;
-		default:
-			word = 0x80000000u;  /* int64: 0x8000000080000000, very negative */
-			break;
-		}
-		if (atb_cuda_memset32(rt->cu, d->p[i], word, words, &err))
+		if (words && atb_cuda_memset32(rt->cu, d->p[i], word, words, &err))
 			return fail(rt, "cannot poison outputs", &err);
+		if (d->bytes[i] % 4 == 2) {
+			uint16_t last = (uint16_t)(word & 0xffffu);
+
+			if (atb_cuda_h2d(rt->cu, d->p[i] + words * 4, &last, sizeof(last), &err))
+				return fail(rt, "cannot poison outputs", &err);
+		}
 	}
 	return 0;
 }
@@ -289,8 +288,36 @@ static json_t *aliasing_fact(const struct atb_runner_job *job, const struct dbuf
 			 "how", "device address ranges of every output against every other buffer");
 }
 
+/*
+ * The result-reuse step's other inputs (RUNNER_STREAM_REUSE) and the
+ * reference's outputs for them, made only when an arm needs them.
+ * 0, -1 (rt->msg) or -2 (the reference failed).
+ */
+static int reuse_inputs(struct crt *rt, uint64_t seed, size_t si, int dist,
+			struct runner_bufs *in_b, struct runner_bufs *ref_b)
+{
+	const struct atb_runner_set *set = &rt->job->sets[si];
+
+	if (in_b->n)
+		return 0;
+	if (runner_bufs_alloc(in_b, rt->job, set) ||
+	    runner_gen_inputs(in_b, rt->job, set, seed, si, dist, RUNNER_STREAM_REUSE)) {
+		runner_bufs_free(in_b);
+		snprintf(rt->msg, sizeof(rt->msg), "cannot allocate result-reuse inputs");
+		return -1;
+	}
+	return run_reference(rt, set, in_b, ref_b);
+}
+
+/*
+ * One input set: the reference once, then every checked arm, one
+ * correctness event each.  reuse_on[arm]: as in the cpu backend, the input
+ * set on which the arm's result reuse was checked for this (seed, set)
+ * (PROTO: gates result_reuse: once per seed and parameter set, on the
+ * first input set whose outputs were right).
+ */
 static int check_input_set(struct crt *rt, uint64_t seed, size_t si, int dist,
-			   size_t *failures, size_t *nevents)
+			   const char **reuse_on, size_t *failures, size_t *nevents)
 {
 	const struct atb_runner_job *job = rt->job;
 	const struct atb_runner_set *set = &job->sets[si];
@@ -299,14 +326,13 @@ static int check_input_set(struct crt *rt, uint64_t seed, size_t si, int dist,
 	size_t ai;
 	int rc = -1, r;
 
-	if (runner_gen_input_pair(job, si, seed, dist, &in_a, &in_b) ||
+	if (runner_bufs_alloc(&in_a, job, set) ||
+	    runner_gen_inputs(&in_a, job, set, seed, si, dist, RUNNER_STREAM_CHECK) ||
 	    runner_bufs_alloc(&got, job, set)) {
 		snprintf(rt->msg, sizeof(rt->msg), "cannot allocate correctness inputs");
 		goto out;
 	}
 	r = run_reference(rt, set, &in_a, &ref_a);
-	if (!r)
-		r = run_reference(rt, set, &in_b, &ref_b);
 	if (r) {
 		reason = r == -2 ? "reference_failed" : "cuda";
 		goto out;
@@ -343,13 +369,21 @@ static int check_input_set(struct crt *rt, uint64_t seed, size_t si, int dist,
 		f.mutated = runner_mutated_inputs(job, before, after);
 		f.pass = runner_outputs_match(job, set, &ref_a, &got, f.buffers, &f.worst,
 					      &f.worst_name) && !f.kernel_status;
-		if (f.pass && check_reuse(rt, a, set, &in_a, &ref_a, &in_b, &ref_b, &f.reuse)) {
-			json_decref(f.buffers);
-			json_decref(f.mutated);
-			json_decref(f.aliasing);
-			reason = rt->sticky ? "kernel_fault" : "cuda";
-			goto out;
+		/* Once per (seed, set), on the first right outputs: three calls each. */
+		if (f.pass && !reuse_on[ai]) {
+			r = reuse_inputs(rt, seed, si, dist, &in_b, &ref_b);
+			if (r || check_reuse(rt, a, set, &in_a, &ref_a, &in_b, &ref_b, &f.reuse)) {
+				json_decref(f.buffers);
+				json_decref(f.mutated);
+				json_decref(f.aliasing);
+				reason = r == -2 ? "reference_failed"
+					 : rt->sticky ? "kernel_fault" : "cuda";
+				goto out;
+			}
+			f.reuse_checked = 1;
+			reuse_on[ai] = runner_input_name(job, dist);
 		}
+		f.reuse_checked_on = reuse_on[ai];
 		if (runner_facts_failed(&f))
 			(*failures)++;
 		ev = runner_correctness_event(job, &f);
@@ -534,7 +568,7 @@ static int emit_env(const struct crt *rt, const struct atb_timer *timer, size_t 
 	atb_cuda_gpu_sample(d->pci_bus_id, &g);
 	return runner_emit(json_pack(
 		"{s:s, s:s, s:I, s:o, s:{s:s, s:s, s:i, s:s, s:i, s:I, s:I, s:i, s:i, s:i, s:I},"
-		" s:I, s:I, s:b, s:s, s:I, s:i, s:o}",
+		" s:I, s:I, s:b, s:s, s:I, s:i, s:o, s:o}",
 		"event", "env", "backend", "cuda", "clock_resolution_ns",
 		(json_int_t)timer->ops->resolution_ns(timer->state), "arms", arms,
 		"device", "name", d->name, "pci_bus_id", d->pci_bus_id, "ordinal", d->ordinal,
@@ -547,7 +581,8 @@ static int emit_env(const struct crt *rt, const struct atb_timer *timer, size_t 
 		"cache_bytes", (json_int_t)job->cache_bytes, "flush_bytes",
 		(json_int_t)l2_flush, "flush_enabled", job->timing.flush, "timer",
 		timer->ops->name, "spin_ns", (json_int_t)ATB_CUDA_SPIN_NS, "seeds",
-		(int)job->nseeds, "gpu", gpu_json(&g)));
+		(int)job->nseeds, "gpu", gpu_json(&g), "correctness_inputs",
+		runner_inputs_json(job)));
 }
 
 int runner_cuda_run(const struct atb_runner_job *job)
@@ -559,7 +594,8 @@ int runner_cuda_run(const struct atb_runner_job *job)
 	int64_t t0 = atbi_monotonic_ns();
 	const char *timing = "done";
 	char msg[1200];
-	int dist, rc = RUNNER_EXIT_FAILED;
+	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
+	int64_t t_check = 0;
 
 	if (!rt) {
 		runner_emit_error("nomem", "cannot start the cuda backend");
@@ -590,15 +626,21 @@ int runner_cuda_run(const struct atb_runner_job *job)
 	}
 	if (runner_load_arms(job, rt->arms) || emit_env(rt, timer, flush_bytes))
 		goto out;
-	for (k = 0; k < job->nseeds; k++)
-		for (si = 0; si < job->nsets; si++)
-			for (dist = -1; dist < (int)job->ndists; dist++) {
-				if (dist >= 0 && !runner_any_adversarial(job))
-					break;
-				if (check_input_set(rt, job->seeds[k], si, dist, &failures,
-						    &nevents))
+	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
+	t_check = atbi_monotonic_ns();
+	for (k = 0; k < job->nseeds; k++) {
+		size_t ninputs = runner_seed_inputs(job, k, inputs), x;
+
+		for (si = 0; si < job->nsets; si++) {
+			const char *reuse_on[ATB_RUNNER_MAX_ARMS] = {0};
+
+			for (x = 0; x < ninputs; x++)
+				if (check_input_set(rt, job->seeds[k], si, inputs[x], reuse_on,
+						    &failures, &nevents))
 					goto out;
-			}
+		}
+	}
+	t_check = atbi_monotonic_ns() - t_check;
 	if (job->skip_timing)
 		timing = "skipped";
 	else if (failures && !job->time_if_incorrect)
@@ -607,12 +649,13 @@ int runner_cuda_run(const struct atb_runner_job *job)
 		for (k = 0; k < job->nseeds; k++)
 			if (time_seed(rt, timer, job->seeds[k], &escapes))
 				goto out;
-	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I}", "event", "done",
+	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:I}", "event", "done",
 				   "seeds", (int)job->nseeds,
 				   "correctness_events", (json_int_t)nevents,
 				   "correctness_failures", (json_int_t)failures,
 				   "timing", timing, "side_stream_escapes", (json_int_t)escapes,
-				   "elapsed_ns", (json_int_t)(atbi_monotonic_ns() - t0))))
+				   "elapsed_ns", (json_int_t)(atbi_monotonic_ns() - t0),
+				   "correctness_ns", (json_int_t)t_check)))
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);

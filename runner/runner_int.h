@@ -78,6 +78,34 @@ int runner_is_input(const struct atb_runner_buffer *b);
 /* Does any input take the protocol's adversarial distributions? */
 int runner_any_adversarial(const struct atb_runner_job *job);
 
+/*
+ * PROTO: correctness.input_sets_per_seed, correctness.distributions -- the
+ * input sets of the seed at index seed_index of the job, into out (room
+ * for ATB_RUNNER_MAX_DISTS + 1): -1 (the task's own generator) first, then
+ * protocol distribution indices.  With input_sets_per_seed n (n - 1 = p
+ * adversarial sets per seed), 0 < p < ndists and nseeds * p >= ndists,
+ * seed index i takes distributions (i * p + j) mod ndists, j < p: the
+ * rotation uses every distribution across the job's seeds.  Otherwise
+ * (the key absent, p >= ndists, p == 0, or too few seeds for every
+ * distribution to be used) every distribution, on every seed.  Only the
+ * task's generator when no input takes adversarial distributions.
+ * Returns the count.
+ */
+size_t runner_seed_inputs(const struct atb_runner_job *job, size_t seed_index, int *out);
+
+/* Does the job rotate distributions over its seeds (see runner_seed_inputs)? */
+int runner_rotates(const struct atb_runner_job *job);
+
+/*
+ * The env event's "correctness_inputs": {"input_sets_per_seed": n or null,
+ * "rule": "rotation" | "all", "distributions_per_seed": p}.  NULL when out
+ * of memory.
+ */
+json_t *runner_inputs_json(const struct atb_runner_job *job);
+
+/* The name of input set dist: "task" for -1, else the distribution's. */
+const char *runner_input_name(const struct atb_runner_job *job, int dist);
+
 /* Copy the inputs of src into dst (same set). */
 void runner_copy_inputs(struct runner_bufs *dst, const struct runner_bufs *src,
 			const struct atb_runner_job *job);
@@ -232,7 +260,15 @@ struct runner_facts {
 	const char *worst_name;
 	json_t *buffers;           /* runner_outputs_match's array; stolen */
 	json_t *mutated;           /* runner_mutated_inputs; stolen */
-	struct runner_reuse reuse; /* checked only when pass */
+	/*
+	 * PROTO: gates result_reuse -- checked once per (seed, parameter set,
+	 * arm), on the first input set whose outputs were right: reuse_checked
+	 * is 1 on that one; reuse_checked_on names the input set it was checked
+	 * on (this one or an earlier one), NULL when not yet.
+	 */
+	struct runner_reuse reuse;
+	int reuse_checked;
+	const char *reuse_checked_on;
 	json_t *aliasing;          /* the output_aliasing fact; stolen; NULL: null */
 };
 

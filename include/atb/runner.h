@@ -172,6 +172,13 @@ struct atb_runner_job {
 	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */
 	size_t ndists;
 	int poison_nan;                /* "nan" poison: 1 */
+	/*
+	 * correctness.input_sets_per_seed: input sets per (seed, parameter set),
+	 * the task's own plus input_sets_per_seed - 1 adversarial distributions
+	 * by rotation over the seeds (docs/internals/runner.md); 0 when absent:
+	 * every distribution on every seed (jobs from before the key).
+	 */
+	size_t input_sets_per_seed;
 	/* correctness.reduction_tolerance (protocol v2): factor 0 when absent */
 	double reduction_factor;
 	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */
@@ -207,7 +214,8 @@ int atb_runner_job_arm(const struct atb_runner_job *job, const char *name);
 
 /*
  * Set the job's "timing" and "correctness" objects from a loaded protocol
- * (replacing any already there).  cache_bytes is the box's largest cache.
+ * (replacing any already there), correctness.input_sets_per_seed included.
+ * cache_bytes is the box's largest cache.
  * Errors: ATB_ERR_NOMEM.
  */
 enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protocol *p,

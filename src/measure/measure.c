@@ -217,6 +217,38 @@ static json_t *dist_json(const struct atb_distribution *d)
 	return o;
 }
 
+/*
+ * A task buffer's reduction as the job carries it: {"operands": [...],
+ * "accumulate": ...}, accumulate left out when the task gives none (the
+ * runner then uses the buffer's dtype).  PROTO: correctness.reduction_tolerance
+ */
+static json_t *reduction_json(const struct atb_task_buffer *b)
+{
+	json_t *o = json_object(), *ops = json_array();
+	size_t k;
+
+	if (!o || !ops) {
+		json_decref(o);
+		json_decref(ops);
+		return NULL;
+	}
+	if (json_object_set_new(o, "operands", ops)) {  /* steals ops even on failure */
+		json_decref(o);
+		return NULL;
+	}
+	for (k = 0; k < b->reduction.noperands; k++)
+		if (json_array_append_new(ops, json_string(b->reduction.operands[k]))) {
+			json_decref(o);
+			return NULL;
+		}
+	if (b->reduction.accumulate[0] &&
+	    json_object_set_new(o, "accumulate", json_string(b->reduction.accumulate))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 /* arms: indices into A_*; sos: their shared objects. */
 static enum atb_status build_job(struct measure *m, const int *arms, size_t narms, int alone,
 				 json_t **out, struct atb_error *err)
@@ -248,6 +280,8 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 			goto nomem;
 		if (b->role != ATB_ROLE_OUT && b->has_generator)
 			json_object_set_new(o, "dist", dist_json(&b->generator));
+		if (b->reduction.has && json_object_set_new(o, "reduction", reduction_json(b)))
+			goto nomem;
 	}
 	for (i = 0; i < nsets; i++) {
 		json_t *s;

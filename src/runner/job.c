@@ -416,6 +416,16 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 	if (strcmp(poison, "nan"))
 		return bad(err, "correctness.poison", "unknown poison '%s': expected nan", poison);
 	j->poison_nan = 1;
+	/* PROTO: correctness.input_sets_per_seed -- absent: every distribution. */
+	if (json_object_get(o, "input_sets_per_seed")) {
+		long long n = 0;
+
+		if (get_int(o, "input_sets_per_seed", 1, &n) || n < 1 || n > 1000)
+			return bad(err, "correctness.input_sets_per_seed",
+				   "bad '%s': expected an integer from 1 to 1000",
+				   "correctness.input_sets_per_seed");
+		j->input_sets_per_seed = (size_t)n;
+	}
 	t = json_object_get(o, "reduction_tolerance");
 	if (t) {
 		char growth[16] = "";
@@ -876,6 +886,10 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 				json_integer(p->timing.cache_flush_min_bytes));
 		bad_ |= set_new(t, "interleave", json_string(p->timing.interleave));
 		bad_ |= set_new(c, "poison", json_string(p->correctness.poison));
+		/* PROTO: correctness.input_sets_per_seed */
+		if (p->correctness.input_sets_per_seed > 0)
+			bad_ |= set_new(c, "input_sets_per_seed",
+					json_integer(p->correctness.input_sets_per_seed));
 		/* PROTO: correctness.reduction_tolerance (version 2 on) */
 		if (p->correctness.reduction.has)
 			bad_ |= set_new(c, "reduction_tolerance",
