@@ -321,6 +321,7 @@ Test(runner, job_sections_from_a_protocol)
 	snprintf(p.correctness.distributions[1].name, 48, "normal");
 	snprintf(p.correctness.distributions[1].kind, 16, "normal");
 	p.correctness.distributions[1].stddev = 2;
+	p.correctness.input_sets_per_seed = 3;
 
 	cr_assert_eq(atb_runner_job_set_protocol(o, &p, 8u << 20, &e), ATB_OK);
 	text = json_dumps(o, JSON_COMPACT);
@@ -339,6 +340,8 @@ Test(runner, job_sections_from_a_protocol)
 	cr_assert_eq(j->ndists, 2);
 	cr_assert_eq(j->dists[1].normal, 1);
 	cr_assert_float_eq(j->dists[1].stddev, 2.0, 1e-12);
+	/* PROTO: correctness.input_sets_per_seed */
+	cr_assert_eq(j->input_sets_per_seed, 3);
 	atb_runner_job_free(j);
 }
 
@@ -1069,4 +1072,94 @@ Test(runner, reduction_counts_that_do_not_fit_are_refused)
 	memcpy(p, "[\"A\",\"Z\"]", 9);
 	cr_expect_eq(parse_text(text, &job, &e), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(e.field, "buffers[2].reduction");
+}
+
+/* ---- input sets per seed (PROTO: correctness.input_sets_per_seed) -------- */
+
+/* The relu job with four distributions, n input sets per seed (0: no key) and nseeds seeds. */
+static struct atb_runner_job *inputs_job(int n, size_t nseeds, const char *dtype)
+{
+	json_t *o = relu_job("/a.so", "/b.so"), *c, *seeds = json_array();
+	struct atb_runner_job *j = NULL;
+	struct atb_error e;
+	char *text;
+	size_t i;
+
+	c = json_object_get(o, "correctness");
+	json_array_append_new(json_object_get(c, "distributions"),
+			      json_pack("{s:s, s:s, s:f, s:f}", "name", "tiny_magnitude", "kind",
+					"uniform", "low", -1e-3, "high", 1e-3));
+	if (n)
+		json_object_set_new(c, "input_sets_per_seed", json_integer(n));
+	for (i = 0; i < nseeds; i++)
+		json_array_append_new(seeds, json_integer((json_int_t)(100 + i)));
+	json_object_set_new(o, "seeds", seeds);
+	json_object_set_new(json_array_get(json_object_get(o, "buffers"), 0), "dtype",
+			    json_string(dtype));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	atb_free(text);
+	return j;
+}
+
+Test(runner, input_sets_rotate_over_the_seeds)
+{
+	struct atb_runner_job *j = inputs_job(3, 2, "fp32");
+	int in[ATB_RUNNER_MAX_DISTS + 1];
+
+	cr_assert(runner_rotates(j));
+	cr_assert_eq(runner_seed_inputs(j, 0, in), 3);
+	cr_assert(in[0] == -1 && in[1] == 0 && in[2] == 1);
+	cr_assert_eq(runner_seed_inputs(j, 1, in), 3);
+	cr_assert(in[0] == -1 && in[1] == 2 && in[2] == 3);
+	cr_assert_eq(runner_seed_inputs(j, 2, in), 3);   /* wraps around */
+	cr_assert(in[1] == 0 && in[2] == 1);
+	atb_runner_job_free(j);
+}
+
+Test(runner, input_sets_use_every_distribution_across_seeds)
+{
+	size_t n, s, k, x;
+
+	for (n = 2; n <= 4; n++)
+		for (s = 1; s <= 6; s++) {
+			struct atb_runner_job *j = inputs_job((int)n, s, "fp32");
+			int in[ATB_RUNNER_MAX_DISTS + 1], used[ATB_RUNNER_MAX_DISTS] = {0};
+			size_t c;
+
+			for (k = 0; k < s; k++) {
+				c = runner_seed_inputs(j, k, in);
+				cr_assert_eq(in[0], -1);
+				cr_assert(c == n || (!runner_rotates(j) && c == 5),
+					  "n %zu seeds %zu: %zu sets", n, s, c);
+				for (x = 1; x < c; x++)
+					used[in[x]]++;
+			}
+			for (x = 0; x < 4; x++)
+				cr_assert(used[x] > 0, "n %zu seeds %zu: distribution %zu unused",
+					  n, s, x);
+			/* Rotation only when the seeds can cover all four. */
+			cr_assert_eq(runner_rotates(j), s * (n - 1) >= 4 && n - 1 < 4);
+			atb_runner_job_free(j);
+		}
+}
+
+Test(runner, input_sets_fall_back_to_every_distribution)
+{
+	struct atb_runner_job *j;
+	int in[ATB_RUNNER_MAX_DISTS + 1];
+
+	j = inputs_job(0, 3, "fp32");   /* no key: a job from before it */
+	cr_assert_not(runner_rotates(j));
+	cr_assert_eq(runner_seed_inputs(j, 1, in), 5);
+	atb_runner_job_free(j);
+	j = inputs_job(1, 8, "fp32");   /* the task's inputs only would drop them all */
+	cr_assert_not(runner_rotates(j));
+	cr_assert_eq(runner_seed_inputs(j, 0, in), 5);
+	atb_runner_job_free(j);
+	j = inputs_job(3, 8, "int32");  /* no adversarial input: the task's only */
+	cr_assert_eq(runner_seed_inputs(j, 3, in), 1);
+	cr_assert_eq(in[0], -1);
+	atb_runner_job_free(j);
 }
