@@ -273,6 +273,16 @@ int runner_arm_is_checked(const struct atb_runner_job *job, size_t i)
 	return i != job->reference && strcmp(job->arms[i].name, "baseline_alone");
 }
 
+int runner_any_checked(const struct atb_runner_job *job)
+{
+	size_t i;
+
+	for (i = 0; i < job->narms; i++)
+		if (runner_arm_is_checked(job, i))
+			return 1;
+	return 0;
+}
+
 /* ---- comparison --------------------------------------------------------- */
 
 double runner_elem(const void *p, enum atb_dtype d, size_t k)

@@ -381,7 +381,7 @@ int runner_cpu_run(const struct atb_runner_job *job)
 	 * seed's protocol distributions (PROTO: correctness.distributions,
 	 * correctness.input_sets_per_seed, odd_shapes). */
 	t_check = atbi_monotonic_ns();
-	for (k = 0; k < job->nseeds; k++) {
+	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
 		size_t ninputs = runner_seed_inputs(job, k, inputs), x;
 
 		for (si = 0; si < job->nsets; si++) {

@@ -157,6 +157,14 @@ int runner_gen_input_pair(const struct atb_runner_job *job, size_t set_index, ui
 /* Is arm i checked against the reference?  Not the reference, not baseline_alone. */
 int runner_arm_is_checked(const struct atb_runner_job *job, size_t i);
 
+/*
+ * Is any arm checked?  When none is (the reference and baseline_alone only,
+ * as in atb measure's drift job), the backends run no correctness phase:
+ * there is nothing to compare, and the reference was checked in the job
+ * that had the candidate.
+ */
+int runner_any_checked(const struct atb_runner_job *job);
+
 /* Element k of an array of dtype d, as a double (int64 may round). */
 double runner_elem(const void *p, enum atb_dtype d, size_t k);
 

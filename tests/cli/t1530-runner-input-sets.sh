@@ -89,6 +89,12 @@ test_expect "a static result cache is still caught with 2 seeds" '
 		| length == 4 and all(.gates.result_reuse.follows_inputs | not)"
 '
 
+test_expect "a job with no checked arm (reference and baseline_alone) runs no correctness" '
+	run relu_good "$FOUR | .seeds = [1, 2] | .arms[1].name = \"baseline_alone\"" &&
+	q relu_good.ev "[.[] | select(.event==\"correctness\")] | length == 0" &&
+	q relu_good.ev "map(select(.event==\"done\"))[0].correctness_events == 0"
+'
+
 test_expect "a bad input_sets_per_seed is refused with its field" '
 	jq -c ".correctness.input_sets_per_seed = 0" "$FIX/relu-job.json" >bad.job &&
 	expect_exit 2 sh -c "\"$RUNNER\" <bad.job >bad.ev" &&
