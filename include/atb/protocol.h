@@ -55,6 +55,13 @@ struct atb_protocol {
 		double ci_level;
 		int bootstrap_resamples;
 		double significance_alpha;
+		/*
+		 * stats.cv_of (version 2 on): what cv_cap bounds, "per_seed_ratio"
+		 * (the CV of the paired per-seed ratios) or "per_seed_medians"
+		 * (the larger per-arm CV of per-seed medians, version 1's rule);
+		 * "" when absent (version 1).
+		 */
+		char cv_of[24];
 	} stats;
 
 	struct {

@@ -127,6 +127,12 @@ struct atb_paired_input {
 	 * Either way a ratio above 1 means the candidate is better.
 	 */
 	int higher_is_better;
+	/*
+	 * 0: cv (the one cv_cap bounds) is the larger per-arm CV of per-seed
+	 * medians (protocol v1).  1: cv is the CV of the per-seed ratios
+	 * (PROTO: stats.cv_of, per_seed_ratio, v2 on).
+	 */
+	int cv_of_ratio;
 };
 
 enum atb_verdict {
@@ -182,10 +188,11 @@ struct atb_paired_result {
 	double alpha;
 	enum atb_verdict verdict;
 
-	/* cross-run CV of per-seed medians (sample sd / mean) */
+	/* cross-run CV of per-seed medians (sample sd / mean), of the ratios */
 	double cv_baseline;
 	double cv_candidate;
-	double cv;                   /* the larger of the two */
+	double cv_ratio;             /* CV of the per-seed ratios */
+	double cv;                   /* cv_ratio, or the larger per-arm one (cv_of_ratio) */
 	double cv_cap;
 	int cv_within_cap;           /* cv <= cv_cap (PROTO: stats.cv_cap) */
 

@@ -751,6 +751,8 @@ static enum atb_status paired(struct measure *m, struct seed_times *base, struct
 	in.cv_cap = m->p->stats.cv_cap;                          /* PROTO: stats.cv_cap */
 	in.bootstrap_seed = bseed;
 	in.higher_is_better = 0;
+	/* PROTO: stats.cv_of (v2 on: the per-seed ratios; v1: per-arm medians) */
+	in.cv_of_ratio = !strcmp(m->p->stats.cv_of, "per_seed_ratio");
 	st = atb_stats_paired(&in, res, err);
 	atb_free(ps);
 	return st;
@@ -787,6 +789,9 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 	json_object_set_new(o, "log_ratio_sd", jreal(res->log_ratio_sd));
 	json_object_set_new(o, "cv_baseline", jreal(res->cv_baseline));
 	json_object_set_new(o, "cv_candidate", jreal(res->cv_candidate));
+	json_object_set_new(o, "cv_ratio", jreal(res->cv_ratio));
+	json_object_set_new(o, "cv_of", json_string(m->p->stats.cv_of[0] ? m->p->stats.cv_of
+								    : "per_seed_medians"));
 	json_object_set_new(o, "cv_cap", jreal(res->cv_cap));
 	json_object_set_new(o, "ci_level", jreal(res->ci_level));
 	json_object_set_new(o, "bootstrap_resamples", json_integer(res->bootstrap_resamples));
@@ -1359,14 +1364,15 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			if (!res.cv_within_cap) {
 				snprintf(why, sizeof(why),
 					 "cross-run cv %.4f is over the cap %.3g after %d runs "
-					 "(baseline %.4f, candidate %.4f)",
-					 res.cv, res.cv_cap, out->attempts, res.cv_baseline,
-					 res.cv_candidate);
+					 "(per-seed ratios %.4f; per-seed medians: baseline %.4f, "
+					 "candidate %.4f)",
+					 res.cv, res.cv_cap, out->attempts, res.cv_ratio,
+					 res.cv_baseline, res.cv_candidate);
 				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
-					    json_pack("{s:f, s:f, s:f, s:f, s:i}", "cv", res.cv,
-						      "cv_cap", res.cv_cap, "cv_baseline",
-						      res.cv_baseline, "cv_candidate", res.cv_candidate,
-						      "attempts", out->attempts),
+					    json_pack("{s:f, s:f, s:f, s:f, s:f, s:i}", "cv", res.cv,
+						      "cv_cap", res.cv_cap, "cv_ratio", res.cv_ratio,
+						      "cv_baseline", res.cv_baseline, "cv_candidate",
+						      res.cv_candidate, "attempts", out->attempts),
 					    err);
 				goto done;
 			}

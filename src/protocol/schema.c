@@ -94,8 +94,13 @@ static const char *const dtypes[] = {
 static enum atb_status trials_after(struct vctx *c, struct fy_node *map, void *base,
 				    const char *path);
 
+static const char *const cv_ofs[] = {"per_seed_ratio", "per_seed_medians", NULL};
+
 static const struct field stats_fields[] = {
 	REAL("cv_cap", stats.cv_cap, OPEN01),
+	/* PROTO: stats.cv_of (version 2 on; optional here, required below) */
+	{.key = "cv_of", .kind = F_ENUM, .off = OFF(stats.cv_of), .size = SZ(stats.cv_of),
+	 .choices = cv_ofs, .optional = 1},
 	INT("min_paired_seeds", stats.min_paired_seeds, 2, 100000),
 	REAL("ci_level", stats.ci_level, OPEN01),
 	INT("bootstrap_resamples", stats.bootstrap_resamples, 100, 100000000),
@@ -773,6 +778,15 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
 					"correctness.reduction_tolerance",
 					"missing field 'reduction_tolerance' (required from version 2)");
+	}
+	if (!st && p->version >= 2 && !p->stats.cv_of[0]) {
+		unsigned line = 1, col = 1;
+		struct fy_node *sn = fy_node_mapping_lookup_by_string(y->root, "stats", -1);
+
+		if (sn)
+			atbi_yaml_mark(sn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "stats.cv_of",
+					"missing field 'cv_of' (required from version 2)");
 	}
 	if (!st && p->version >= 2 && !p->gates.has_throttle) {
 		unsigned line = 1, col = 1;

@@ -292,7 +292,21 @@ enum atb_status atb_stats_paired(const struct atb_paired_input *in,
 	mc = gsl_stats_mean(cmed, 1, n);
 	out->cv_baseline = gsl_stats_sd_m(bmed, 1, n, mb) / mb;
 	out->cv_candidate = gsl_stats_sd_m(cmed, 1, n, mc) / mc;
-	out->cv = fmax(out->cv_baseline, out->cv_candidate);
+	/* PROTO: stats.cv_of: the sample CV of the per-seed ratios (n >= 2 here) */
+	{
+		double sum = 0, sq = 0, mr, d;
+		size_t k;
+
+		for (k = 0; k < n; k++)
+			sum += exp(logr[k]);
+		mr = sum / (double)n;
+		for (k = 0; k < n; k++) {
+			d = exp(logr[k]) - mr;
+			sq += d * d;
+		}
+		out->cv_ratio = sqrt(sq / (double)(n - 1)) / mr;
+	}
+	out->cv = in->cv_of_ratio ? out->cv_ratio : fmax(out->cv_baseline, out->cv_candidate);
 	out->cv_within_cap = out->cv <= in->cv_cap;
 
 	/* PROTO: stats.significance_alpha */

@@ -110,7 +110,7 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(p->version, 2);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "fa9a201919eb69c13a096a970df43ff1c2951c162b8bbe0375f12fb41578688c");
+			 "76414dedb4d5e8345a93b257564223928be092e41e9696480e2b94f8e7afd49e");
 	cr_assert(atbi_is_sha256_hex(p->digest));
 	atb_protocol_free(p);
 	/* v1 stays loadable by version and by digest: results keep pointing at it */
@@ -127,7 +127,7 @@ Test(protocol, v2_is_v1_plus_reduction_tolerance_and_throttle)
 {
 	struct atb_error err;
 	struct atb_protocol *p1 = NULL, *p2 = NULL;
-	char *t1, *t2, *t3;
+	char *t1, *t2, *t3, *t4;
 
 	cr_assert_eq(atb_protocol_load_version(SRC, 1, &p1, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_version(SRC, 2, &p2, &err), ATB_OK, "%s", err.msg);
@@ -141,7 +141,11 @@ Test(protocol, v2_is_v1_plus_reduction_tolerance_and_throttle)
 	t2 = replace(p2->canonical_json,
 		     ",\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}", "");
 	t3 = replace(t2, ",\"throttle\":{\"max_share\":0.10000000000000001}", "");
-	cr_expect_str_eq(t1, t3, "v2 differs from v1 by more than the new keys");
+	t4 = replace(t3, "\"cv_of\":\"per_seed_ratio\",", "");
+	cr_expect_str_eq(p2->stats.cv_of, "per_seed_ratio");
+	cr_expect_str_eq(p1->stats.cv_of, "");
+	cr_expect_str_eq(t1, t4, "v2 differs from v1 by more than the new keys");
+	atb_free(t4);
 	atb_free(t1);
 	atb_free(t2);
 	atb_free(t3);
@@ -191,6 +195,19 @@ Test(protocol, v2_without_reduction_tolerance_is_refused, .fini = remove_home)
 	atb_free(t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.throttle.max_share");
+	/* version 2 without stats.cv_of; an unknown choice */
+	t2 = replace(text, "  cv_of: per_seed_ratio\n", "");
+	cr_assert_neq(strcmp(t2, text), 0);
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "stats.cv_of");
+	cr_expect(strstr(err.msg, "required from version 2"), "%s", err.msg);
+	t2 = replace(text, "cv_of: per_seed_ratio", "cv_of: per_trial");
+	spit(cand, t2);
+	atb_free(t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "stats.cv_of");
 	atb_free(text);
 }
 

@@ -446,6 +446,51 @@ Test(stats, paired_cv_is_sd_over_mean_of_per_seed_medians)
 	atb_stats_paired_release(&r);
 }
 
+Test(stats, paired_cv_of_ratio_cancels_drift_common_to_both_arms)
+{
+	static struct fixture f;
+	struct atb_paired_result r;
+	static const double bm[] = {10, 11, 12, 9};
+	int i;
+
+	/*
+	 * PROTO: stats.cv_of.  The box drifts from seed to seed and slows both
+	 * arms alike: baseline medians 10, 11, 12, 9, candidate exactly half.
+	 * Per-arm medians: CV 0.12295 each (over a 0.05 cap); per-seed ratios
+	 * all 2: CV 0.  Bounding the ratios admits it; bounding the medians,
+	 * as protocol v1 does, refuses it.
+	 */
+	fixture_init(&f, 4);
+	for (i = 0; i < 4; i++) {
+		f.base[i][0] = bm[i];
+		f.cand[i][0] = bm[i] / 2;
+		f.seeds[i].nbaseline = f.seeds[i].ncandidate = 1;
+	}
+	f.in.cv_of_ratio = 1;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert(close_to(r.cv_baseline, sqrt(5.0 / 3.0) / 10.5, EPS), "cv %.17g", r.cv_baseline);
+	cr_assert(close_to(r.cv_candidate, sqrt(5.0 / 3.0) / 10.5, EPS));
+	cr_assert(fabs(r.cv_ratio) < 1e-15, "cv_ratio %.17g", r.cv_ratio);
+	cr_assert_eq(r.cv, r.cv_ratio);
+	cr_assert(r.cv_within_cap);
+	atb_stats_paired_release(&r);
+
+	f.in.cv_of_ratio = 0;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert_eq(r.cv, fmax(r.cv_baseline, r.cv_candidate));
+	cr_assert(!r.cv_within_cap);
+	atb_stats_paired_release(&r);
+
+	/* Ratios 2, 2.2, 1.8, 2: mean 2, sample sd sqrt(0.08/3): CV 0.08165. */
+	f.cand[1][0] = 11 / 2.2;
+	f.cand[2][0] = 12 / 1.8;
+	f.in.cv_of_ratio = 1;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert(close_to(r.cv_ratio, sqrt(0.08 / 3) / 2, 1e-12), "cv_ratio %.17g", r.cv_ratio);
+	cr_assert(!r.cv_within_cap);
+	atb_stats_paired_release(&r);
+}
+
 Test(stats, paired_mde_follows_t_formula)
 {
 	static struct fixture f;
