@@ -47,7 +47,14 @@ int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
 	memset(b, 0, sizeof(*b));
 	for (i = 0; i < job->nbuffers; i++) {
 		b->bytes[i] = set->counts[i] * atb_dtype_size(job->buffers[i].dtype);
-		b->p[i] = atb_malloc(b->bytes[i] ? b->bytes[i] : 1);
+		/*
+		 * Page-aligned, so a buffer's offset within its pages (which sets
+		 * 4K aliasing in the L1) is the same in every job and every arm:
+		 * malloc's placement follows the process's allocation history,
+		 * which differs between the paired job and the baseline-alone job
+		 * of the drift gate.
+		 */
+		b->p[i] = atb_aligned_alloc(4096, b->bytes[i] ? b->bytes[i] : 1);
 		b->n = i + 1;
 		if (!b->p[i]) {
 			runner_bufs_free(b);

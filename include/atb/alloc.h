@@ -17,6 +17,11 @@ void *atb_malloc(size_t size);
 void *atb_calloc(size_t n, size_t size);
 void *atb_realloc(void *p, size_t size);
 void atb_free(void *p);
+/*
+ * size bytes aligned to align (a power of two, a multiple of sizeof(void *));
+ * NULL on failure.  Free with atb_free.
+ */
+void *atb_aligned_alloc(size_t align, size_t size);
 /* Copy of s (NULL when s is NULL or on failure); free with atb_free. */
 char *atb_strdup(const char *s);
 /* Copy of the first n bytes of s, NUL-terminated; free with atb_free. */

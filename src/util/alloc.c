@@ -2,6 +2,7 @@
 /*
  * The replaceable allocator with failure injection for tests.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,17 @@ void *atb_realloc(void *p, size_t size)
 	if (should_fail())
 		return NULL;
 	return realloc(p, size ? size : 1);
+}
+
+void *atb_aligned_alloc(size_t align, size_t size)
+{
+	void *p = NULL;
+
+	if (should_fail())
+		return NULL;
+	if (posix_memalign(&p, align, size ? size : 1))
+		return NULL;
+	return p;
 }
 
 void atb_free(void *p)
