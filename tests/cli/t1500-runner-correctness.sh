@@ -79,7 +79,7 @@ test_expect "a static result cache is caught by the result-reuse check" '
 	run_job relu_cache &&
 	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" ".pass==true and .gates.result_reuse.checked==true
 		  and .gates.result_reuse.follows_inputs==false" &&
-	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" ".gates.result_reuse.failed_step==\"fresh_inputs_b\""
+	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" ".gates.result_reuse.failed_step==\"same_buffers_new_inputs\""
 '
 
 test_expect "the relu identity passes on [0,1) but fails on the signed distributions" '
