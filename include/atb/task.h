@@ -94,9 +94,14 @@ struct atb_task_param_set {
 	double reals[ATB_TASK_MAX_PARAMS];   /* for params with is_real == 1 */
 };
 
+/* The kinds of task: task.yaml gives "cpu" or "cuda"; a KernelBench file is "torch". */
+#define ATB_TASK_KIND_CPU "cpu"
+#define ATB_TASK_KIND_CUDA "cuda"
+#define ATB_TASK_KIND_TORCH "torch"
+
 struct atb_task {
 	char *name;
-	char *kind;           /* "cpu" */
+	char *kind;           /* ATB_TASK_KIND_*: "cpu", "cuda" or "torch" */
 	char *description;
 	char *dir;            /* the task folder */
 	char *yaml_path;      /* the task.yaml it was loaded from */
@@ -126,6 +131,18 @@ struct atb_task {
 
 	char *floor_bytes;     /* expression; owned */
 	char *floor_flops;     /* expression; owned */
+
+	/*
+	 * Kind "torch" only (atb_task_load_kernelbench); NULL for the others.
+	 * python: the interpreter's path as resolved.  python_info: what it said
+	 * about itself, a JSON object as text: {"executable", "version",
+	 * "library" (the libpython to dlopen; "" when it has none, e.g. a
+	 * static build), "home" (PYTHONHOME: base prefix), "path" (its
+	 * sys.path, the venv's site-packages included)}: the torch job carries
+	 * it so atb-runner can embed the same interpreter.
+	 */
+	char *python;
+	char *python_info;
 };
 
 /* A knob choice: one value per knob of the task, plus extra flags. */
@@ -180,6 +197,32 @@ struct atb_task_instance {
 enum atb_status atb_task_load(const char *path, struct atb_task **out, struct atb_error *err);
 
 void atb_task_free(struct atb_task *task);
+
+/*
+ * Load a KernelBench-format file as a task of kind "torch"
+ * (docs/torch.md).  py_path is a Python file that defines `class Model`
+ * (a torch.nn.Module), a module-level `get_inputs()` and
+ * `get_init_inputs()` (each checked to be defined at the start of a line;
+ * the file is not imported here).  The task's name is the file's stem (the
+ * name less ".py"), its dir the file's folder, baseline.path the file (the
+ * reference: PyTorch eager), its surface the single file `model_new.py`:
+ * atb_measure_candidate accepts it with candidate_dir a folder holding
+ * only model_new.py, a file that defines `class ModelNew` with Model's
+ * interface.  It has no parameters, buffers or knobs of its own: inputs
+ * come from get_inputs() in the runner.  python is the interpreter that has
+ * PyTorch (NULL: $ATB_PYTHON, else `python3` on PATH); it is asked once,
+ * with `python -c`, for its libpython, prefix and sys.path
+ * (task->python_info), within 30 s.  Caller owns *out (atb_task_free);
+ * *out is NULL on failure.
+ * Errors: ATB_ERR_USAGE (no path, not a .py file, a stem that is not a
+ * name), ATB_ERR_NOT_FOUND (no such file; no such interpreter),
+ * ATB_ERR_IO, ATB_ERR_SCHEMA (file:line, field "Model", "get_inputs" or
+ * "get_init_inputs": a definition is missing), ATB_ERR_SYSTEM (the
+ * interpreter failed or timed out; its output's tail in the message),
+ * ATB_ERR_NOMEM.
+ */
+enum atb_status atb_task_load_kernelbench(const char *py_path, const char *python,
+					  struct atb_task **out, struct atb_error *err);
 
 /*
  * Find a task by name (a folder under home/tasks/) or, when name contains a

@@ -1045,6 +1045,8 @@ void atb_task_free(struct atb_task *t)
 	atb_free(t->yaml_path);
 	atb_free(t->floor_bytes);
 	atb_free(t->floor_flops);
+	atb_free(t->python);
+	atb_free(t->python_info);
 	atb_free(t);
 }
 
@@ -1118,6 +1120,8 @@ enum atb_status atb_task_open(const char *home, const char *name_or_path,
 	*out = NULL;
 	if (!name_or_path || !*name_or_path)
 		return atb_error_set(err, ATB_ERR_USAGE, "no task name given");
+	if (has_suffix(name_or_path, ".py"))
+		return atb_task_load_kernelbench(name_or_path, NULL, out, err);
 	if (strchr(name_or_path, '/') || has_suffix(name_or_path, ".yaml"))
 		return atb_task_load(name_or_path, out, err);
 	if (!is_ident(name_or_path, 0) && !strchr(name_or_path, '-'))
