@@ -21,6 +21,7 @@ static const struct cli_command commands[] = {
 	{"review", cmd_review, "admit or reject a quarantined result"},
 	{"run", cmd_run, "the tuning loop: propose, measure, keep the best; --resume"},
 	{"report", cmd_report, "a run's trajectory, honest and naive speedups, gates"},
+	{"suite", cmd_suite, "a KernelBench-format task set against the protocol's bars; --resume"},
 	{"loadgen", cmd_loadgen, "load an OpenAI-compatible server with a seeded workload"},
 };
 

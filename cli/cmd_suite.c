@@ -1,0 +1,435 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb suite: a KernelBench-format task set measured task by task against
+ * the protocol's kernelbench bars (include/atb/suite.h), with a progress
+ * line on stderr, Ctrl-C handling and --resume.  A thin layer over
+ * atb_suite_start / atb_suite_resume; the help text below is the command's
+ * documentation (docs/suite.md says the same at more length).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atb/suite.h"
+#include "cli.h"
+#include "banned.h"
+
+static const char usage_text[] =
+	"usage: atb suite DIR --candidates DIR [--filter GLOB] [--python PY]\n"
+	"                 [--device cuda|cpu] [--baseline eager|compile] [--seeds N]\n"
+	"                 [--seed S] [--timeout-per-task S] [--runs-dir DIR]\n"
+	"                 [--runner PATH] [--quiet] [--json]\n"
+	"       atb suite --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
+	"\n"
+	"Measure a KernelBench-format task set: every DIR/NN_Name.py and\n"
+	"DIR/SUB/NN_Name.py (a PyTorch reference: class Model, get_inputs(),\n"
+	"get_init_inputs(); SUB 'candidates' is skipped) against its candidate,\n"
+	"CANDIDATES/NN_Name.py or CANDIDATES/SUB/NN_Name.py (class ModelNew with\n"
+	"Model's interface).  atb's own tasks are in tasks/kernelbench/ (level1),\n"
+	"with copy-the-reference candidates in tasks/kernelbench/candidates/copy;\n"
+	"point DIR at a KernelBench checkout's KernelBench/ folder for theirs.\n"
+	"\n"
+	"Each task, in order, in a process of its own:\n"
+	"  1. static checks (python/atb_static.py, Python's ast module, run with\n"
+	"     the interpreter PY): syntax_error, no_modelnew and\n"
+	"     fallback_to_reference (try/except falling back to torch, ModelNew\n"
+	"     subclassing or naming Model) refuse the candidate, stored as a\n"
+	"     rejection 'gate:static'; calls_replaced_op (the candidate calls a\n"
+	"     torch op the reference's forward uses) only annotates.  Every\n"
+	"     finding is in the audit chain ('suite.static') and in the table.\n"
+	"  2. atb measure's whole path: fresh atb-runner processes (torch backend),\n"
+	"     correctness on the task's inputs and the protocol's signed, normal,\n"
+	"     large and tiny variants, paired seeds against PyTorch eager, every\n"
+	"     gate, the store's validator.\n"
+	"A task is killed with every process under it after --timeout-per-task\n"
+	"seconds (outcome 'timeout', a rejection 'gate:runner'); a task without a\n"
+	"candidate is 'no_candidate'.  Both count as incorrect; the suite goes on.\n"
+	"\n"
+	"Outcomes per task: usable (correct, measured, admitted), quarantined\n"
+	"(10x or more: held for 'atb review'), static, no_candidate, timeout,\n"
+	"task_error (the reference did not load), or the refusing gate (build,\n"
+	"runner, correctness, input_mutation, result_reuse, side_stream,\n"
+	"physical_floor, noise, baseline_drift) or store rule (rejected:RULE).\n"
+	"Correct: usable, quarantined, noise, baseline_drift and rejected:RULE\n"
+	"(correctness passed, the timing was refused).\n"
+	"\n"
+	"Totals, over ALL tasks of the suite (the protocol's kernelbench section):\n"
+	"  correct rate     correct / tasks, Wilson interval, vs correct_rate_bar\n"
+	"  fast_p           (admitted and speedup > p) / tasks for each p of the\n"
+	"                   protocol's fast_p list (0, 1, 1.2, 2): incorrect,\n"
+	"                   refused, missing and unadmitted tasks are not fast\n"
+	"  median speedup   of the admitted tasks' speedups over PyTorch eager,\n"
+	"                   percentile bootstrap interval, vs median_speedup_bar\n"
+	"  geomean speedup  the same for the geometric mean\n"
+	"Each is printed with 'meets' (the point value reaches the bar) and the\n"
+	"interval's verdict: above (its low end reaches the bar), below (its high\n"
+	"end is under it) or undecided.\n"
+	"\n"
+	"The suite is a run in the store (proposer 'suite'): one iteration row per\n"
+	"task, written when the task ends, and its plan in the audit entry\n"
+	"'suite.plan'.  Ctrl-C stops the task in progress without recording it;\n"
+	"'atb suite --resume RUN_ID' skips the done tasks and continues under the\n"
+	"stored plan, protocol and box.  'atb report RUN_ID' lists the rows too.\n"
+	"\n"
+	"options:\n"
+	"  --candidates DIR       the candidates folder (required to start)\n"
+	"  --filter GLOB          only tasks whose relative path or file name\n"
+	"                         matches (fnmatch), e.g. 'level1/0[125]_*'\n"
+	"  --python PY            the interpreter with PyTorch (default: $ATB_PYTHON,\n"
+	"                         else python3)\n"
+	"  --device cuda|cpu      where tensors live (default cuda)\n"
+	"  --baseline eager|compile\n"
+	"                         eager (default): speedups over PyTorch eager.\n"
+	"                         compile: also against torch.compile of the\n"
+	"                         reference (see docs/suite.md for its state)\n"
+	"  --seeds N              paired seeds per task (default and minimum: the\n"
+	"                         protocol's stats.min_paired_seeds)\n"
+	"  --seed S               the first paired seed and the bootstrap seed, an\n"
+	"                         integer >= 0 (default 0)\n"
+	"  --timeout-per-task S   seconds one task may take, all of it (default 1800)\n"
+	"  --resume RUN_ID        continue an interrupted suite\n"
+	"  --runs-dir DIR         where candidate folders go (default: runs/ beside\n"
+	"                         the store)\n"
+	"  --runner PATH          the atb-runner binary (default: next to atb)\n"
+	"  --quiet                no progress line\n"
+	"  --json                 the report as JSON on stdout (also 'atb --json suite')\n"
+	"  -h, --help             this text\n"
+	"\n"
+	"Progress goes to stderr: task k/N, its phase, the last outcome, correct so\n"
+	"far and an ETA from the mean task time.  The store is --db PATH, $ATB_DB\n"
+	"or ./atb.db (created when absent).\n"
+	"exit codes: 0 the suite finished (whatever its outcomes and bars); 2 bad\n"
+	"usage, no such folder or run, no task matches, a suite of another box;\n"
+	"3 store, i/o or system failure (the suite stays resumable); 130\n"
+	"interrupted (resumable)\n";
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+struct progress_ctx {
+	int tty;
+	int quiet;
+	int drawn;
+};
+
+static void fmt_duration(char *buf, size_t size, double s)
+{
+	if (s < 0)
+		snprintf(buf, size, "?");
+	else if (s < 60)
+		snprintf(buf, size, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+	else
+		snprintf(buf, size, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
+}
+
+static void progress(void *vctx, const struct atb_suite_progress *p)
+{
+	struct progress_ctx *c = vctx;
+	int finished = !strcmp(p->phase, "done");
+	char eta[32];
+
+	if (c->quiet || (!c->tty && !finished))
+		return;
+	fmt_duration(eta, sizeof(eta), p->eta_s);
+	fprintf(stderr, "%stask %" PRId64 "/%" PRId64 " %s  %s %s  correct %" PRId64 "/%" PRId64
+		"  eta %s%s",
+		c->tty ? "\r" : "", p->k + 1, p->ntasks, p->task, finished ? "outcome" : "phase",
+		finished ? (p->last_outcome ? p->last_outcome : "-") : p->phase, p->correct,
+		p->done, eta, c->tty ? "\033[K" : "\n");
+	c->drawn = 1;
+	fflush(stderr);
+}
+
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+	char *end = NULL;
+	double x;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (!*v || *end || errno || !isfinite(x) || x < lo || x > hi)
+		return cli_usage_error("suite", "bad %s '%s': expected a number from %g to %g", opt,
+				       v, lo, hi);
+	*out = x;
+	return 0;
+}
+
+static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end = NULL;
+	long long x;
+
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (!*v || *end || errno || x < lo || x > hi)
+		return cli_usage_error("suite", "bad %s '%s': expected an integer from %" PRId64
+				       " to %" PRId64, opt, v, lo, hi);
+	*out = x;
+	return 0;
+}
+
+static json_t *stat_json(const struct atb_suite_stat *s)
+{
+	if (!s->has)
+		return json_null();
+	return json_pack("{s:f, s:f, s:f, s:f, s:b, s:s}", "value", s->value, "ci_low", s->lo,
+			 "ci_high", s->hi, "bar", s->bar, "meets", s->meets, "ci_verdict",
+			 s->ci_verdict);
+}
+
+static int print_json(const struct atb_suite_report *r)
+{
+	const struct atb_suite_stats *st = &r->stats;
+	json_t *o, *tasks = json_array(), *fast = json_array();
+	char *s;
+	size_t i;
+
+	for (i = 0; tasks && i < r->nrows; i++) {
+		const struct atb_suite_row *w = &r->rows[i];
+
+		json_array_append_new(
+			tasks, json_pack("{s:I, s:s, s:s, s:s, s:b, s:b, s:o, s:o, s:o, s:s, s:s, "
+					 "s:f, s:I, s:I}",
+					 "k", (json_int_t)w->k, "task", w->task, "candidate",
+					 w->candidate, "outcome", w->outcome, "correct", w->correct,
+					 "admitted", w->admitted, "speedup",
+					 w->admitted ? json_real(w->speedup) : json_null(), "ci_low",
+					 w->admitted ? json_real(w->ci_low) : json_null(), "ci_high",
+					 w->admitted ? json_real(w->ci_high) : json_null(), "findings",
+					 w->findings, "reason", w->reason, "wall_s", w->wall_s,
+					 "result_id", (json_int_t)w->result_id, "rejection_id",
+					 (json_int_t)w->rejection_id));
+	}
+	for (i = 0; fast && i < st->nfast_p; i++) {
+		json_t *f = stat_json(&st->fast_p[i]);
+
+		if (json_is_object(f)) {
+			json_object_set_new(f, "p", json_real(st->fast_p_threshold[i]));
+			json_object_set_new(f, "count", json_integer((json_int_t)st->fast_p_count[i]));
+		}
+		json_array_append_new(fast, f);
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:f, s:I, s:I, s:I, s:b, "
+		      "s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:f, s:i, "
+		      "s:I}}",
+		      "run", r->run_id, "suite", r->suite_dir, "candidates", r->candidates_dir,
+		      "filter", r->filter, "device", r->device, "baseline", r->baseline, "python",
+		      r->python, "protocol_digest", r->protocol_digest, "protocol_version",
+		      r->protocol_version, "timeout_per_task_s", r->timeout_per_task_s,
+		      "paired_seeds", (json_int_t)r->paired_seeds, "planned", (json_int_t)r->ntasks,
+		      "done", (json_int_t)r->nrows, "interrupted", r->interrupted, "tasks", tasks,
+		      "totals", "tasks", (json_int_t)st->ntasks, "correct", (json_int_t)st->ncorrect,
+		      "admitted", (json_int_t)st->nadmitted, "static_refused",
+		      (json_int_t)st->nstatic, "no_candidate", (json_int_t)st->nmissing, "timeout",
+		      (json_int_t)st->ntimeout, "correct_rate", stat_json(&st->correct_rate),
+		      "fast_p", fast, "median_speedup", stat_json(&st->median_speedup),
+		      "geomean_speedup", stat_json(&st->geomean_speedup), "median_compile_speedup",
+		      stat_json(&st->median_compile), "ci_level", st->ci_level,
+		      "bootstrap_resamples", st->bootstrap_resamples, "bootstrap_seed",
+		      (json_int_t)st->bootstrap_seed);
+	s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
+	json_decref(o);
+	if (!s) {
+		fprintf(stderr, "atb suite: out of memory\n");
+		return CLI_RUNTIME;
+	}
+	printf("%s\n", s);
+	atb_free(s);
+	return CLI_OK;
+}
+
+static void print_stat(const char *name, const struct atb_suite_stat *s, int percent,
+		       const char *barname)
+{
+	double f = percent ? 100.0 : 1.0;
+	const char *u = percent ? "%" : "x";
+
+	if (!s->has) {
+		printf("  %-16s n/a (nothing to compute it from)\n", name);
+		return;
+	}
+	printf("  %-16s %.4g%s [%.4g%s, %.4g%s]", name, s->value * f, u, s->lo * f, u, s->hi * f,
+	       u);
+	if (barname && s->bar > 0)
+		printf("  %s %.4g%s: %s, interval %s", barname, s->bar * f, u,
+		       s->meets ? "meets" : "misses", s->ci_verdict);
+	printf("\n");
+}
+
+static int print_table(const struct atb_suite_report *r)
+{
+	const struct atb_suite_stats *st = &r->stats;
+	size_t i;
+
+	printf("suite %s: %s, %" PRId64 " of %" PRId64 " tasks done (protocol v%d, device %s, "
+	       "baseline %s, %" PRId64 " paired seeds)\n",
+	       r->run_id, r->suite_dir, (int64_t)r->nrows, r->ntasks, r->protocol_version,
+	       r->device, r->baseline, r->paired_seeds);
+	printf("%4s  %-32s %-16s %9s  %-20s %s\n", "k", "task", "outcome", "speedup", "95% CI",
+	       "findings");
+	for (i = 0; i < r->nrows; i++) {
+		const struct atb_suite_row *w = &r->rows[i];
+		char sp[32] = "-", ci[48] = "-";
+
+		if (w->admitted) {
+			snprintf(sp, sizeof(sp), "%.4fx", w->speedup);
+			snprintf(ci, sizeof(ci), "[%.4f, %.4f]", w->ci_low, w->ci_high);
+		}
+		printf("%4" PRId64 "  %-32s %-16s %9s  %-20s %s\n", w->k, w->task, w->outcome, sp, ci,
+		       w->findings[0] ? w->findings : "-");
+	}
+	printf("totals over %zu tasks (%zu correct, %zu admitted, %zu refused by static checks, "
+	       "%zu without a candidate, %zu timed out):\n",
+	       st->ntasks, st->ncorrect, st->nadmitted, st->nstatic, st->nmissing, st->ntimeout);
+	print_stat("correct rate", &st->correct_rate, 1, "bar");
+	for (i = 0; i < st->nfast_p; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "fast_%g", st->fast_p_threshold[i]);
+		print_stat(name, &st->fast_p[i], 1, NULL);
+	}
+	print_stat("median speedup", &st->median_speedup, 0, "bar");
+	print_stat("geomean speedup", &st->geomean_speedup, 0, NULL);
+	if (st->median_compile.has)
+		print_stat("median vs compile", &st->median_compile, 0, "bar");
+	printf("intervals: %.0f%%; speedups over PyTorch eager of the admitted tasks, bootstrap "
+	       "of %d resamples, seed %" PRIu64 "\n",
+	       st->ci_level * 100, st->bootstrap_resamples, st->bootstrap_seed);
+	return CLI_OK;
+}
+
+int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
+{
+	struct atb_suite_opts o;
+	struct atb_suite_report rep;
+	struct progress_ctx pc = {0};
+	struct atb_error err;
+	struct sigaction sa, old_int, old_term;
+	const char *dir = NULL, *resume = NULL;
+	int json = ctx->json, i, rc;
+	double x;
+	enum atb_status st;
+
+	if (cli_wants_help(argc, argv)) {
+		fputs(usage_text, stdout);
+		return CLI_OK;
+	}
+	memset(&o, 0, sizeof(o));
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(a, "--json")) {
+			json = 1;
+			continue;
+		}
+		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			pc.quiet = 1;
+			continue;
+		}
+		if (a[0] != '-' || !a[1]) {
+			if (dir)
+				return cli_usage_error("suite", "unexpected argument '%s'", a);
+			dir = a;
+			continue;
+		}
+		if (strcmp(a, "--candidates") && strcmp(a, "--filter") && strcmp(a, "--python") &&
+		    strcmp(a, "--device") && strcmp(a, "--baseline") && strcmp(a, "--seeds") &&
+		    strcmp(a, "--seed") && strcmp(a, "--timeout-per-task") && strcmp(a, "--resume") &&
+		    strcmp(a, "--runs-dir") && strcmp(a, "--runner"))
+			return cli_usage_error("suite", "unknown option '%s'", a);
+		if (!v)
+			return cli_usage_error("suite", "option '%s' needs a value", a);
+		i++;
+		if (!strcmp(a, "--candidates"))
+			o.candidates_dir = v;
+		else if (!strcmp(a, "--filter"))
+			o.filter = v;
+		else if (!strcmp(a, "--python"))
+			o.python = v;
+		else if (!strcmp(a, "--device")) {
+			if (strcmp(v, "cuda") && strcmp(v, "cpu"))
+				return cli_usage_error("suite", "bad --device '%s': cuda or cpu", v);
+			o.device = v;
+		} else if (!strcmp(a, "--baseline")) {
+			if (strcmp(v, "eager") && strcmp(v, "compile"))
+				return cli_usage_error("suite", "bad --baseline '%s': eager or compile",
+						       v);
+			o.baseline = v;
+		} else if (!strcmp(a, "--seeds")) {
+			if (parse_int(a, v, 1, 100000, &o.paired_seeds))
+				return CLI_USAGE;
+		} else if (!strcmp(a, "--seed")) {
+			if (parse_int(a, v, 0, INT64_MAX, &o.seed))
+				return CLI_USAGE;
+		} else if (!strcmp(a, "--timeout-per-task")) {
+			if (parse_num(a, v, 0.001, 1e7, &x))
+				return CLI_USAGE;
+			o.timeout_per_task_s = x;
+		} else if (!strcmp(a, "--resume"))
+			resume = v;
+		else if (!strcmp(a, "--runs-dir"))
+			o.runs_dir = v;
+		else
+			o.runner_path = v;
+	}
+	if (resume && dir)
+		return cli_usage_error("suite", "give DIR or --resume RUN_ID, not both");
+	if (!resume && !dir)
+		return cli_usage_error("suite", "missing DIR (or --resume RUN_ID)");
+	if (!resume && !o.candidates_dir)
+		return cli_usage_error("suite", "missing --candidates DIR");
+
+	atb_error_clear(&err);
+	pc.tty = isatty(STDERR_FILENO);
+	o.progress = progress;
+	o.progress_ctx = &pc;
+	o.stop = &stop_flag;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+
+	if (resume)
+		st = atb_suite_resume(ctx->db_path, resume, &o, &rep, &err);
+	else
+		st = atb_suite_start(ctx->db_path, dir, &o, &rep, &err);
+
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	if (pc.tty && pc.drawn && !pc.quiet)
+		fputc('\n', stderr);
+	if (st) {
+		rc = cli_fail(&err);
+		if (rep.run_id[0])
+			fprintf(stderr, "atb: suite %s stopped after %zu of %" PRId64 " tasks; "
+				"continue it with 'atb suite --resume %s'\n",
+				rep.run_id, rep.nrows, rep.ntasks, rep.run_id);
+		atb_suite_report_release(&rep);
+		return rc;
+	}
+	rc = json ? print_json(&rep) : print_table(&rep);
+	if (rep.interrupted) {
+		fprintf(stderr, "atb: suite %s interrupted after %zu of %" PRId64 " tasks; "
+			"continue it with 'atb suite --resume %s'\n",
+			rep.run_id, rep.nrows, rep.ntasks, rep.run_id);
+		rc = 130;
+	}
+	atb_suite_report_release(&rep);
+	return rc;
+}

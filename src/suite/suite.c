@@ -1,0 +1,1052 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Running a KernelBench-format suite (include/atb/suite.h): the run row and
+ * the "suite.plan" audit entry, one child process per task (static checks,
+ * then atb_measure_candidate), the per-task timeout that kills the child
+ * and every process under it, one iteration row per task, resume, and the
+ * report read back from the store.
+ *
+ * The store is opened for each step and closed before every fork: an
+ * SQLite connection must not cross a fork, so the child opens its own.
+ * Everything a task decides is in the store (iteration row, rejection,
+ * audit entries) before the next task starts.
+ *
+ * Does not: print, catch signals (the caller sets *stop), or compute
+ * statistics (stats.c) or verdicts (measure/).
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atb/atb.h"
+#include "atb/audit.h"
+#include "atb/box.h"
+#include "atb/loop.h"
+#include "atb/measure.h"
+#include "atb/store.h"
+#include "atb/suite.h"
+#include "atb/task.h"
+#include "util.h"
+#include "banned.h"
+
+#define SUITE_DEFAULT_TIMEOUT_S 1800.0
+#define SUITE_STATIC_TIMEOUT_S 60.0
+
+/* The plan of a suite, as stored in its "suite.plan" audit entry. */
+struct plan {
+	char run_id[ATB_RUN_ID_MAX];
+	char suite_dir[1024];
+	char candidates_dir[1024];
+	char filter[256];
+	char device[16];
+	char baseline[16];
+	char python[1024];
+	double timeout_s;
+	struct atb_suite_task *tasks;
+	size_t ntasks;
+};
+
+struct suite {
+	const char *db_path;
+	const struct atb_suite_opts *o;
+	const char *home;
+	struct atb_protocol *proto;
+	struct atb_box *box;
+	struct atb_run_row run;
+	struct plan plan;
+	char runs_dir[PATH_MAX];
+	struct atb_suite_report *rep;
+	int64_t done, correct;
+	int64_t k;                /* the task in progress */
+	char last_outcome[64];
+	double spent_s;           /* this call's finished tasks */
+	int64_t finished;
+};
+
+static void plan_release(struct plan *p)
+{
+	atb_suite_tasks_free(p->tasks, p->ntasks);
+	p->tasks = NULL;
+	p->ntasks = 0;
+}
+
+/* ---- progress ---- */
+
+static void report(struct suite *S, const char *phase)
+{
+	struct atb_suite_progress pr;
+
+	if (!S->o->progress)
+		return;
+	memset(&pr, 0, sizeof(pr));
+	pr.run_id = S->run.id;
+	pr.k = S->k;
+	pr.ntasks = (int64_t)S->plan.ntasks;
+	pr.task = S->k < (int64_t)S->plan.ntasks ? S->plan.tasks[S->k].rel : "";
+	pr.phase = phase;
+	pr.last_outcome = S->last_outcome[0] ? S->last_outcome : NULL;
+	pr.done = S->done;
+	pr.correct = S->correct;
+	pr.eta_s = S->finished ? S->spent_s / (double)S->finished *
+					 (double)((int64_t)S->plan.ntasks - S->done)
+			       : -1.0;
+	S->o->progress(S->o->progress_ctx, &pr);
+}
+
+static void measure_phase(void *ctx, const char *phase)
+{
+	report(ctx, phase);
+}
+
+static int stopped(const struct suite *S)
+{
+	return S->o->stop && *S->o->stop;
+}
+
+/* ---- files ---- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static enum atb_status make_dir(const char *path, struct atb_error *err)
+{
+	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+		return ATB_OK;
+	return atb_error_set(err, ATB_ERR_IO, "cannot create folder '%s': %s", path,
+			     strerror(errno));
+}
+
+/* dir/<k>, emptied (an interrupted attempt is redone), with candidate/ and work/. */
+static enum atb_status task_dirs(struct suite *S, char *cand, char *work, size_t size,
+				 struct atb_error *err)
+{
+	char dir[PATH_MAX];
+	struct stat sb;
+	enum atb_status st;
+
+	if (snprintf(dir, sizeof(dir), "%s/%s", S->runs_dir, S->run.id) >= (int)sizeof(dir))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
+	st = make_dir(dir, err);
+	if (st)
+		return st;
+	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/task-%" PRId64, S->k);
+	if (lstat(dir, &sb) == 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		return atb_error_set(err, ATB_ERR_IO, "cannot remove '%s': %s", dir, strerror(errno));
+	if ((size_t)snprintf(cand, size, "%s/candidate", dir) >= size ||
+	    (size_t)snprintf(work, size, "%s/work", dir) >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
+	st = make_dir(dir, err);
+	if (!st)
+		st = make_dir(cand, err);
+	if (!st)
+		st = make_dir(work, err);
+	return st;
+}
+
+/* Copy the candidate file to cand_dir/model_new.py (the task's one surface file). */
+static enum atb_status copy_candidate(const char *from, const char *cand_dir,
+				      struct atb_error *err)
+{
+	char path[PATH_MAX];
+	char *text = NULL;
+	size_t len = 0;
+	enum atb_status st;
+	FILE *f;
+
+	st = atbi_read_file(from, &text, &len, err);
+	if (st)
+		return st;
+	snprintf(path, sizeof(path), "%s/model_new.py", cand_dir);
+	f = fopen(path, "wb");
+	if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
+		if (f)
+			fclose(f);
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+	}
+	atb_free(text);
+	return ATB_OK;
+}
+
+static enum atb_status runs_dir_of(struct suite *S, struct atb_error *err)
+{
+	const char *slash = strrchr(S->db_path, '/');
+	int n;
+
+	if (S->o->runs_dir)
+		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "%s", S->o->runs_dir);
+	else if (slash)
+		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "%.*s/runs",
+			     (int)(slash - S->db_path), S->db_path);
+	else
+		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "runs");
+	if (n < 0 || (size_t)n >= sizeof(S->runs_dir))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder path is too long");
+	if (!S->runs_dir[0])
+		snprintf(S->runs_dir, sizeof(S->runs_dir), "/runs");
+	return make_dir(S->runs_dir, err);
+}
+
+/* ---- the plan ---- */
+
+static enum atb_status plan_json(const struct plan *p, char **out, struct atb_error *err)
+{
+	json_t *o, *tasks;
+	enum atb_status st;
+	size_t i;
+
+	atb_alloc_install_json();
+	tasks = json_array();
+	for (i = 0; tasks && i < p->ntasks; i++)
+		json_array_append_new(tasks,
+				      json_pack("{s:s, s:o}", "task", p->tasks[i].rel, "candidate",
+						p->tasks[i].candidate
+							? json_string(p->tasks[i].candidate)
+							: json_null()));
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:f, s:o}", "run", p->run_id, "suite",
+		      p->suite_dir, "candidates", p->candidates_dir, "filter", p->filter,
+		      "device", p->device, "baseline", p->baseline, "python", p->python,
+		      "timeout_per_task_s", p->timeout_s, "tasks", tasks);
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot write the suite plan: out of memory");
+	st = atbi_json_canonical(o, out, err);
+	json_decref(o);
+	return st;
+}
+
+static void copy_str(char *dst, size_t size, json_t *v)
+{
+	snprintf(dst, size, "%s", json_is_string(v) ? json_string_value(v) : "");
+}
+
+static enum atb_status plan_parse(const char *text, struct plan *p, struct atb_error *err)
+{
+	json_t *o = json_loads(text, 0, NULL), *tasks, *t;
+	size_t i;
+
+	tasks = o ? json_object_get(o, "tasks") : NULL;
+	if (!json_is_array(tasks) || json_array_size(tasks) == 0) {
+		json_decref(o);
+		return atb_error_set(err, ATB_ERR_CHECK, "suite plan of run '%s' is malformed",
+				     p->run_id);
+	}
+	copy_str(p->suite_dir, sizeof(p->suite_dir), json_object_get(o, "suite"));
+	copy_str(p->candidates_dir, sizeof(p->candidates_dir), json_object_get(o, "candidates"));
+	copy_str(p->filter, sizeof(p->filter), json_object_get(o, "filter"));
+	copy_str(p->device, sizeof(p->device), json_object_get(o, "device"));
+	copy_str(p->baseline, sizeof(p->baseline), json_object_get(o, "baseline"));
+	copy_str(p->python, sizeof(p->python), json_object_get(o, "python"));
+	p->timeout_s = json_number_value(json_object_get(o, "timeout_per_task_s"));
+	p->tasks = atb_calloc(json_array_size(tasks), sizeof(*p->tasks));
+	if (!p->tasks) {
+		json_decref(o);
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	}
+	p->ntasks = json_array_size(tasks);
+	json_array_foreach(tasks, i, t) {
+		const char *rel = json_string_value(json_object_get(t, "task"));
+		const char *cand = json_string_value(json_object_get(t, "candidate"));
+		size_t len;
+
+		if (!rel) {
+			json_decref(o);
+			return atb_error_set(err, ATB_ERR_CHECK,
+					     "suite plan of run '%s': task %zu has no path", p->run_id, i);
+		}
+		p->tasks[i].rel = atb_strdup(rel);
+		len = strlen(p->suite_dir) + strlen(rel) + 2;
+		p->tasks[i].path = atb_malloc(len);
+		if (p->tasks[i].path)
+			snprintf(p->tasks[i].path, len, "%s/%s", p->suite_dir, rel);
+		p->tasks[i].candidate = cand ? atb_strdup(cand) : NULL;
+		if (!p->tasks[i].rel || !p->tasks[i].path || (cand && !p->tasks[i].candidate)) {
+			json_decref(o);
+			return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		}
+	}
+	json_decref(o);
+	return ATB_OK;
+}
+
+/* The run's plan from its "suite.plan" audit entry. */
+static enum atb_status plan_load(struct atb_store *s, struct plan *p, struct atb_error *err)
+{
+	struct atb_audit_entry *e = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	st = atb_audit_list(s, 0, &e, &n, err);
+	if (st)
+		return st;
+	st = atb_error_set(err, ATB_ERR_NOT_FOUND, "run '%s' has no suite plan in store '%s'",
+			   p->run_id, atb_store_path(s));
+	for (i = 0; i < n; i++) {
+		json_t *o;
+		const char *run;
+
+		if (strcmp(e[i].kind, "suite.plan"))
+			continue;
+		o = json_loads(e[i].payload, 0, NULL);
+		run = o ? json_string_value(json_object_get(o, "run")) : NULL;
+		if (run && !strcmp(run, p->run_id)) {
+			json_decref(o);
+			atb_error_clear(err);
+			st = plan_parse(e[i].payload, p, err);
+			break;
+		}
+		json_decref(o);
+	}
+	atb_audit_entries_free(e, n);
+	return st;
+}
+
+/* ---- one task ---- */
+
+static enum atb_status task_row_json(const struct atb_suite_task *t,
+				     const struct atb_suite_finding *f, size_t nf, char **out,
+				     struct atb_error *err)
+{
+	json_t *o, *kinds = json_array();
+	enum atb_status st;
+	size_t i;
+
+	for (i = 0; kinds && i < nf; i++)
+		json_array_append_new(kinds, json_string(f[i].kind));
+	o = json_pack("{s:s, s:s, s:o}", "task", t->rel, "candidate",
+		      t->candidate ? t->candidate : "", "findings", kinds);
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	st = atbi_json_canonical(o, out, err);
+	json_decref(o);
+	return st;
+}
+
+/* Store the task's iteration row (one transaction, with its audit entry). */
+static enum atb_status store_row(struct atb_store *s, struct suite *S,
+				 const struct atb_suite_finding *f, size_t nf,
+				 struct atb_iteration_row *it, double wall_s, struct atb_error *err)
+{
+	char *kj = NULL;
+	enum atb_status st;
+
+	st = task_row_json(&S->plan.tasks[S->k], f, nf, &kj, err);
+	if (st)
+		return st;
+	snprintf(it->run, sizeof(it->run), "%s", S->run.id);
+	it->k = S->k;
+	it->knobs_json = kj;
+	it->usable = !strcmp(it->outcome, "usable");
+	it->wall_s = wall_s;
+	if (!it->reason)
+		it->reason = "";
+	st = atb_store_add_iteration(s, it, err);
+	atb_free(kj);
+	return st;
+}
+
+static enum atb_status static_findings(struct atb_store *s, struct suite *S,
+				       struct atb_suite_finding **f, size_t *nf,
+				       int64_t *rejection_id, char *reason, size_t reason_size,
+				       struct atb_error *err)
+{
+	const struct atb_suite_task *t = &S->plan.tasks[S->k];
+	char *json = NULL, *payload = NULL;
+	json_t *o = NULL;
+	enum atb_status st;
+	size_t i;
+	int refuse = 0;
+
+	report(S, "static");
+	st = atb_suite_static_check(S->home, S->plan.python, t->path, t->candidate,
+				    SUITE_STATIC_TIMEOUT_S, f, nf, &json, err);
+	if (st)
+		return st;
+	if (*nf == 0)
+		goto out;
+	/* Every finding is in the audit chain; refusing ones are rejections too. */
+	o = json_pack("{s:s, s:I, s:s, s:s, s:o}", "run", S->run.id, "k", (json_int_t)S->k, "task",
+		      t->rel, "candidate", t->candidate, "checker", json_loads(json, 0, NULL));
+	if (!o) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	st = atbi_json_canonical(o, &payload, err);
+	if (!st)
+		st = atb_store_audit_event(s, "suite.static", payload, NULL, err);
+	for (i = 0; !st && i < *nf; i++) {
+		if (!(*f)[i].refuses || refuse)
+			continue;
+		refuse = 1;
+		snprintf(reason, reason_size, "static: %s at line %d of '%s': %s", (*f)[i].kind,
+			 (*f)[i].line, t->candidate, (*f)[i].detail);
+		st = atb_store_reject(s, NULL, "gate:" ATB_SUITE_STATIC, ATB_ERR_CHECK, reason,
+				      payload, rejection_id, err);
+	}
+out:
+	json_decref(o);
+	atb_free(payload);
+	atb_free(json);
+	return st;
+}
+
+/* The task's work in the child: static checks, measurement, iteration row. */
+static enum atb_status run_task(struct suite *S, struct atb_error *err)
+{
+	const struct atb_suite_task *t = &S->plan.tasks[S->k];
+	struct atb_store *s = NULL;
+	struct atb_suite_finding *f = NULL;
+	struct atb_task *task = NULL;
+	struct atb_iteration_row it;
+	struct atb_measure_opts mo;
+	struct atb_measure_outcome out;
+	char cand[PATH_MAX], work[PATH_MAX], label[160], reason[512] = "";
+	int64_t t0 = atbi_monotonic_ns();
+	size_t nf = 0;
+	enum atb_status st;
+
+	memset(&it, 0, sizeof(it));
+	st = atb_store_open(S->db_path, ATB_STORE_READ_WRITE, &s, err);
+	if (!st)
+		st = static_findings(s, S, &f, &nf, &it.rejection_id, reason, sizeof(reason), err);
+	if (ATB_PRIMARY(st) == ATB_ERR_SCHEMA) {
+		/* The reference does not parse: a task bug, not the candidate's. */
+		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_TASK_ERROR);
+		atb_error_format(err, reason, sizeof(reason));
+		atb_error_clear(err);
+		st = ATB_OK;
+		goto row;
+	}
+	if (st)
+		goto out;
+	if (it.rejection_id > 0) {
+		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_STATIC);
+		goto row;
+	}
+
+	report(S, "load");
+	st = atb_task_load_kernelbench(t->path, S->plan.python, &task, err);
+	if (st && ATB_PRIMARY(st) != ATB_ERR_NOMEM) {
+		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_TASK_ERROR);
+		atb_error_format(err, reason, sizeof(reason));
+		atb_error_clear(err);
+		st = ATB_OK;
+		goto row;
+	}
+	if (!st)
+		st = task_dirs(S, cand, work, sizeof(cand), err);
+	if (!st)
+		st = copy_candidate(t->candidate, cand, err);
+	if (st)
+		goto out;
+
+	memset(&mo, 0, sizeof(mo));
+	mo.home = S->home;
+	mo.runner_path = S->o->runner_path;
+	mo.work_dir = work;
+	mo.seed_base = (uint64_t)S->run.seed;
+	mo.nseeds = (size_t)S->run.paired_seeds;
+	mo.box = S->box;
+	snprintf(label, sizeof(label), "suite %s %s", S->run.id, t->rel);
+	mo.candidate_label = label;
+	mo.progress = measure_phase;
+	mo.progress_ctx = S;
+	memset(&out, 0, sizeof(out));
+	st = atb_measure_candidate(s, S->proto, task, cand, NULL, &mo, &out, err);
+	if (!st)
+		st = atb_loop_classify(S->proto, &out, it.outcome, &it.usable, err);
+	if (st)
+		goto out;
+	snprintf(it.job_uuid, sizeof(it.job_uuid), "%s", out.job_uuid);
+	it.result_id = out.result_id;
+	it.rejection_id = out.rejection_id;
+	if (out.verdict != ATB_MEASURE_REJECTED) {
+		it.speedup = out.speedup;
+		it.ci_low = out.ci_low;
+		it.ci_high = out.ci_high;
+	}
+	snprintf(reason, sizeof(reason), "%s", out.reason[0] ? out.reason : out.note);
+row:
+	it.reason = reason;
+	st = store_row(s, S, f, nf, &it, (double)(atbi_monotonic_ns() - t0) / 1e9, err);
+out:
+	atb_task_free(task);
+	atb_free(f);
+	atb_store_close(s);
+	return st;
+}
+
+/* ---- the child process and its timeout ---- */
+
+/* Every process under root (root included), from /proc, into pids[0..*n-1]. */
+static size_t descendants(pid_t root, pid_t *pids, size_t max)
+{
+	pid_t all[4096], parent[4096];
+	size_t nall = 0, n = 0, i, j;
+	struct dirent *e;
+	DIR *d = opendir("/proc");
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) && nall < 4096) {
+		char path[300], buf[512], *rp;
+		FILE *f;
+		int ppid;
+
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) &&
+		    sscanf(rp + 1, " %*c %d", &ppid) == 1) {
+			all[nall] = (pid_t)strtol(e->d_name, NULL, 10);
+			parent[nall++] = (pid_t)ppid;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	pids[n++] = root;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < nall && n < max; j++)
+			if (parent[j] == pids[i])
+				pids[n++] = all[j];
+	return n;
+}
+
+/*
+ * Kill the child and everything under it: the runners measure starts are
+ * in process groups of their own, so each process's group is killed too.
+ */
+static void kill_tree(pid_t child)
+{
+	pid_t pids[1024];
+	size_t n = descendants(child, pids, 1024), i;
+	pid_t mine = getpgrp();
+
+	for (i = 0; i < n; i++) {
+		pid_t g = getpgid(pids[i]);
+
+		if (g > 0 && g != mine)
+			kill(-g, SIGKILL);
+		kill(pids[i], SIGKILL);
+	}
+}
+
+/* Reap the orphans that came to us as the subreaper. */
+static void reap_strays(void)
+{
+	int64_t until = atbi_monotonic_ns() + 2000000000LL;
+	struct timespec ts = {0, 20000000};
+
+	for (;;) {
+		pid_t r = waitpid(-1, NULL, WNOHANG);
+
+		if (r < 0)
+			return;   /* ECHILD: none left */
+		if (r == 0) {
+			if (atbi_monotonic_ns() > until)
+				return;
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+enum child_end { CHILD_DONE, CHILD_FAILED, CHILD_TIMEOUT, CHILD_STOPPED };
+
+static enum child_end run_child(struct suite *S, struct atb_error *err)
+{
+	struct timespec ts = {0, 20000000};
+	int fds[2], status = 0;
+	int64_t deadline;
+	pid_t pid;
+	enum child_end end;
+
+	if (pipe(fds)) {
+		atb_error_set(err, ATB_ERR_SYSTEM, "cannot make a pipe: %s", strerror(errno));
+		return CHILD_FAILED;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork: %s", strerror(errno));
+		return CHILD_FAILED;
+	}
+	if (pid == 0) {
+		struct atb_error cerr;
+		enum atb_status st;
+
+		close(fds[0]);
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		atb_error_clear(&cerr);
+		st = run_task(S, &cerr);
+		if (st) {
+			cerr.status = st;
+			if (write(fds[1], &cerr, sizeof(cerr)) < 0)
+				_exit(4);
+		}
+		_exit(st ? 3 : 0);
+	}
+	close(fds[1]);
+	setpgid(pid, pid);
+	deadline = atbi_monotonic_ns() + (int64_t)(S->plan.timeout_s * 1e9);
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid) {
+			end = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? CHILD_DONE : CHILD_FAILED;
+			break;
+		}
+		if (stopped(S) || atbi_monotonic_ns() > deadline) {
+			end = stopped(S) ? CHILD_STOPPED : CHILD_TIMEOUT;
+			kill_tree(pid);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		nanosleep(&ts, NULL);
+	}
+	if (end == CHILD_FAILED) {
+		ssize_t got = read(fds[0], err, sizeof(*err));
+
+		if (got != (ssize_t)sizeof(*err))
+			atb_error_set(err, ATB_ERR_SYSTEM, "the task's process for '%s' ended by %s %d",
+				      S->plan.tasks[S->k].rel,
+				      WIFEXITED(status) ? "exit" : "signal",
+				      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	}
+	close(fds[0]);
+	kill_tree(pid);   /* anything the child left behind */
+	reap_strays();
+	return end;
+}
+
+/* A task with no candidate, or killed at its timeout: the parent writes its row. */
+static enum atb_status parent_row(struct suite *S, const char *outcome, int timed_out,
+				  double wall_s, struct atb_error *err)
+{
+	const struct atb_suite_task *t = &S->plan.tasks[S->k];
+	struct atb_store *s = NULL;
+	struct atb_iteration_row it;
+	char reason[512];
+	enum atb_status st;
+
+	memset(&it, 0, sizeof(it));
+	snprintf(it.outcome, sizeof(it.outcome), "%s", outcome);
+	if (timed_out)
+		snprintf(reason, sizeof(reason),
+			 "task '%.300s' timed out after %g s (--timeout-per-task): its processes "
+			 "were killed", t->rel, S->plan.timeout_s);
+	else
+		snprintf(reason, sizeof(reason), "no candidate for task '%.200s' in '%.250s'",
+			 t->rel, S->plan.candidates_dir);
+	it.reason = reason;
+	st = atb_store_open(S->db_path, ATB_STORE_READ_WRITE, &s, err);
+	if (!st && timed_out)
+		st = atb_store_reject(s, NULL, "gate:" ATB_GATE_RUNNER, ATB_ERR_SYSTEM, reason, NULL,
+				      &it.rejection_id, err);
+	if (!st)
+		st = store_row(s, S, NULL, 0, &it, wall_s, err);
+	atb_store_close(s);
+	return st;
+}
+
+static enum atb_status one_task(struct suite *S, struct atb_error *err)
+{
+	const struct atb_suite_task *t = &S->plan.tasks[S->k];
+	int64_t t0 = atbi_monotonic_ns();
+	enum atb_status st = ATB_OK;
+	double wall_s;
+
+	report(S, "start");
+	if (!t->candidate) {
+		st = parent_row(S, ATB_SUITE_NO_CANDIDATE, 0, 0.0, err);
+	} else {
+		switch (run_child(S, err)) {
+		case CHILD_DONE:
+			break;
+		case CHILD_FAILED:
+			return err->status ? err->status : ATB_ERR_SYSTEM;
+		case CHILD_STOPPED:
+			return ATB_OK;   /* not recorded: redone on resume */
+		case CHILD_TIMEOUT:
+			st = parent_row(S, ATB_SUITE_TIMEOUT, 1,
+					(double)(atbi_monotonic_ns() - t0) / 1e9, err);
+			break;
+		}
+	}
+	if (st)
+		return st;
+	wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
+	S->done = S->k + 1;
+	S->spent_s += wall_s;
+	S->finished++;
+	return ATB_OK;
+}
+
+/* ---- the report ---- */
+
+static void row_from_iteration(const struct atb_iteration_row *it, struct atb_suite_row *r)
+{
+	json_t *o = json_loads(it->knobs_json, 0, NULL), *f;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	r->k = it->k;
+	copy_str(r->task, sizeof(r->task), json_object_get(o, "task"));
+	copy_str(r->candidate, sizeof(r->candidate), json_object_get(o, "candidate"));
+	json_array_foreach(json_object_get(o, "findings"), i, f) {
+		size_t len = strlen(r->findings);
+
+		if (json_is_string(f))
+			snprintf(r->findings + len, sizeof(r->findings) - len, "%s%s", len ? "," : "",
+				 json_string_value(f));
+	}
+	json_decref(o);
+	snprintf(r->outcome, sizeof(r->outcome), "%s", it->outcome);
+	r->correct = atb_suite_outcome_correct(it->outcome);
+	r->admitted = !strcmp(it->outcome, "usable") || !strcmp(it->outcome, "admitted");
+	if (r->admitted) {
+		r->speedup = it->speedup;
+		r->ci_low = it->ci_low;
+		r->ci_high = it->ci_high;
+	}
+	snprintf(r->reason, sizeof(r->reason), "%s", it->reason ? it->reason : "");
+	r->wall_s = it->wall_s;
+	r->result_id = it->result_id;
+	r->rejection_id = it->rejection_id;
+}
+
+static enum atb_status fill_report(struct suite *S, struct atb_error *err)
+{
+	struct atb_suite_report *R = S->rep;
+	struct atb_iteration_row *rows = NULL;
+	struct atb_store *s = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	snprintf(R->run_id, sizeof(R->run_id), "%s", S->run.id);
+	snprintf(R->suite_dir, sizeof(R->suite_dir), "%s", S->plan.suite_dir);
+	snprintf(R->candidates_dir, sizeof(R->candidates_dir), "%s", S->plan.candidates_dir);
+	snprintf(R->filter, sizeof(R->filter), "%s", S->plan.filter);
+	snprintf(R->device, sizeof(R->device), "%s", S->plan.device);
+	snprintf(R->baseline, sizeof(R->baseline), "%s", S->plan.baseline);
+	snprintf(R->python, sizeof(R->python), "%s", S->plan.python);
+	snprintf(R->protocol_digest, sizeof(R->protocol_digest), "%s", S->run.protocol_digest);
+	R->protocol_version = S->proto ? S->proto->version : 0;
+	R->timeout_per_task_s = S->plan.timeout_s;
+	R->paired_seeds = S->run.paired_seeds;
+	R->ntasks = S->run.iterations;
+	atb_free(R->rows);
+	R->rows = NULL;
+	R->nrows = 0;
+	st = atb_store_open(S->db_path, ATB_STORE_READ_ONLY, &s, err);
+	if (!st)
+		st = atb_store_list_iterations(s, S->run.id, &rows, &n, err);
+	atb_store_close(s);
+	if (st)
+		return st;
+	if (n) {
+		R->rows = atb_calloc(n, sizeof(*R->rows));
+		if (!R->rows) {
+			atb_store_iterations_free(rows, n);
+			return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		}
+	}
+	for (i = 0; i < n; i++)
+		row_from_iteration(&rows[i], &R->rows[i]);
+	R->nrows = n;
+	atb_store_iterations_free(rows, n);
+	return atb_suite_aggregate(R->rows, R->nrows, S->proto, (uint64_t)S->run.seed, &R->stats,
+				   err);
+}
+
+/* ---- start, resume ---- */
+
+static enum atb_status this_box(struct suite *S, struct atb_store *s, char *fp,
+				struct atb_error *err)
+{
+	json_t *j = NULL;
+	char *desc = NULL;
+	enum atb_status st;
+
+	st = atb_box_probe_with_compiler(&S->box, S->proto->build.cpu_compiler, err);
+	if (!st)
+		st = atb_box_fingerprint(S->box, fp, err);
+	if (!st && s)
+		st = atb_box_to_json(S->box, 0, &j, err);
+	if (!st && s)
+		st = atbi_json_canonical(j, &desc, err);
+	if (!st && s)
+		st = atb_store_register_box(s, fp, desc, err);
+	json_decref(j);
+	atb_free(desc);
+	return st;
+}
+
+static enum atb_status run_tasks(struct suite *S, struct atb_error *err)
+{
+	int was_reaper = 0;
+	enum atb_status st = ATB_OK;
+
+	prctl(PR_GET_CHILD_SUBREAPER, &was_reaper);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	for (S->k = S->done; S->k < (int64_t)S->plan.ntasks; S->k++) {
+		if (stopped(S))
+			break;
+		st = one_task(S, err);
+		if (st)
+			break;
+		if (stopped(S) && S->done <= S->k)
+			break;
+		S->correct = 0;
+		if (!fill_report(S, err)) {
+			S->correct = (int64_t)S->rep->stats.ncorrect;
+			snprintf(S->last_outcome, sizeof(S->last_outcome), "%s",
+				 S->rep->nrows ? S->rep->rows[S->rep->nrows - 1].outcome : "");
+		}
+		atb_error_clear(err);
+		report(S, "done");
+	}
+	S->rep->interrupted = S->done < (int64_t)S->plan.ntasks && stopped(S);
+	prctl(PR_SET_CHILD_SUBREAPER, was_reaper);
+	return st;
+}
+
+static enum atb_status check_opts(const struct atb_suite_opts *o, struct atb_error *err)
+{
+	if (!o->candidates_dir || !*o->candidates_dir)
+		return atb_error_set(err, ATB_ERR_USAGE, "a suite needs a candidates folder");
+	if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+		return atb_error_set(err, ATB_ERR_USAGE, "device must be cpu or cuda, not '%s'",
+				     o->device);
+	if (o->baseline && strcmp(o->baseline, "eager") && strcmp(o->baseline, "compile"))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "baseline must be eager or compile, not '%s'", o->baseline);
+	if (o->seed < 0)
+		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
+	if (o->timeout_per_task_s < 0 || !isfinite(o->timeout_per_task_s))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "the timeout per task must be a positive number of seconds");
+	return ATB_OK;
+}
+
+static void suite_release(struct suite *S)
+{
+	plan_release(&S->plan);
+	atb_box_free(S->box);
+	atb_protocol_free(S->proto);
+}
+
+static enum atb_status abs_path(const char *path, char *out, size_t size, struct atb_error *err)
+{
+	char *abs = realpath(path, NULL);
+	int n;
+
+	if (!abs)
+		return atb_error_set(err, ATB_ERR_NOT_FOUND, "no such folder '%s'", path);
+	n = snprintf(out, size, "%s", abs);
+	free(abs);   /* realpath's malloc, not ours */
+	if (n < 0 || (size_t)n >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "path '%s' is too long", path);
+	return ATB_OK;
+}
+
+enum atb_status atb_suite_start(const char *db_path, const char *dir,
+				const struct atb_suite_opts *o, struct atb_suite_report *out,
+				struct atb_error *err)
+{
+	struct suite S;
+	struct atb_frozen_protocol *frozen = NULL;
+	struct atb_store *s = NULL;
+	char id[33], *plan = NULL;
+	size_t nfrozen = 0;
+	int current = 0;
+	enum atb_status st;
+
+	memset(&S, 0, sizeof(S));
+	memset(out, 0, sizeof(*out));
+	S.db_path = db_path;
+	S.o = o;
+	S.rep = out;
+	S.home = o->home ? o->home : atb_home();
+	st = check_opts(o, err);
+	if (!st)
+		st = abs_path(dir, S.plan.suite_dir, sizeof(S.plan.suite_dir), err);
+	if (!st)
+		st = abs_path(o->candidates_dir, S.plan.candidates_dir,
+			      sizeof(S.plan.candidates_dir), err);
+	if (!st)
+		st = atb_suite_discover(S.plan.suite_dir, S.plan.candidates_dir, o->filter,
+					&S.plan.tasks, &S.plan.ntasks, err);
+	if (!st)
+		st = atb_protocol_load_current(S.home, &S.proto, err);
+	if (st)
+		goto out;
+	if (o->paired_seeds != 0 && o->paired_seeds < S.proto->stats.min_paired_seeds) {
+		/* PROTO: stats.min_paired_seeds */
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "%" PRId64 " paired seeds is below the protocol's "
+				   "stats.min_paired_seeds (%d)",
+				   o->paired_seeds, S.proto->stats.min_paired_seeds);
+		goto out;
+	}
+	snprintf(S.plan.filter, sizeof(S.plan.filter), "%s", o->filter ? o->filter : "");
+	snprintf(S.plan.device, sizeof(S.plan.device), "%s", o->device ? o->device : "cuda");
+	snprintf(S.plan.baseline, sizeof(S.plan.baseline), "%s",
+		 o->baseline ? o->baseline : "eager");
+	snprintf(S.plan.python, sizeof(S.plan.python), "%s",
+		 o->python ? o->python : getenv("ATB_PYTHON") ? getenv("ATB_PYTHON") : "python3");
+	S.plan.timeout_s = o->timeout_per_task_s > 0 ? o->timeout_per_task_s
+						      : SUITE_DEFAULT_TIMEOUT_S;
+
+	st = atbi_random_id(id);
+	if (st) {
+		st = atb_error_set(err, st, "cannot make a run id");
+		goto out;
+	}
+	snprintf(S.run.id, sizeof(S.run.id), "%.12s", id);
+	snprintf(S.plan.run_id, sizeof(S.plan.run_id), "%s", S.run.id);
+	snprintf(S.run.task, sizeof(S.run.task), "%.*s", (int)sizeof(S.run.task) - 1,
+		 S.plan.suite_dir);
+	snprintf(S.run.proposer, sizeof(S.run.proposer), ATB_SUITE_PROPOSER);
+	S.run.seed = o->seed;
+	S.run.iterations = (int64_t)S.plan.ntasks;
+	S.run.paired_seeds = o->paired_seeds ? o->paired_seeds : S.proto->stats.min_paired_seeds;
+	snprintf(S.run.protocol_digest, sizeof(S.run.protocol_digest), "%s", S.proto->digest);
+
+	st = atb_store_open(db_path, ATB_STORE_CREATE, &s, err);
+	if (!st)
+		st = atb_protocol_frozen_list(S.home, &frozen, &nfrozen, &current, err);
+	if (!st)
+		st = atb_store_sync_protocols(s, frozen, nfrozen, NULL, err);
+	atb_protocol_frozen_free(frozen, nfrozen);
+	if (!st)
+		st = this_box(&S, s, S.run.box_fingerprint, err);
+	if (!st)
+		st = runs_dir_of(&S, err);
+	if (!st)
+		st = plan_json(&S.plan, &plan, err);
+	if (!st)
+		st = atb_store_add_run(s, &S.run, err);
+	if (!st)
+		st = atb_store_audit_event(s, "suite.plan", plan, NULL, err);
+	atb_free(plan);
+	atb_store_close(s);
+	if (st)
+		goto out;
+	snprintf(out->run_id, sizeof(out->run_id), "%s", S.run.id);
+	st = run_tasks(&S, err);
+out:
+	if (S.run.id[0] && S.proto) {
+		struct atb_error rerr;
+		int interrupted = out->interrupted;
+
+		atb_error_clear(&rerr);
+		if (fill_report(&S, &rerr) && !st)
+			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
+		out->interrupted = interrupted;
+	}
+	suite_release(&S);
+	return st;
+}
+
+enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
+				 const struct atb_suite_opts *o, struct atb_suite_report *out,
+				 struct atb_error *err)
+{
+	struct suite S;
+	struct atb_store *s = NULL;
+	struct atb_iteration_row *rows = NULL;
+	char fp[ATB_BOX_FINGERPRINT_LEN + 1];
+	size_t n = 0;
+	enum atb_status st;
+
+	memset(&S, 0, sizeof(S));
+	memset(out, 0, sizeof(*out));
+	S.db_path = db_path;
+	S.o = o;
+	S.rep = out;
+	S.home = o->home ? o->home : atb_home();
+	snprintf(S.plan.run_id, sizeof(S.plan.run_id), "%s", run_id);
+	st = atb_store_open(db_path, ATB_STORE_READ_WRITE, &s, err);
+	if (!st)
+		st = atb_store_get_run(s, run_id, &S.run, err);
+	if (!st && strcmp(S.run.proposer, ATB_SUITE_PROPOSER))
+		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
+				   "run '%s' is not a suite (proposer '%s'); resume it with 'atb run "
+				   "--resume'", run_id, S.run.proposer);
+	if (!st)
+		st = plan_load(s, &S.plan, err);
+	if (!st)
+		st = atb_store_list_iterations(s, run_id, &rows, &n, err);
+	atb_store_iterations_free(rows, n);
+	if (!st)
+		st = atb_protocol_load_digest(S.home, S.run.protocol_digest, &S.proto, err);
+	if (!st)
+		st = this_box(&S, NULL, fp, err);
+	atb_store_close(s);
+	if (st)
+		goto out;
+	if (strcmp(fp, S.run.box_fingerprint)) {
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "suite '%s' was started on box %.12s, this is box %.12s; resume it "
+				   "on its own box", run_id, S.run.box_fingerprint, fp);
+		goto out;
+	}
+	if ((int64_t)S.plan.ntasks != S.run.iterations) {
+		st = atb_error_set(err, ATB_ERR_CHECK,
+				   "suite '%s' plans %" PRId64 " tasks but its plan lists %zu", run_id,
+				   S.run.iterations, S.plan.ntasks);
+		goto out;
+	}
+	S.done = (int64_t)n;
+	st = runs_dir_of(&S, err);
+	if (!st && S.done < S.run.iterations)
+		st = run_tasks(&S, err);
+out:
+	if (S.proto) {
+		struct atb_error rerr;
+		int interrupted = out->interrupted;
+
+		atb_error_clear(&rerr);
+		if (fill_report(&S, &rerr) && !st)
+			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
+		out->interrupted = interrupted;
+	}
+	suite_release(&S);
+	return st;
+}
+
+void atb_suite_report_release(struct atb_suite_report *r)
+{
+	if (!r)
+		return;
+	atb_free(r->rows);
+	memset(r, 0, sizeof(*r));
+}
