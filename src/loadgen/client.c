@@ -265,20 +265,6 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-static long count_words(const char *s)
-{
-	long n = 0;
-	int in = 0;
-
-	for (; s && *s; s++) {
-		int space = *s == ' ' || *s == '\n' || *s == '\t' || *s == '\r';
-
-		n += !space && !in;
-		in = !space;
-	}
-	return n;
-}
-
 static void classify_status(struct xfer *x)
 {
 	long code = x->rec->http_status;
@@ -358,7 +344,7 @@ static void finish(struct xfer *x, CURLcode code)
 	}
 	if (!r->usage_from_server) {
 		r->tokens_in = q->input_len;
-		r->tokens_out = x->run->cfg->stream ? (long)r->ntoken_ns : count_words(x->text.p);
+		r->tokens_out = x->run->cfg->stream ? (long)r->ntoken_ns : atbi_loadgen_count_words(x->text.p);
 	}
 	r->text = x->text.p ? x->text.p : atb_strdup("");
 	x->text.p = NULL;

@@ -68,6 +68,9 @@ ATBI_FUNC enum atb_status atbi_loadgen_summarize(const struct atb_loadgen_config
 						 int64_t measured_start_ns, size_t peak_in_flight,
 						 struct atb_error *err);
 
+/* Whitespace-separated words in s (NULL: 0): the fallback token count. */
+ATBI_FUNC long atbi_loadgen_count_words(const char *s);
+
 /* Release what a record owns (token times, text). */
 ATBI_FUNC void atbi_loadgen_record_release(struct atb_loadgen_record *rec);
 

@@ -361,12 +361,12 @@ fail:
 	return NULL;
 }
 
-static long count_words(const char *s)
+long atbi_loadgen_count_words(const char *s)
 {
 	long n = 0;
 	int in = 0;
 
-	for (; *s; s++) {
+	for (; s && *s; s++) {
 		int space = *s == ' ' || *s == '\n' || *s == '\t' || *s == '\r';
 
 		if (!space && !in)
@@ -429,7 +429,7 @@ static enum atb_status parse_entry(json_t *o, const char *path, unsigned line,
 					"no 'human' turn with a non-empty value");
 		e->prompt = atb_strdup(p);
 		if (reply)
-			e->output_len = count_words(reply) > 0 ? count_words(reply) : 1;
+			e->output_len = atbi_loadgen_count_words(reply) > 0 ? atbi_loadgen_count_words(reply) : 1;
 	} else if (prompt) {
 		json_t *ol = json_object_get(o, "output_len");
 
@@ -715,7 +715,7 @@ enum atb_status atb_loadgen_workload_new(const struct atb_loadgen_config *cfg,
 				gsl_ran_shuffle(rp, order, nes, sizeof(*order));
 			e = &es[order[i % nes]];
 			q->prompt = atb_strdup(e->prompt);
-			q->input_len = count_words(e->prompt);
+			q->input_len = atbi_loadgen_count_words(e->prompt);
 			q->max_tokens = e->output_len ? e->output_len : draw(&cfg->output_len, rp);
 		} else {
 			q->input_len = draw(&cfg->input_len, rp);
