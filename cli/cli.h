@@ -54,5 +54,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_report(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_suite(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_engine(int argc, char **argv, struct cli_ctx *ctx);
 
 #endif

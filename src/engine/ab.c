@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The paired configuration A/B of a serving engine (PROTO: engine.*): the
+ * engine's default configuration (the honest baseline) against a candidate
+ * configuration on the paired seeds, ABBA over consecutive seeds, a fresh
+ * engine per arm, the identical seeded workload for both arms of a seed,
+ * warm-up excluded; the output-equivalence gate on the first seed; death,
+ * request failures and client lag refused; statistics by stats/ (per-seed
+ * requests/s ratios, geometric mean, bootstrap CI, Wilcoxon, cv) and the
+ * result through the store's validator, kind "engine".
+ *
+ * Does not: generate load itself (loadgen/), compute statistics (stats/),
+ * or decide usability (loop/).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "atb/alloc.h"
+#include "atb/box.h"
+#include "atb/protocol.h"
+#include "atb/stats.h"
+#include "atb/store.h"
+#include "engine_int.h"
+#include "banned.h"
+
+enum { ARM_A = 0, ARM_B = 1 };   /* A: the default configuration; B: the candidate */
+
+/* Latency metrics kept per seed and arm, ratio'd like the rate (lower is better). */
+#define NLAT 4
+static const char *const lat_names[NLAT] = {"ttft_median_ms", "tpot_median_ms",
+					    "e2e_median_ms", "e2e_p99_ms"};
+
+struct ab {
+	struct atb_store *store;
+	const struct atb_protocol *p;
+	const struct atb_engine_task *t;
+	const struct atb_engine_config *config[2];
+	const struct atb_engine_ab_opts *o;
+	struct atb_measure_outcome *out;
+	struct atb_error *err;
+	char fingerprint[ATB_BOX_FINGERPRINT_LEN + 1];
+	size_t nseeds;
+	double *rate[2];               /* [arm][seed] requests/s */
+	double *lat[2][NLAT];          /* [arm][metric][seed] */
+	struct atb_engine_probe_set probes[2];
+	json_t *per_seed;              /* detail for stats_json */
+	json_t *counters;              /* metric counter differences, summed per arm */
+	char *config_json;
+};
+
+static void phase(struct ab *A, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void phase(struct ab *A, const char *fmt, ...)
+{
+	char buf[128];
+	va_list ap;
+
+	if (!A->o->progress)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	A->o->progress(A->o->progress_ctx, buf);
+}
+
+/* Store a rejection "gate:<gate>" and fill the outcome. */
+static enum atb_status refuse(struct ab *A, const char *gate, const char *reason, json_t *extra)
+{
+	char rule[64], *text = NULL;
+	json_t *d = json_object();
+	enum atb_status st;
+
+	snprintf(rule, sizeof(rule), "gate:%s", gate);
+	if (d) {
+		json_object_set_new(d, "task", json_string(A->t->name));
+		json_object_set_new(d, "engine", json_string(A->t->spec->name));
+		json_object_set_new(d, "config", json_loads(A->config_json, 0, NULL));
+		json_object_set_new(d, "protocol_digest", json_string(A->p->digest));
+		if (extra)
+			json_object_update(d, extra);
+	}
+	json_decref(extra);
+	if (!d || atbi_json_canonical(d, &text, A->err)) {
+		json_decref(d);
+		return atb_error_set(A->err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
+	}
+	json_decref(d);
+	st = atb_store_reject(A->store, A->out->job_uuid, rule, ATB_ERR_CHECK, reason, text,
+			      &A->out->rejection_id, A->err);
+	atb_free(text);
+	A->out->verdict = ATB_MEASURE_REJECTED;
+	A->out->status = ATB_ERR_CHECK;
+	snprintf(A->out->gate, sizeof(A->out->gate), "%s", gate);
+	snprintf(A->out->reason, sizeof(A->out->reason), "%s", reason);
+	return st;
+}
+
+static enum atb_status register_box(struct ab *A)
+{
+	struct atb_box *box = NULL;
+	json_t *j = NULL;
+	char *desc = NULL;
+	enum atb_status st;
+
+	if (A->o->box_fingerprint) {
+		snprintf(A->fingerprint, sizeof(A->fingerprint), "%s", A->o->box_fingerprint);
+		return ATB_OK;
+	}
+	st = atb_box_probe_with_compiler(&box, A->p->build.cpu_compiler, A->err);
+	if (!st)
+		st = atb_box_fingerprint(box, A->fingerprint, A->err);
+	if (!st)
+		st = atb_box_to_json(box, 0, &j, A->err);
+	if (!st)
+		st = atbi_json_canonical(j, &desc, A->err);
+	if (!st)
+		st = atb_store_register_box(A->store, A->fingerprint, desc, A->err);
+	json_decref(j);
+	atb_free(desc);
+	atb_box_free(box);
+	return st;
+}
+
+/* The engine's counters now; NAN where absent. */
+static void read_counters(struct atb_engine_proc *proc, const struct atb_engine_spec *spec,
+			  double *v)
+{
+	char url[256], why[128], *body = NULL;
+	long status = 0;
+	size_t i;
+
+	for (i = 0; i < spec->ncounters; i++)
+		v[i] = NAN;
+	if (!spec->metrics_path || !spec->ncounters)
+		return;
+	snprintf(url, sizeof(url), "%s%s", atb_engine_base_url(proc), spec->metrics_path);
+	if (atbi_engine_http(url, NULL, 5000, &status, &body, why, sizeof(why)) == ATB_OK &&
+	    status == 200)
+		for (i = 0; i < spec->ncounters; i++)
+			v[i] = atbi_prom_value(body, spec->counters[i]);
+	atb_free(body);
+}
+
+static void add_counters(struct ab *A, int arm, const double *before, const double *after)
+{
+	const struct atb_engine_spec *spec = A->t->spec;
+	json_t *o = json_object_get(A->counters, arm == ARM_A ? "baseline" : "candidate");
+	size_t i;
+
+	for (i = 0; o && i < spec->ncounters; i++) {
+		double d = after[i] - before[i];
+		json_t *cur = json_object_get(o, spec->counters[i]);
+
+		if (!isfinite(d))
+			continue;
+		json_object_set_new(o, spec->counters[i],
+				    json_real((cur ? json_real_value(cur) : 0.0) + d));
+	}
+}
+
+/* Why a run's failures happened: "http_5xx:24 reset:1". */
+static void failure_text(const struct atb_loadgen_summary *s, char *buf, size_t size)
+{
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 1; i < ATB_LOADGEN_FAIL_COUNT && n < size; i++)
+		if (s->failures[i])
+			n += (size_t)snprintf(buf + n, size - n, "%s%s:%zu", n ? " " : "",
+					      atb_loadgen_failure_name((enum atb_loadgen_failure)i),
+					      s->failures[i]);
+}
+
+/* The first failed record's error, for the reason. */
+static const char *first_error(const struct atb_loadgen_result *res)
+{
+	size_t i, n = atb_loadgen_result_count(res);
+
+	for (i = 0; i < n; i++) {
+		const struct atb_loadgen_record *r = atb_loadgen_result_record(res, i);
+
+		if (r->failure != ATB_LOADGEN_OK)
+			return r->error;
+	}
+	return "";
+}
+
+static const char *arm_name(int arm)
+{
+	return arm == ARM_A ? "baseline" : "candidate";
+}
+
+/*
+ * One arm of one seed.  Returns ATB_OK with *refused set when a gate
+ * refused (already stored); an error status only when it could not go on.
+ */
+static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
+{
+	const struct atb_engine_spec *spec = A->t->spec;
+	struct atb_engine_proc *proc = NULL;
+	struct atb_loadgen_config cfg = A->t->workload;
+	struct atb_loadgen_result *res = NULL;
+	const struct atb_loadgen_summary *sum;
+	struct atbi_subst sub = {NULL, "127.0.0.1", 0, NULL};
+	char dir[PATH_MAX], path[PATH_MAX + 16], why[900], fails[160], *model = NULL;
+	double before[64], after[64];
+	uint64_t seed = A->o->seed_base + si;
+	enum atb_status st;
+	json_t *ps;
+
+	*refused = 0;
+	if (snprintf(dir, sizeof(dir), "%s/seed-%" PRIu64 "-%s", A->o->work_dir, seed,
+		     arm_name(arm)) >= (int)sizeof(dir))
+		return atb_error_set(A->err, ATB_ERR_USAGE, "work folder '%s' is too long",
+				     A->o->work_dir);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return atb_error_set(A->err, ATB_ERR_IO, "cannot create folder '%s': %s", dir,
+				     strerror(errno));
+	phase(A, "seed %zu/%zu %s: start", si + 1, A->nseeds, arm_name(arm));
+	st = atb_engine_start(A->t, A->config[arm], dir, &proc, A->err);
+	if (st == ATB_ERR_CHECK) {
+		snprintf(why, sizeof(why), "%s configuration: %.800s", arm_name(arm), A->err->msg);
+		atb_error_clear(A->err);
+		*refused = 1;
+		return refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_START,
+			      why, json_pack("{s:s}", "log_dir", dir));
+	}
+	if (st)
+		return st;
+
+	/* PROTO: engine.output_equivalence, on the first seed of each arm. */
+	if (si == 0) {
+		phase(A, "seed %zu/%zu %s: probes", si + 1, A->nseeds, arm_name(arm));
+		st = atb_engine_probe(proc, A->t, &A->probes[arm], A->err);
+		if (st)
+			goto out;
+		if (arm == ARM_B && A->probes[ARM_A].n &&
+		    !atb_engine_equivalent(&A->probes[ARM_A], &A->probes[ARM_B], why, sizeof(why))) {
+			*refused = 1;
+			st = refuse(A, ATB_GATE_OUTPUT_EQUIVALENCE, why, NULL);
+			goto out;
+		}
+		if (arm == ARM_A) {
+			size_t i;
+
+			for (i = 0; i < A->probes[ARM_A].n; i++)
+				if (!strcmp(A->probes[ARM_A].out[i].finish_reason, "error")) {
+					snprintf(why, sizeof(why),
+						 "baseline configuration: probe %zu failed (http %ld): %.300s",
+						 i, A->probes[ARM_A].out[i].http_status,
+						 A->probes[ARM_A].out[i].text);
+					*refused = 1;
+					st = refuse(A, ATB_GATE_ENGINE_BASELINE, why, NULL);
+					goto out;
+				}
+		}
+	}
+
+	/* The seed's workload, identical for both arms. */
+	st = atbi_engine_expand(A->t->model, &sub, &model, A->err);
+	if (st)
+		goto out;
+	cfg.url = atb_engine_base_url(proc);
+	cfg.model = model;
+	cfg.seed = seed;
+	if (!A->t->warmup_set)
+		cfg.warmup = (size_t)A->p->engine.warmup_requests;   /* PROTO: engine.warmup_requests */
+	cfg.max_dispatch_lag_ms = A->p->engine.max_dispatch_lag_ms;  /* PROTO: engine.max_dispatch_lag_ms */
+	read_counters(proc, spec, before);
+	phase(A, "seed %zu/%zu %s: load", si + 1, A->nseeds, arm_name(arm));
+	st = atb_loadgen_run(&cfg, &res, A->err);
+	if (st)
+		goto out;
+	sum = atb_loadgen_result_summary(res);
+	if (snprintf(path, sizeof(path), "%s/records.jsonl", dir) < (int)sizeof(path))
+		(void)atb_loadgen_result_write_records(res, path, NULL);
+
+	/* Death between or during requests: waitpid(WNOHANG), with the log's tail. */
+	if (!atb_engine_alive(proc, why + 200, sizeof(why) - 200)) {
+		char reason[900];
+
+		snprintf(reason, sizeof(reason), "%s configuration, seed %" PRIu64 ": %s",
+			 arm_name(arm), seed, why + 200);
+		*refused = 1;
+		st = refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_DIED, reason,
+			    json_pack("{s:s}", "log_dir", dir));
+		goto out;
+	}
+	if (sum->failed) {
+		failure_text(sum, fails, sizeof(fails));
+		snprintf(why, sizeof(why), "%s configuration, seed %" PRIu64 ": %zu of %zu requests "
+			 "failed (%s): %.300s", arm_name(arm), seed, sum->failed, sum->requests,
+			 fails, first_error(res));
+		*refused = 1;
+		st = refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_ERRORS, why,
+			    NULL);
+		goto out;
+	}
+	if (sum->client_limited) {
+		/* PROTO: engine.max_dispatch_lag_ms */
+		snprintf(why, sizeof(why), "%s arm, seed %" PRIu64 ": the client lagged (p99 dispatch "
+			 "lag %.3f ms over the protocol's %.3f ms): the client, not the engine, was "
+			 "measured", arm_name(arm), seed, sum->dispatch_lag_ms.p99,
+			 sum->max_dispatch_lag_ms);
+		*refused = 1;
+		st = refuse(A, ATB_GATE_CLIENT_LAG, why, NULL);
+		goto out;
+	}
+	read_counters(proc, spec, after);
+	add_counters(A, arm, before, after);
+	A->rate[arm][si] = sum->requests_per_s;
+	A->lat[arm][0][si] = sum->ttft_ms.median;
+	A->lat[arm][1][si] = sum->tpot_ms.median;
+	A->lat[arm][2][si] = sum->e2e_ms.median;
+	A->lat[arm][3][si] = sum->e2e_ms.p99;
+	ps = json_pack("{s:I,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:s}", "seed", (json_int_t)seed, "arm",
+		       arm_name(arm), "requests_per_s", sum->requests_per_s, "output_tokens_per_s",
+		       sum->output_tokens_per_s, "ttft_median_ms", sum->ttft_ms.median,
+		       "tpot_median_ms", sum->tpot_ms.median, "e2e_median_ms", sum->e2e_ms.median,
+		       "e2e_p99_ms", sum->e2e_ms.p99, "workload_digest",
+		       atb_loadgen_result_workload_digest(res));
+	if (ps)
+		json_array_append_new(A->per_seed, ps);
+out:
+	atb_free(model);
+	atb_loadgen_result_free(res);
+	phase(A, "seed %zu/%zu %s: stop", si + 1, A->nseeds, arm_name(arm));
+	atb_engine_stop(proc);
+	return st;
+}
+
+static void paired_input(struct ab *A, struct atb_paired_input *in, struct atb_paired_seed *ps,
+			 const double *base, const double *cand, int higher)
+{
+	size_t i;
+
+	for (i = 0; i < A->nseeds; i++) {
+		ps[i].seed = A->o->seed_base + i;
+		ps[i].baseline = &base[i];
+		ps[i].nbaseline = 1;
+		ps[i].candidate = &cand[i];
+		ps[i].ncandidate = 1;
+	}
+	memset(in, 0, sizeof(*in));
+	in->seeds = ps;
+	in->nseeds = A->nseeds;
+	in->ci_level = A->p->stats.ci_level;
+	in->bootstrap_resamples = A->p->stats.bootstrap_resamples;
+	in->significance_alpha = A->p->stats.significance_alpha;
+	in->cv_cap = A->p->stats.cv_cap;
+	in->bootstrap_seed = A->o->seed_base;
+	in->higher_is_better = higher;
+	/* PROTO: stats.cv_of */
+	in->cv_of_ratio = !strcmp(A->p->stats.cv_of, "per_seed_ratio");
+}
+
+/* Latency ratios (default / candidate, > 1: candidate faster) with CIs. */
+static json_t *latency_json(struct ab *A, struct atb_paired_seed *ps)
+{
+	json_t *o = json_object();
+	size_t m, i;
+
+	for (m = 0; o && m < NLAT; m++) {
+		struct atb_paired_input in;
+		struct atb_paired_result r;
+		struct atb_error e;
+
+		for (i = 0; i < A->nseeds; i++)
+			if (!(A->lat[ARM_A][m][i] > 0 && A->lat[ARM_B][m][i] > 0))
+				break;
+		if (i < A->nseeds)
+			continue;   /* e.g. tpot with one-token answers */
+		paired_input(A, &in, ps, A->lat[ARM_A][m], A->lat[ARM_B][m], 0);
+		memset(&r, 0, sizeof(r));
+		if (atb_stats_paired(&in, &r, &e) == ATB_OK)
+			json_object_set_new(o, lat_names[m],
+					    json_pack("{s:f,s:f,s:f,s:f}", "ratio", r.geomean_ratio,
+						      "ci_low", r.ci_lo, "ci_high", r.ci_hi, "p_value",
+						      r.wilcoxon.p_value));
+		atb_stats_paired_release(&r);
+	}
+	return o;
+}
+
+static enum atb_status conclude(struct ab *A)
+{
+	struct atb_paired_seed *ps = atb_calloc(A->nseeds, sizeof(*ps));
+	struct atb_sample *samples = atb_calloc(2 * A->nseeds, sizeof(*samples));
+	struct atb_seed_result *seeds = atb_calloc(A->nseeds, sizeof(*seeds));
+	struct atb_paired_input in;
+	struct atb_paired_result r;
+	struct atb_ingest ig;
+	struct atb_ingest_outcome io;
+	char *stats_text = NULL, reason[512];
+	json_t *sj = NULL;
+	enum atb_status st;
+	size_t i;
+
+	memset(&r, 0, sizeof(r));
+	if (!ps || !samples || !seeds) {
+		st = atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	paired_input(A, &in, ps, A->rate[ARM_A], A->rate[ARM_B], 1);
+	st = atb_stats_paired(&in, &r, A->err);
+	if (st)
+		goto out;
+	A->out->nseeds = A->nseeds;
+	A->out->speedup = r.geomean_ratio;
+	A->out->ci_low = r.ci_lo;
+	A->out->ci_high = r.ci_hi;
+	A->out->p_value = r.wilcoxon.p_value;
+	A->out->cv = r.cv;
+	A->out->mde = r.mde_ratio;
+	A->out->attempts = 1;
+	if (!r.cv_within_cap) {
+		/* PROTO: stats.cv_cap */
+		snprintf(reason, sizeof(reason), "cv %.4f of the per-seed requests/s over the "
+			 "protocol's cap %.4f", r.cv, r.cv_cap);
+		st = refuse(A, ATB_GATE_NOISE, reason, json_pack("{s:f}", "cv", r.cv));
+		goto out;
+	}
+	for (i = 0; i < A->nseeds; i++) {
+		samples[2 * i] = (struct atb_sample){(int64_t)(A->o->seed_base + i), 0,
+						     ATB_ARM_BASELINE, A->rate[ARM_A][i]};
+		samples[2 * i + 1] = (struct atb_sample){(int64_t)(A->o->seed_base + i), 0,
+							 ATB_ARM_CANDIDATE, A->rate[ARM_B][i]};
+		seeds[i] = (struct atb_seed_result){(int64_t)(A->o->seed_base + i),
+						    r.seeds[i].baseline_median,
+						    r.seeds[i].candidate_median, r.seeds[i].ratio};
+	}
+	sj = json_pack("{s:s,s:s,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b}", "engine", A->t->spec->name,
+		       "metric", "requests_per_s", "config", json_loads(A->config_json, 0, NULL),
+		       "latency", latency_json(A, ps), "per_seed", A->per_seed, "counters",
+		       A->counters, "p_value", r.wilcoxon.p_value, "mde_ratio", r.mde_ratio,
+		       "verdict", atb_stats_verdict_name(r.verdict), "paired_order",
+		       A->p->engine.paired_order, "fresh_engine_per_arm",
+		       A->p->engine.fresh_engine_per_arm);
+	if (!sj || (st = atbi_json_canonical(sj, &stats_text, A->err))) {
+		st = st ? st : atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	memset(&ig, 0, sizeof(ig));
+	ig.job_uuid = A->out->job_uuid;
+	ig.kind = "engine";
+	ig.task = A->t->name;
+	ig.candidate = A->o->candidate_label ? A->o->candidate_label : A->config_json;
+	ig.protocol_digest = A->p->digest;
+	ig.box_fingerprint = A->fingerprint;
+	ig.unit = "req/s";
+	ig.metric = "requests_per_s/paired";
+	ig.samples = samples;
+	ig.nsamples = 2 * A->nseeds;
+	ig.seeds = seeds;
+	ig.nseeds = A->nseeds;
+	ig.speedup = r.geomean_ratio;
+	ig.ci_low = r.ci_lo;
+	ig.ci_high = r.ci_hi;
+	ig.cv = r.cv;
+	ig.stats_json = stats_text;
+	memset(&io, 0, sizeof(io));
+	st = atb_store_ingest(A->store, &ig, &io, A->err);
+	if (ATB_PRIMARY(st) == ATB_ERR_REJECTED) {
+		/* The validator refused and recorded it. */
+		A->out->verdict = ATB_MEASURE_REJECTED;
+		A->out->status = st;
+		A->out->rejection_id = io.rejection_id;
+		snprintf(A->out->gate, sizeof(A->out->gate), "%s", atb_status_name(st));
+		snprintf(A->out->reason, sizeof(A->out->reason), "%.500s", A->err->msg);
+		atb_error_clear(A->err);
+		st = ATB_OK;
+		goto out;
+	}
+	if (st)
+		goto out;
+	A->out->result_id = io.result_id;
+	A->out->verdict = io.quarantined ? ATB_MEASURE_QUARANTINED : ATB_MEASURE_ADMITTED;
+	if (io.quarantined)
+		snprintf(A->out->reason, sizeof(A->out->reason),
+			 "speedup %.3fx at or over the anomaly breaker's factor: quarantined for review",
+			 r.geomean_ratio);
+out:
+	json_decref(sj);
+	atb_free(stats_text);
+	atb_stats_paired_release(&r);
+	atb_free(ps);
+	atb_free(samples);
+	atb_free(seeds);
+	return st;
+}
+
+static void ab_release(struct ab *A)
+{
+	int a, m;
+
+	for (a = 0; a < 2; a++) {
+		atb_free(A->rate[a]);
+		for (m = 0; m < NLAT; m++)
+			atb_free(A->lat[a][m]);
+		atb_engine_probe_release(&A->probes[a]);
+	}
+	json_decref(A->per_seed);
+	json_decref(A->counters);
+	atb_free(A->config_json);
+}
+
+enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol *p,
+			      const struct atb_engine_task *t,
+			      const struct atb_engine_config *config,
+			      const struct atb_engine_ab_opts *opts,
+			      struct atb_measure_outcome *out, struct atb_error *err)
+{
+	static const struct atb_engine_config none;
+	struct ab A;
+	char id[33];
+	enum atb_status st;
+	size_t si;
+	int a, m, refused = 0;
+	int64_t t0 = atbi_monotonic_ns();
+
+	memset(out, 0, sizeof(*out));
+	memset(&A, 0, sizeof(A));
+	if (!opts->work_dir)
+		return atb_error_set(err, ATB_ERR_USAGE, "an engine A/B needs a work folder");
+	A.store = store;
+	A.p = p;
+	A.t = t;
+	A.config[ARM_A] = &none;
+	A.config[ARM_B] = config ? config : &none;
+	A.o = opts;
+	A.out = out;
+	A.err = err;
+	A.nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
+	if (A.nseeds < 2 || A.nseeds > 100000)
+		return atb_error_set(err, ATB_ERR_USAGE, "%zu paired seeds; 2 to 100000", A.nseeds);
+	if ((st = atbi_random_id(id)))
+		return atb_error_set(err, st, "cannot make a job id");
+	snprintf(out->job_uuid, sizeof(out->job_uuid), "%s", id);
+	atb_alloc_install_json();
+	A.per_seed = json_array();
+	A.counters = json_pack("{s:{},s:{}}", "baseline", "candidate");
+	st = atb_engine_config_json(A.config[ARM_B], &A.config_json, err);
+	for (a = 0; !st && a < 2; a++) {
+		A.rate[a] = atb_calloc(A.nseeds, sizeof(double));
+		st = A.rate[a] ? ATB_OK : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		for (m = 0; !st && m < NLAT; m++) {
+			A.lat[a][m] = atb_calloc(A.nseeds, sizeof(double));
+			st = A.lat[a][m] ? ATB_OK : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		}
+	}
+	if (!st && (!A.per_seed || !A.counters))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	if (!st)
+		st = register_box(&A);
+	/*
+	 * PROTO: engine.paired_order (ABBA): baseline first on even seeds,
+	 * candidate first on odd ones, so drift over the run hits both arms.
+	 * PROTO: engine.fresh_engine_per_arm: every arm starts its own engine
+	 * (this implementation always does; reuse is never needed for a
+	 * fair comparison, only for speed).
+	 */
+	for (si = 0; !st && !refused && si < A.nseeds; si++) {
+		int first = (si % 2 == 0 || strcmp(p->engine.paired_order, "ABBA")) ? ARM_A : ARM_B;
+
+		st = run_arm(&A, si, first, &refused);
+		if (!st && !refused)
+			st = run_arm(&A, si, 1 - first, &refused);
+	}
+	if (!st && !refused)
+		st = conclude(&A);
+	out->run_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
+	ab_release(&A);
+	return st;
+}

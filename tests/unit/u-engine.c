@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Engine specs, tasks, configurations, rendering, proposals, the
+ * output-equivalence comparison and the lifecycle.  The lifecycle tests
+ * start the TEST DOUBLE engine (tests/fixtures/engine/double_engine.py, a
+ * fake OpenAI-compatible server, not an engine) on loopback: ready, probes,
+ * stop; exits at start on a bad flag; never ready; port already taken;
+ * death detected.  The whole A/B with its gates is tests/cli/t3100*.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "atb/alloc.h"
+#include "atb/engine.h"
+#include "engine/engine_int.h"
+#include "banned.h"
+
+static char tmp[256];
+
+static void setup(void)
+{
+	snprintf(tmp, sizeof(tmp), "%s/atb-uengine.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	cr_assert_not_null(mkdtemp(tmp));
+	setenv("ATB_SOURCE_DIR", ATB_SOURCE_DIR, 1);
+}
+
+static void teardown(void)
+{
+	char cmd[400];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(engine, .init = setup, .fini = teardown);
+
+static const char *write_file(const char *name, const char *text)
+{
+	static char path[400];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static struct atb_engine_spec *load_ok(const char *rel)
+{
+	struct atb_engine_spec *s = NULL;
+	struct atb_error err;
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s/%s", ATB_SOURCE_DIR, rel);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_spec_load(path, &s, &err), ATB_OK, "%s: %s", rel, err.msg);
+	return s;
+}
+
+Test(engine, test_engine__bundled_specs_load)
+{
+	struct atb_engine_spec *v = load_ok("engines/vllm.yaml");
+	struct atb_engine_spec *g = load_ok("engines/sglang.yaml");
+	struct atb_engine_spec *d = load_ok("tests/fixtures/engine/double.yaml");
+
+	cr_assert_str_eq(v->name, "vllm");
+	cr_assert_not_null(atb_engine_spec_flag(v, "prompt_lookup_max"));
+	cr_assert_eq(atb_engine_spec_flag(v, "enable_chunked_prefill")->render, ATB_RENDER_BOOL_PAIR);
+	cr_assert_not_null(atb_engine_spec_flag(g, "speculative_ngram_max_match_window_size"));
+	cr_assert_eq(v->run_here, 0);
+	cr_assert_eq(g->run_here, 0);
+	cr_assert_str_eq(d->name, "double");
+	atb_engine_spec_free(v);
+	atb_engine_spec_free(g);
+	atb_engine_spec_free(d);
+}
+
+#define SPEC_HEAD "spec_version: 1\nname: x\nlaunch:\n  argv: [e, \"{port}\"]\nreadiness:\n" \
+		  "  path: /health\n  timeout_s: 5\n"
+
+static void spec_bad(const char *text, unsigned line, const char *field, const char *msg_part)
+{
+	struct atb_engine_spec *s = (void *)1;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_spec_load(write_file("bad.yaml", text), &s, &err), ATB_ERR_SCHEMA,
+		     "%s", err.msg);
+	cr_assert_null(s);
+	cr_assert_eq(err.line, line, "line %u, want %u: %s", err.line, line, err.msg);
+	cr_assert_str_eq(err.field, field);
+	cr_assert(strstr(err.msg, msg_part), "message '%s' lacks '%s'", err.msg, msg_part);
+	cr_assert(strstr(err.file, "bad.yaml"));
+}
+
+Test(engine, test_engine__spec_errors_name_line_field_and_value)
+{
+	spec_bad(SPEC_HEAD "colour: red\n", 8, "colour", "unknown key 'colour'");
+	spec_bad(SPEC_HEAD "flags:\n  - {name: a, cli: --a, type: integer, render: value}\n", 9,
+		 "flags[0].type", "unknown type 'integer'");
+	spec_bad(SPEC_HEAD "flags:\n  - {name: a, cli: --a, type: int, render: value,\n"
+		 "     domain: {min: 5, max: 1}}\n", 10, "flags[0].domain", "min 5 is above max 1");
+	spec_bad(SPEC_HEAD "flags:\n  - {name: a, cli: --a, type: int, render: switch,\n"
+		 "     domain: {min: 1, max: 2}}\n", 9, "flags[0].render", "for bool flags");
+	spec_bad(SPEC_HEAD "flags:\n  - {name: a, type: int, domain: {min: 1, max: 2},\n"
+		 "     render: {json: --cfg, key: k}}\n", 9, "flags[0]", "not listed in json_flags");
+	spec_bad("spec_version: 1\nname: x\nlaunch:\n  argv: [e, \"{prot}\"]\nreadiness:\n"
+		 "  path: /health\n  timeout_s: 5\n", 4, "launch.argv[1]", "unknown placeholder '{prot}'");
+	spec_bad(SPEC_HEAD "flags:\n  - {name: a, cli: --a, type: enum, render: value,\n"
+		 "     domain: {values: [x, y]}, default: z}\n", 10, "flags[0].default",
+		 "not one of the values");
+	spec_bad("spec_version: 1\nname: x\nreadiness:\n  path: /health\n  timeout_s: 5\n", 1,
+		 "launch", "missing required key 'launch'");
+}
+
+static struct atb_engine_task *task_ok(const char *path)
+{
+	struct atb_engine_task *t = NULL;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_task_load(ATB_SOURCE_DIR, path, &t, &err), ATB_OK, "%s", err.msg);
+	return t;
+}
+
+Test(engine, test_engine__task_loads_and_detects)
+{
+	struct atb_engine_task *t = task_ok(ATB_SOURCE_DIR "/tests/fixtures/engine/task.yaml");
+
+	cr_assert(atb_engine_task_detect(ATB_SOURCE_DIR "/tests/fixtures/engine/task.yaml"));
+	cr_assert_not(atb_engine_task_detect(ATB_SOURCE_DIR "/engines/vllm.yaml"));
+	cr_assert_str_eq(t->spec->name, "double");
+	cr_assert_eq(t->nprobes, 5);
+	cr_assert_eq(t->workload.requests, 24);
+	cr_assert_eq(t->workload.concurrency, 4);
+	cr_assert_eq(t->nsearch, 1);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__task_errors)
+{
+	struct atb_engine_task *t = NULL;
+	struct atb_error err;
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "kind: engine\nname: t\nengine: %s/engines/vllm.yaml\nmodel: m\n"
+		 "workload: {requests: 8, arrival: sometimes}\nprobes: {max_tokens: 8, prompts: [a]}\n",
+		 ATB_SOURCE_DIR);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_task_load(ATB_SOURCE_DIR, write_file("t.yaml", text), &t, &err),
+		     ATB_ERR_SCHEMA);
+	cr_assert_str_eq(err.field, "workload.arrival");
+	cr_assert_eq(err.line, 5);
+	cr_assert(strstr(err.msg, "sometimes"), "%s", err.msg);
+	snprintf(text, sizeof(text),
+		 "kind: engine\nname: t\nengine: vllm\nmodel: m\nworkload: {requests: 8}\n"
+		 "probes: {max_tokens: 8, prompts: [a]}\nsearch: {flags: [max_num_seqs, warp_speed]}\n");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_task_load(ATB_SOURCE_DIR, write_file("t.yaml", text), &t, &err),
+		     ATB_ERR_SCHEMA);
+	cr_assert_str_eq(err.field, "search.flags[1]");
+	cr_assert(strstr(err.msg, "no flag 'warp_speed'"), "%s", err.msg);
+	cr_assert_null(t);
+}
+
+static struct atb_engine_task *vllm_task(void)
+{
+	return task_ok(write_file("v.yaml", "kind: engine\nname: v\nengine: vllm\nmodel: org/m\n"
+					    "workload: {requests: 8}\n"
+					    "probes: {max_tokens: 8, prompts: [a]}\n"));
+}
+
+static void render_is(struct atb_engine_task *t, const char *settings, const char *want)
+{
+	struct atb_engine_config c;
+	struct atb_error err;
+	char **argv = NULL, got[2048] = "";
+	size_t argc = 0, i, n = 0;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_config_parse(t->spec, settings, &c, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_engine_render(t, &c, 8123, "/r", &argv, &argc, &err), ATB_OK, "%s",
+		     err.msg);
+	for (i = 0; i < argc; i++)
+		n += (size_t)snprintf(got + n, sizeof(got) - n, "%s%s", i ? " " : "", argv[i]);
+	cr_assert_str_eq(got, want);
+	atb_engine_argv_free(argv, argc);
+}
+
+Test(engine, test_engine__render_every_kind)
+{
+	struct atb_engine_task *t = vllm_task();
+
+	render_is(t, "", "vllm serve org/m --host 127.0.0.1 --port 8123");
+	render_is(t, "max_num_seqs=64,enable_chunked_prefill=false,enforce_eager=true",
+		  "vllm serve org/m --host 127.0.0.1 --port 8123 --max-num-seqs 64 "
+		  "--no-enable-chunked-prefill --enforce-eager");
+	render_is(t, "enforce_eager=false", "vllm serve org/m --host 127.0.0.1 --port 8123");
+	/* JSON members: one argument, canonical, the fixed keys merged in. */
+	render_is(t, "prompt_lookup_max=4,num_speculative_tokens=5",
+		  "vllm serve org/m --host 127.0.0.1 --port 8123 --speculative-config "
+		  "{\"method\":\"ngram\",\"num_speculative_tokens\":5,\"prompt_lookup_max\":4}");
+	render_is(t, "cudagraph_capture_sizes=1 2 4 8",
+		  "vllm serve org/m --host 127.0.0.1 --port 8123 --compilation-config "
+		  "{\"cudagraph_capture_sizes\":[1,2,4,8]}");
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__config_refuses_bad_settings)
+{
+	struct atb_engine_task *t = vllm_task();
+	struct atb_engine_config c;
+	struct atb_error err;
+
+	cr_assert_eq(atb_engine_config_parse(t->spec, "warp=1", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "no flag 'warp'"));
+	cr_assert_eq(atb_engine_config_parse(t->spec, "max_num_seqs=7", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "not one of its"));
+	cr_assert_eq(atb_engine_config_parse(t->spec, "gpu_memory_utilization=0.99", &c, &err),
+		     ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "outside its domain"));
+	cr_assert_eq(atb_engine_config_parse(t->spec, "enforce_eager=maybe", &c, &err),
+		     ATB_ERR_USAGE);
+	cr_assert_eq(atb_engine_config_parse(t->spec, "max_num_seqs=64,max_num_seqs=32", &c, &err),
+		     ATB_ERR_USAGE);
+	cr_assert_eq(atb_engine_config_parse(t->spec, "max_num_seqs", &c, &err), ATB_ERR_USAGE);
+	cr_assert_eq(atb_engine_config_parse(t->spec, "default", &c, &err), ATB_OK);
+	cr_assert_eq(c.n, 0);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__proposals_are_seeded_and_in_domain)
+{
+	struct atb_engine_task *t = vllm_task();
+	struct atb_engine_config a[20], b[20];
+	struct atb_error err;
+	size_t k, i;
+
+	cr_assert_eq(atb_engine_proposals(t, 7, 20, a, &err), ATB_OK);
+	cr_assert_eq(atb_engine_proposals(t, 7, 20, b, &err), ATB_OK);
+	cr_assert_eq(a[0].n, 0, "proposal 0 is the default configuration");
+	for (k = 1; k < 20; k++) {
+		char text[4096] = "";
+		size_t n = 0;
+		struct atb_engine_config back;
+
+		cr_assert(a[k].n > 0);
+		cr_assert_eq(memcmp(&a[k], &b[k], sizeof(a[k])), 0);
+		for (i = 0; i < a[k].n; i++)
+			n += (size_t)snprintf(text + n, sizeof(text) - n, "%s%s=%s", i ? "," : "",
+					      a[k].set[i].name, a[k].set[i].value);
+		/* Every draw parses back: it is inside the spec's domains. */
+		cr_assert_eq(atb_engine_config_parse(t->spec, text, &back, &err), ATB_OK, "%s: %s",
+			     text, err.msg);
+	}
+	atb_engine_task_free(t);
+}
+
+static void set_of(struct atb_engine_probe_set *s, struct atb_engine_probe_out *o, const char *text,
+		   long toks, const char *finish)
+{
+	o->text = (char *)text;
+	o->completion_tokens = toks;
+	snprintf(o->finish_reason, sizeof(o->finish_reason), "%s", finish);
+	o->http_status = 200;
+	s->out = o;
+	s->n = 1;
+}
+
+Test(engine, test_engine__equivalence_catches_early_stop_padding_and_altered_token)
+{
+	struct atb_engine_probe_out ob, oc;
+	struct atb_engine_probe_set b, c;
+	char why[512];
+
+	set_of(&b, &ob, " a b c d", 4, "stop");
+	set_of(&c, &oc, " a b c d", 4, "stop");
+	cr_assert(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	set_of(&c, &oc, " a b", 2, "stop");
+	cr_assert_not(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	cr_assert(strstr(why, "stops early"), "%s", why);
+	set_of(&c, &oc, " a b c d pad", 5, "length");
+	cr_assert_not(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	cr_assert(strstr(why, "pads"), "%s", why);
+	set_of(&c, &oc, " a b X d", 4, "stop");
+	cr_assert_not(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	cr_assert(strstr(why, "differs at byte 5"), "%s", why);
+	set_of(&c, &oc, " a b c d", 5, "stop");
+	cr_assert_not(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	cr_assert(strstr(why, "completion tokens"), "%s", why);
+	set_of(&c, &oc, " a b c d", 4, "length");
+	cr_assert_not(atb_engine_equivalent(&b, &c, why, sizeof(why)));
+	cr_assert(strstr(why, "finish_reason"), "%s", why);
+}
+
+Test(engine, test_engine__prometheus_counters)
+{
+	const char *t = "# HELP x\nvllm:a_total{model=\"m\"} 3\nvllm:a_total{model=\"n\"} 4\n"
+			"vllm:ab 9\n";
+
+	cr_assert_float_eq(atbi_prom_value(t, "vllm:a_total"), 7.0, 1e-9);
+	cr_assert_float_eq(atbi_prom_value(t, "vllm:ab"), 9.0, 1e-9);
+	cr_assert(isnan(atbi_prom_value(t, "vllm:a")));
+}
+
+/* ---- lifecycle, on the TEST DOUBLE engine ---- */
+
+static struct atb_engine_task *double_task(void)
+{
+	return task_ok(ATB_SOURCE_DIR "/tests/fixtures/engine/task.yaml");
+}
+
+static enum atb_status start(struct atb_engine_task *t, const char *settings,
+			     struct atb_engine_proc **p, struct atb_error *err)
+{
+	struct atb_engine_config c;
+
+	atb_error_clear(err);
+	cr_assert_eq(atb_engine_config_parse(t->spec, settings, &c, err), ATB_OK, "%s", err->msg);
+	return atb_engine_start(t, &c, tmp, p, err);
+}
+
+Test(engine, test_engine__double_starts_answers_probes_and_stops)
+{
+	struct atb_engine_task *t = double_task();
+	struct atb_engine_proc *p = NULL;
+	struct atb_engine_probe_set s;
+	struct atb_error err;
+	pid_t pid;
+
+	cr_assert_eq(start(t, "", &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert(atb_engine_alive(p, NULL, 0));
+	cr_assert_eq(atb_engine_probe(p, t, &s, &err), ATB_OK);
+	cr_assert_eq(s.n, 5);
+	cr_assert_eq(s.out[0].http_status, 200);
+	cr_assert(s.out[0].completion_tokens > 0);
+	cr_assert(strlen(s.out[0].text) > 0);
+	atb_engine_probe_release(&s);
+	pid = atb_engine_pid(p);
+	atb_engine_stop(p);
+	cr_assert_eq(kill(pid, 0), -1, "the engine is gone after stop");
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__bad_flag_exits_at_start_with_its_message)
+{
+	struct atb_engine_task *t = double_task();
+	struct atb_engine_proc *p = (void *)1;
+	struct atb_error err;
+
+	cr_assert_eq(start(t, "bad_flag=true", &p, &err), ATB_ERR_CHECK);
+	cr_assert_null(p);
+	cr_assert(strstr(err.msg, "exited with status 2 at start"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "unrecognized arguments: --no-such-flag"), "%s", err.msg);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__never_ready_times_out)
+{
+	struct atb_engine_task *t = double_task();
+	struct atb_engine_proc *p = (void *)1;
+	struct atb_error err;
+
+	cr_assert_eq(start(t, "never_ready=true", &p, &err), ATB_ERR_CHECK);
+	cr_assert_null(p);
+	cr_assert(strstr(err.msg, "not ready after 3 s"), "%s", err.msg);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__port_already_taken_is_named)
+{
+	struct atb_engine_task *t = double_task();
+	struct atb_engine_proc *p = (void *)1;
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	struct atb_error err;
+	char settings[64];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&a, 0, sizeof(a));
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(fd, 1), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	snprintf(settings, sizeof(settings), "bind_port=%d", ntohs(a.sin_port));
+	cr_assert_eq(start(t, settings, &p, &err), ATB_ERR_CHECK);
+	cr_assert(strstr(err.msg, "already taken"), "%s", err.msg);
+	close(fd);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__death_is_detected_with_the_log_tail)
+{
+	struct atb_engine_task *t = double_task();
+	struct atb_engine_proc *p = NULL;
+	struct atb_engine_probe_set s;
+	struct atb_error err;
+	char why[512];
+
+	cr_assert_eq(start(t, "die_after=2", &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_engine_probe(p, t, &s, &err), ATB_OK);
+	cr_assert_str_eq(s.out[3].finish_reason, "error");
+	atb_engine_probe_release(&s);
+	usleep(100000);
+	cr_assert_not(atb_engine_alive(p, why, sizeof(why)));
+	cr_assert(strstr(why, "exited with status 3"), "%s", why);
+	cr_assert(strstr(why, "simulated crash"), "%s", why);
+	atb_engine_stop(p);
+	atb_engine_task_free(t);
+}
