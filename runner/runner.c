@@ -20,6 +20,7 @@
 #include "atb/kernel.h"
 #include "runner_cuda.h"
 #include "runner_int.h"
+#include "runner_torch.h"
 #include "banned.h"
 
 static FILE *events;
@@ -58,7 +59,9 @@ static void usage(FILE *out)
 		"measurement job; you do not normally run it by hand.\n"
 		"\n"
 		"It reads one job, a JSON object on one line, from stdin: the backend\n"
-		"(\"cpu\", the default, or \"cuda\": device 0 through the CUDA driver),\n"
+		"(\"cpu\", the default, \"cuda\": device 0 through the CUDA driver, or\n"
+		"\"torch\": KernelBench-format PyTorch models in an embedded python,\n"
+		"docs/internals/torch.md),\n"
 		"the arms (baseline, candidate, naive, baseline_alone) and their shared\n"
 		"objects, the reference arm, the buffers, the correctness parameter sets\n"
 		"and the timing one, the seeds, and the protocol's timing and correctness\n"
@@ -171,10 +174,10 @@ int main(int argc, char **argv)
 		return RUNNER_EXIT_FAILED;
 	}
 
-	if (runner_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:[s,s]}", "event", "hello",
+	if (runner_emit(json_pack("{s:s, s:s, s:s, s:i, s:i, s:[s,s,s]}", "event", "hello",
 				  "runner", "atb-runner", "version", atb_version(),
 				  "pid", (int)getpid(), "abi", ATB_KERNEL_ABI_VERSION,
-				  "backends", "cpu", "cuda")))
+				  "backends", "cpu", "cuda", "torch")))
 		return RUNNER_EXIT_FAILED;
 
 	atb_error_clear(&err);
@@ -182,6 +185,12 @@ int main(int argc, char **argv)
 	if (rc) {
 		runner_emit_error("bad_job", rc == -2 ? "job too large" : "cannot read the job");
 		return RUNNER_EXIT_BAD_JOB;
+	}
+	if (runner_is_torch_job(text, len)) {
+		rc = runner_torch_run(text, len);
+		atb_free(text);
+		fclose(events);
+		return rc;
 	}
 	if (atb_runner_job_parse(text, len, &job, &err)) {
 		atb_error_format(&err, msg, sizeof(msg));

@@ -5,7 +5,7 @@
  * backends use (check.c: seeded inputs, poison, comparison with the
  * protocol's tolerances, input hashes, result-reuse steps, the correctness
  * and samples events), and the cpu backend (cpu.c).  The cuda backend's
- * entry point is in runner_cuda.h.
+ * entry point is in runner_cuda.h, the torch backend's in runner_torch.h.
  *
  * The runner reports raw facts as events and computes no verdict.  Nothing
  * here is a public API: atb-runner is one executable, so these names are

@@ -1,0 +1,418 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The session atb-runner's torch backend (runner/torch.c) drives.
+
+The C runner calls, in order: open(job_json) -> Session; Session.env();
+per seed and input set, Session.check(seed, dist, arm) for every checked arm
+(and Session.reuse(arm) once per seed on the first right input set); then
+per seed Session.prepare(seed) and Session.call(arm) once per trial, timed
+by the C timing core.  Every entry point except call() catches its own
+exceptions and answers a JSON text ({"error": ..., "reason": ...} on
+failure), so the C side never has to read a Python exception.
+
+Facts, not verdicts: outputs are handed back as CPU tensors (their
+addresses, kept alive until the next call) and compared in C by the same
+tolerance rule every backend uses (runner/check.c).
+
+Does not: time anything, print anything the harness reads (fd 1 is stderr
+here), or write bytecode next to the task (the surface gate would see it).
+"""
+import importlib.util
+import inspect
+import json
+import sys
+import traceback
+
+MASK64 = (1 << 64) - 1
+STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
+# torch dtypes the C comparison knows, by name; others are converted first.
+DTYPE_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16",
+               "bfloat16": "bf16", "int32": "int32", "int64": "int64"}
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def mix(*parts):
+    """A 63-bit seed from (seed, set, input, stream): fixed forever."""
+    h = 0
+    for p in parts:
+        h = splitmix64(h ^ (p & MASK64))
+    return h & ((1 << 63) - 1)
+
+
+def load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError("cannot load '%s'" % path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def flatten(out):
+    """A model's output as a list of (name, value)."""
+    if isinstance(out, (tuple, list)):
+        return [("output[%d]" % i, v) for i, v in enumerate(out)]
+    return [("output", out)]
+
+
+class Failure(Exception):
+    def __init__(self, reason, message):
+        Exception.__init__(self, message)
+        self.reason = reason
+
+
+def answer(fn):
+    """Run fn; its result, or the exception, as one JSON text."""
+    try:
+        return json.dumps(fn())
+    except Failure as e:
+        return json.dumps({"error": str(e), "reason": e.reason})
+    except BaseException:  # the C side must get an answer whatever happened
+        return json.dumps({"error": traceback.format_exc(limit=8), "reason": "python"})
+
+
+class Session:
+    def __init__(self, job):
+        import torch
+        self.torch = torch
+        sys.dont_write_bytecode = True
+        torch.set_grad_enabled(False)
+        t = job["torch"]
+        self.device = torch.device(t.get("device", "cpu"))
+        self.stream = None
+        if self.device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise Failure("no_cuda", "torch sees no cuda device (torch %s)" % torch.__version__)
+            # PyTorch works on the runner's stream: the C timer's events and
+            # flush are recorded on the very stream the models launch on.
+            self.stream = torch.cuda.ExternalStream(int(t["stream"]), device=self.device)
+            torch.cuda.set_stream(self.stream)
+        corr = job.get("correctness", {})
+        self.dists = corr.get("distributions", [])
+        self.arms = job["arms"]
+        self.reference = [a["name"] for a in self.arms].index(job.get("reference", "baseline"))
+        seeds = job.get("seeds", [0])
+        self.init_seed = int(t.get("init_seed", seeds[0] if seeds else 0))
+        mods = {}
+        self.task = None
+        self.models = []
+        for i, a in enumerate(self.arms):
+            path = a["py"]
+            if path not in mods:
+                try:
+                    mods[path] = load_module("atb_arm_%d" % i, path)
+                except BaseException:
+                    raise Failure("dlopen", "cannot import arm '%s' ('%s'): %s" % (
+                        a["name"], path, traceback.format_exc(limit=4)))
+            if i == self.reference:
+                self.task = mods[path]
+        for name in ("get_inputs", "get_init_inputs", "Model"):
+            if not hasattr(self.task, name):
+                raise Failure("no_symbol", "no '%s' in the task '%s'" % (
+                    name, self.arms[self.reference]["py"]))
+        torch.manual_seed(self.init_seed)
+        self.init_inputs = list(self.task.get_init_inputs())
+        for i, a in enumerate(self.arms):
+            cls_name = "Model" if a["py"] == self.arms[self.reference]["py"] else "ModelNew"
+            cls = getattr(mods[a["py"]], cls_name, None)
+            if cls is None:
+                raise Failure("no_symbol", "no class '%s' in arm '%s' ('%s')" % (
+                    cls_name, a["name"], a["py"]))
+            # PROTO: the same seeded initialisation for every arm
+            torch.manual_seed(self.init_seed)
+            try:
+                m = cls(*self.init_inputs)
+            except BaseException:
+                raise Failure("kernel_failed", "arm '%s' failed in its constructor: %s" % (
+                    a["name"], traceback.format_exc(limit=4)))
+            if isinstance(m, torch.nn.Module):
+                m = m.to(self.device)
+            self.models.append(m)
+        try:
+            params = list(inspect.signature(self.task.Model.forward).parameters)[1:]
+        except (TypeError, ValueError):
+            params = []
+        self.input_names = params
+        self.keep = []
+        self.cur = None
+        self.last_out = None
+        self.timing_inputs = None
+
+    # ---- inputs ------------------------------------------------------------
+    def input_name(self, i):
+        n = self.input_names[i] if i < len(self.input_names) else ""
+        return n if n and not n.startswith("*") else "input%d" % i
+
+    def gen(self, seed, dist, stream):
+        """The task's get_inputs() under the seed; for dist >= 0 every floating
+        tensor redrawn from the protocol's distribution, same shape and dtype."""
+        torch = self.torch
+        torch.manual_seed(mix(seed, 0, 0, stream))
+        xs = list(self.task.get_inputs())
+        if dist >= 0:
+            d = self.dists[dist]
+            g = torch.Generator().manual_seed(mix(seed, 0, dist + 1, stream))
+            for i, x in enumerate(xs):
+                if torch.is_tensor(x) and x.is_floating_point():
+                    if d.get("kind") == "normal":
+                        v = torch.randn(x.shape, generator=g, dtype=torch.float64)
+                        v = v * float(d.get("stddev", 1.0)) + float(d.get("mean", 0.0))
+                    else:
+                        lo, hi = float(d.get("low", 0.0)), float(d.get("high", 1.0))
+                        v = torch.rand(x.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
+                    xs[i] = v.to(x.dtype)
+        return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
+
+    def clone(self, xs):
+        return [x.clone() if self.torch.is_tensor(x) else x for x in xs]
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()
+
+    # ---- one call ----------------------------------------------------------
+    def poison(self, ref_out):
+        """PROTO: correctness.poison -- fill free allocator blocks the size of
+        each output with NaN (integers: the minimum) and free them, so an
+        output the arm allocates but never writes reads poison, not a result
+        left behind by an earlier call."""
+        torch = self.torch
+        held = []
+        for _, r in flatten(ref_out):
+            if torch.is_tensor(r):
+                fill = float("nan") if (r.is_floating_point() or r.is_complex()) else (
+                    False if r.dtype == torch.bool else torch.iinfo(r.dtype).min)
+                held.append(torch.full(r.shape, fill, dtype=r.dtype, device=r.device))
+        self.sync()
+        del held
+
+    def run(self, arm, xs, ref_out=None):
+        """Call arm on xs; (output, None) or (None, error text)."""
+        if ref_out is not None:
+            self.poison(ref_out)
+        try:
+            out = self.models[arm](*xs)
+            self.sync()
+            return out, None
+        except BaseException:
+            return None, traceback.format_exc(limit=4)
+
+    def host(self, t):
+        """A CPU contiguous tensor in a dtype the C comparison knows, and its name."""
+        torch = self.torch
+        t = t.detach()
+        if t.is_complex():
+            t = torch.view_as_real(t)
+        name = DTYPE_NAMES.get(str(t.dtype).replace("torch.", ""))
+        if name is None:
+            t = t.to(torch.float32) if t.is_floating_point() else t.to(torch.int64)
+            name = "fp32" if t.dtype == torch.float32 else "int64"
+        # Always a copy: the arm's tensor may be an input that a later step
+        # overwrites (an identity "kernel" returns its input).
+        t = t.to("cpu", copy=True).contiguous()
+        self.keep.append(t)
+        return t, name
+
+    def pairs(self, ref_out, out):
+        """The output pairs for the C comparison, or (None, why) on a structure mismatch."""
+        torch = self.torch
+        ref, got = flatten(ref_out), flatten(out)
+        if len(ref) != len(got) or type(ref_out) is not type(out) and len(ref) > 1:
+            return None, "%d outputs, expected %d" % (len(got), len(ref))
+        res = []
+        for (name, r), (_, g) in zip(ref, got):
+            if not torch.is_tensor(r):
+                if r != g:
+                    return None, "%s is %r, expected %r" % (name, g, r)
+                continue
+            if not torch.is_tensor(g):
+                return None, "%s is a %s, expected a tensor" % (name, type(g).__name__)
+            if tuple(g.shape) != tuple(r.shape):
+                return None, "%s has shape %s, expected %s" % (name, list(g.shape), list(r.shape))
+            if g.dtype != r.dtype:
+                return None, "%s has dtype %s, expected %s" % (name, g.dtype, r.dtype)
+            rh, dt = self.host(r)
+            gh, _ = self.host(g)
+            res.append({"name": name, "dtype": dt, "n": rh.numel(),
+                        "ref": rh.data_ptr(), "got": gh.data_ptr()})
+        return res, None
+
+    def step(self, arm, xs, ref_out):
+        out, error = self.run(arm, xs, ref_out)
+        self.last_out = out
+        if error is not None:
+            return {"kernel_status": 1, "error": error, "outputs": [], "structure": None}
+        pairs, why = self.pairs(ref_out, out)
+        return {"kernel_status": 0, "outputs": pairs or [], "structure": why}
+
+    def bytes_of(self, x):
+        return x.detach().contiguous().reshape(-1).view(self.torch.uint8)
+
+    def storages(self, xs):
+        torch = self.torch
+        res = []
+        for i, x in enumerate(xs):
+            if torch.is_tensor(x) and x.numel():
+                s = x.untyped_storage()
+                res.append((self.input_name(i), x.device, s.data_ptr(), s.data_ptr() + s.nbytes()))
+        return res
+
+    def aliases(self, out, xs):
+        """(output, input) pairs whose storages overlap."""
+        torch = self.torch
+        ins = self.storages(xs)
+        res = set()
+        for name, o in flatten(out):
+            if torch.is_tensor(o) and o.numel():
+                s = o.untyped_storage()
+                lo, hi = s.data_ptr(), s.data_ptr() + s.nbytes()
+                for iname, dev, ilo, ihi in ins:
+                    if dev == o.device and lo < ihi and ilo < hi:
+                        res.add((name, iname))
+        return res
+
+    # ---- entry points ------------------------------------------------------
+    def env(self):
+        return answer(self._env)
+
+    def _env(self):
+        torch = self.torch
+        e = {"torch_version": torch.__version__, "python_version": sys.version.split()[0],
+             "device": str(self.device), "threads": torch.get_num_threads(),
+             "init_seed": self.init_seed, "inputs": len(self.input_names)}
+        if self.device.type == "cuda":
+            e["cuda_device"] = torch.cuda.get_device_name(self.device)
+            e["torch_cuda"] = torch.version.cuda
+            e["stream"] = self.stream.cuda_stream
+        return e
+
+    def _check(self, seed, dist, arm):
+        torch = self.torch
+        self.keep = []
+        key = (seed, dist)
+        if self.cur is None or self.cur["key"] != key:
+            xs = self.gen(seed, dist, STREAM_CHECK)
+            ref_in = self.clone(xs)
+            ref_out, error = self.run(self.reference, ref_in)
+            if error is not None:
+                raise Failure("reference_failed", "the reference failed on input set %s: %s"
+                              % (dist, error))
+            # The reference is defined only where its outputs are finite: an
+            # adversarial set it is not defined on is skipped, not judged.
+            if dist >= 0:
+                for _, r in flatten(ref_out):
+                    if torch.is_tensor(r) and r.is_floating_point() and \
+                            not bool(torch.isfinite(r).all()):
+                        self.cur = None
+                        return {"skip": "the reference is not finite on '%s'"
+                                % self.dists[dist].get("name", dist)}
+            # ref_in and ref_out stay alive: their blocks are not free while
+            # an arm runs (PROTO: gates result_reuse, via the allocator).
+            self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
+                        "aliased": self.aliases(ref_out, ref_in)}
+        c = self.cur
+        arm_in = self.clone(c["xs"])
+        before = [x.clone() if torch.is_tensor(x) else None for x in arm_in]
+        res = self.step(arm, arm_in, c["ref_out"])
+        mutated = []
+        # PROTO: gates input_mutation -- every input tensor byte for byte
+        # against its copy from before the call.
+        for i, (x, b) in enumerate(zip(arm_in, before)):
+            if b is not None and not torch.equal(self.bytes_of(x), self.bytes_of(b)):
+                mutated.append(self.input_name(i))
+        res["mutated"] = mutated
+        # PROTO: gates output_aliasing -- an output sharing storage with an
+        # input, where the reference's own output does not (a view is legal
+        # only when the reference returns one too).
+        overlaps = []
+        if self.last_out is not None:
+            overlaps = [list(p) for p in sorted(self.aliases(self.last_out, arm_in) - c["aliased"])]
+        res["aliasing"] = {"checked": True, "overlaps": overlaps,
+                           "how": "storage ranges of every output against every input, "
+                                  "where the reference's own outputs do not alias them"}
+        self.keep.append(self.last_out)
+        self.last_out = None
+        return res
+
+    def check(self, seed, dist, arm):
+        return answer(lambda: self._check(seed, dist, arm))
+
+    def _reuse(self, arm):
+        """PROTO: gates result_reuse -- A in fresh tensors, then B's contents
+        copied into A's tensors (old pointers, new contents), then B in fresh
+        tensors while A's are alive."""
+        torch = self.torch
+        self.keep = []
+        c = self.cur
+        seed, dist = c["key"]
+        in_b = self.gen(seed, dist, STREAM_REUSE)
+        ref_b, error = self.run(self.reference, self.clone(in_b))
+        if error is not None:
+            raise Failure("reference_failed", "the reference failed on result-reuse inputs: %s"
+                          % error)
+        steps = []
+        a_buf = self.clone(c["xs"])
+        steps.append(dict(self.step(arm, a_buf, c["ref_out"]), step="fresh_inputs_a"))
+        for x, b in zip(a_buf, in_b):
+            if torch.is_tensor(x):
+                x.copy_(b)
+        steps.append(dict(self.step(arm, a_buf, ref_b), step="same_buffers_new_inputs"))
+        b_buf = self.clone(in_b)
+        steps.append(dict(self.step(arm, b_buf, ref_b), step="fresh_inputs_b"))
+        self.keep.append((ref_b, a_buf, b_buf))
+        self.last_out = None
+        return {"steps": steps}
+
+    def reuse(self, arm):
+        return answer(lambda: self._reuse(arm))
+
+    def _prepare(self, seed):
+        self.keep = []
+        self.cur = None
+        xs = self.gen(seed, -1, STREAM_TIMING)
+        self.timing_inputs = [self.clone(xs) for _ in self.arms]
+        self.sync()
+        return {"ok": True}
+
+    def prepare(self, seed):
+        return answer(lambda: self._prepare(seed))
+
+    def call(self, arm):
+        """One timed call: launch only (on cuda the C timer's stop event
+        follows it on the same stream).  Raises on failure."""
+        self.models[arm](*self.timing_inputs[arm])
+
+
+
+def add_paths(paths):
+    """The harness's interpreter's sys.path (its venv's site-packages
+    included, with their .pth files) after the embedded one's own."""
+    import site
+    for p in paths:
+        if p in sys.path:
+            continue
+        if p.endswith("site-packages") or p.endswith("dist-packages"):
+            site.addsitedir(p)
+        else:
+            sys.path.append(p)
+
+
+def open(job_json):
+    """A Session for the job, or a JSON error text (a str) when it cannot be made."""
+    try:
+        job = json.loads(job_json)
+        sys.dont_write_bytecode = True
+        if not hasattr(sys, "argv"):
+            sys.argv = ["atb-runner"]
+        add_paths(job["torch"]["python"].get("path", []))
+        return Session(job)
+    except Failure as e:
+        return json.dumps({"error": str(e), "reason": e.reason})
+    except BaseException:
+        return json.dumps({"error": traceback.format_exc(limit=8), "reason": "python"})

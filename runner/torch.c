@@ -1,0 +1,892 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * atb-runner's torch backend (job "backend": "torch"): KernelBench-format
+ * tasks (a PyTorch Model and a candidate ModelNew) in an embedded CPython.
+ * libpython is not linked: the job names the one the harness's interpreter
+ * uses (its LDLIBRARY in LIBDIR, asked with `python -c` when the task was
+ * loaded), and it is dlopen()ed here with RTLD_GLOBAL, so extension modules
+ * such as torch._C resolve against it, and the dozen C-API functions used
+ * are looked up with dlsym.  atb builds and its tests run where no Python or
+ * PyTorch exists; such a job ends with "no_python".
+ *
+ * The Python side is python/atb_torch/runner.py: it imports the task and
+ * the candidate, builds both models under the same seed, generates inputs
+ * (the task's get_inputs() under the seed, plus the protocol's adversarial
+ * distributions over every floating tensor), poisons the allocator's free
+ * blocks, runs the calls, and hands back the facts: outputs as CPU tensors
+ * (compared HERE, by the same tolerance rule as every backend,
+ * runner_compare), mutated inputs, output aliasing, result-reuse steps.
+ * Events are built by the shared layer (check.c), so atb's gates read them
+ * as they read the cpu and cuda backends' events.
+ *
+ * Timing: the one timing core (src/timing) calls back into Python once per
+ * trial (a prepared bound method and argument tuple; nothing is timed in
+ * Python).  On CPU tensors the cpu timer (CLOCK_MONOTONIC, cache flush).
+ * On cuda, device 0 is opened through the driver API (src/cuda) first and
+ * PyTorch is made to use the runner's stream (torch.cuda.ExternalStream):
+ * the CUDA-events timer records its events and L2 flush on the very stream
+ * the models launch on, and the side-stream check of the cuda backend
+ * (device-wide completion against the event window) runs before each
+ * seed's timing.
+ *
+ * Does not: judge anything, or finalize the interpreter (the process ends).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "atb/alloc.h"
+#include "atb/cuda.h"
+#include "atb/timing.h"
+#include "runner_int.h"
+#include "runner_torch.h"
+#include "util.h"
+#include "banned.h"
+
+/* ---- the CPython C API, resolved at run time ------------------------------ */
+
+/* PyObject * is void * here: nothing but these functions touches one. */
+struct pyapi {
+	void (*Py_InitializeEx)(int);
+	void *(*PyImport_ImportModule)(const char *);
+	void *(*PyObject_GetAttrString)(void *, const char *);
+	void *(*PyObject_CallObject)(void *, void *);
+	void *(*PyUnicode_FromString)(const char *);
+	const char *(*PyUnicode_AsUTF8)(void *);
+	void *(*PyLong_FromLongLong)(long long);
+	void *(*PyTuple_New)(ssize_t);
+	int (*PyTuple_SetItem)(void *, ssize_t, void *);
+	void (*Py_DecRef)(void *);
+	void (*PyErr_Print)(void);
+	void (*PyErr_Clear)(void);
+};
+
+static struct pyapi py;
+
+#define PY_SYM(name) {#name, (void **)(void *)&py.name}
+
+static int py_load(const char *library, char *why, size_t size)
+{
+	const struct {
+		const char *name;
+		void **slot;
+	} syms[] = {
+		PY_SYM(Py_InitializeEx), PY_SYM(PyImport_ImportModule),
+		PY_SYM(PyObject_GetAttrString), PY_SYM(PyObject_CallObject),
+		PY_SYM(PyUnicode_FromString), PY_SYM(PyUnicode_AsUTF8),
+		PY_SYM(PyLong_FromLongLong), PY_SYM(PyTuple_New), PY_SYM(PyTuple_SetItem),
+		PY_SYM(Py_DecRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
+	};
+	void *dl;
+	size_t i;
+
+	if (!library || !*library) {
+		snprintf(why, size, "the job's python has no shared libpython (a static build "
+			 "cannot be embedded)");
+		return -1;
+	}
+	dl = dlopen(library, RTLD_NOW | RTLD_GLOBAL);
+	if (!dl) {
+		snprintf(why, size, "cannot load libpython '%s': %s", library, dlerror());
+		return -1;
+	}
+	for (i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		void *s = dlsym(dl, syms[i].name);
+
+		if (!s) {
+			snprintf(why, size, "no symbol '%s' in libpython '%s'", syms[i].name, library);
+			return -1;
+		}
+		/* dlsym returns void *; copy the bits rather than cast to a function. */
+		memcpy(syms[i].slot, &s, sizeof(s));
+	}
+	return 0;
+}
+
+/* A tuple of up to three integers (n of them). */
+static void *int_tuple(int n, long long a, long long b, long long c)
+{
+	long long v[3] = {a, b, c};
+	void *t = py.PyTuple_New(n);
+	int i;
+
+	for (i = 0; t && i < n; i++) {
+		void *x = py.PyLong_FromLongLong(v[i]);
+
+		if (!x || py.PyTuple_SetItem(t, i, x)) {  /* steals x, even on failure */
+			py.Py_DecRef(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+/* ---- the backend's state ------------------------------------------------- */
+
+struct trt {
+	const struct atb_runner_job *job;
+	json_t *raw;                 /* the job as sent */
+	const json_t *torch;         /* its "torch" object (borrowed from raw) */
+	char sha[ATB_RUNNER_MAX_ARMS][ATB_SHA256_HEX_LEN + 1];
+	void *session;               /* atb_torch.runner.Session */
+	void *call;                  /* its bound method call */
+	void *arm_args[ATB_RUNNER_MAX_ARMS];
+	struct atb_cuda *cu;         /* NULL on CPU tensors */
+	json_t *py_env;              /* Session.env() */
+	char msg[1400];
+	char reason[32];             /* an error reason the Python side named */
+	size_t skipped;              /* adversarial input sets the reference is not defined on */
+};
+
+/*
+ * Call session.method(args) (args stolen; NULL: no arguments) and parse the
+ * JSON text it answers.  NULL with rt->msg set when Python failed (the
+ * traceback went to stderr) or the answer is not JSON.  An answer with an
+ * "error" is returned as it is: see answer_error.
+ */
+static json_t *py_json(struct trt *rt, const char *method, void *args)
+{
+	void *fn = py.PyObject_GetAttrString(rt->session, method), *r = NULL;
+	const char *s;
+	json_t *o = NULL;
+
+	if (fn)
+		r = py.PyObject_CallObject(fn, args);
+	if (args)
+		py.Py_DecRef(args);
+	if (fn)
+		py.Py_DecRef(fn);
+	s = r ? py.PyUnicode_AsUTF8(r) : NULL;
+	if (s)
+		o = json_loads(s, 0, NULL);
+	if (!o) {
+		py.PyErr_Print();
+		snprintf(rt->msg, sizeof(rt->msg), "atb_torch: %s() failed (its traceback is on "
+			 "stderr)", method);
+	}
+	if (r)
+		py.Py_DecRef(r);
+	return o;
+}
+
+/* An answer {"error", "reason"}: emit it as an error event; 1 when it was one. */
+static int answer_error(const json_t *a)
+{
+	const char *e = json_string_value(json_object_get(a, "error"));
+	const char *reason = json_string_value(json_object_get(a, "reason"));
+
+	if (!e)
+		return 0;
+	runner_emit_error(reason ? reason : "python", e);
+	return 1;
+}
+
+/* ---- the job ------------------------------------------------------------- */
+
+int runner_is_torch_job(const char *text, size_t len)
+{
+	json_t *o = json_loadb(text, len, 0, NULL);
+	const char *b = json_string_value(json_object_get(o, "backend"));
+	int yes = b && !strcmp(b, "torch");
+
+	json_decref(o);
+	return yes;
+}
+
+/*
+ * The torch job is the generic job (arms, reference, seeds, timing,
+ * correctness, options: parsed by the one parser) with "py" files instead
+ * of shared objects and no buffers or parameter sets of its own: the
+ * inputs come from the task's get_inputs().  For the shared parser the
+ * arms' files go in "so" and one placeholder input stands for the inputs
+ * (real, so the protocol's distributions rotate over the seeds as on the
+ * other backends: runner_seed_inputs).
+ */
+static int parse_job(struct trt *rt, const char *text, size_t len, struct atb_runner_job **job)
+{
+	json_t *copy = NULL, *arms, *set;
+	const json_t *t, *pyj;
+	struct atb_error err;
+	json_error_t je;
+	size_t i;
+	int rc = -1;
+
+	*job = NULL;
+	atb_error_clear(&err);
+	rt->raw = json_loadb(text, len, 0, &je);
+	if (!rt->raw) {
+		snprintf(rt->msg, sizeof(rt->msg), "the job is not json: %s", je.text);
+		return -1;
+	}
+	t = rt->torch = json_object_get(rt->raw, "torch");
+	pyj = json_object_get(t, "python");
+	if (!json_is_object(t) || !json_is_object(pyj)) {
+		snprintf(rt->msg, sizeof(rt->msg), "torch: missing object '%s'",
+			 json_is_object(t) ? "torch.python" : "torch");
+		return -1;
+	}
+	if (!json_is_string(json_object_get(pyj, "library")) ||
+	    !json_is_string(json_object_get(pyj, "home")) ||
+	    !json_is_array(json_object_get(pyj, "path")) ||
+	    !json_is_string(json_object_get(t, "module_path"))) {
+		snprintf(rt->msg, sizeof(rt->msg), "torch: 'python.library', 'python.home', "
+			 "'python.path' and 'module_path' are required");
+		return -1;
+	}
+	if (json_object_get(t, "device")) {
+		const char *d = json_string_value(json_object_get(t, "device"));
+
+		if (!d || (strcmp(d, "auto") && strcmp(d, "cpu") && strcmp(d, "cuda"))) {
+			snprintf(rt->msg, sizeof(rt->msg),
+				 "torch.device: bad device '%s': expected auto, cpu or cuda",
+				 d ? d : "(not a string)");
+			return -1;
+		}
+	}
+	copy = json_deep_copy(rt->raw);
+	arms = json_object_get(copy, "arms");
+	set = json_pack("{s:s, s:[], s:[], s:[i]}", "name", "task", "ints", "reals", "counts", 1);
+	if (!copy || !set)
+		goto nomem;
+	for (i = 0; i < json_array_size(arms); i++) {
+		json_t *a = json_array_get(arms, i);
+		const char *p = json_string_value(json_object_get(a, "py"));
+
+		if (!p || !*p) {
+			snprintf(rt->msg, sizeof(rt->msg), "arms[%zu].py: missing python file", i);
+			goto out;
+		}
+		json_object_set_new(a, "so", json_string(p));
+	}
+	json_object_del(copy, "backend");
+	json_object_del(copy, "torch");
+	json_object_set_new(copy, "buffers",
+			    json_pack("[{s:s, s:s, s:s, s:{s:s, s:s, s:f, s:f}}]", "name", "inputs",
+				      "dtype", "fp32", "role", "in", "dist", "name", "task", "kind",
+				      "uniform", "low", 0.0, "high", 1.0));
+	json_object_set_new(copy, "sets", json_pack("[O]", set));
+	json_object_set_new(copy, "timing_set", json_incref(set));
+	if (atb_runner_job_from_json(copy, job, &err)) {
+		atb_error_format(&err, rt->msg, sizeof(rt->msg));
+		goto out;
+	}
+	rc = 0;
+	goto out;
+nomem:
+	snprintf(rt->msg, sizeof(rt->msg), "cannot read the job: out of memory");
+out:
+	json_decref(set);
+	json_decref(copy);
+	return rc;
+}
+
+/* Hash each arm's python file: the env event names the exact bytes that ran. */
+static int hash_arms(struct trt *rt)
+{
+	size_t i;
+
+	for (i = 0; i < rt->job->narms; i++) {
+		struct atb_error err;
+		char *data = NULL;
+		size_t len = 0;
+
+		atb_error_clear(&err);
+		if (atbi_read_file(rt->job->arms[i].so, &data, &len, &err)) {
+			snprintf(rt->msg, sizeof(rt->msg), "cannot load arm '%s': %s",
+				 rt->job->arms[i].name, err.msg);
+			return -1;
+		}
+		atbi_sha256_hex(data, len, rt->sha[i]);
+		atb_free(data);
+	}
+	return 0;
+}
+
+/* ---- the interpreter ------------------------------------------------------ */
+
+/*
+ * Embed the job's python: PYTHONHOME its base prefix, atb_torch's folder on
+ * PYTHONPATH (the interpreter's own sys.path, the venv's site-packages
+ * included, is added by atb_torch.runner.open), no bytecode written next to
+ * the task or the candidate (the surface gate would see it), no user site.
+ */
+static int py_start(struct trt *rt, const char **reason)
+{
+	const json_t *pyj = json_object_get(rt->torch, "python");
+	void *mod, *open_fn, *args, *s;
+	const char *err_text;
+	char *text;
+
+	*reason = "no_python";
+	if (py_load(json_string_value(json_object_get(pyj, "library")), rt->msg, sizeof(rt->msg)))
+		return -1;
+	*reason = "python";
+	setenv("PYTHONHOME", json_string_value(json_object_get(pyj, "home")), 1);
+	setenv("PYTHONPATH", json_string_value(json_object_get(rt->torch, "module_path")), 1);
+	setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+	setenv("PYTHONNOUSERSITE", "1", 1);
+	py.Py_InitializeEx(0);
+	mod = py.PyImport_ImportModule("atb_torch.runner");
+	if (!mod) {
+		py.PyErr_Print();
+		snprintf(rt->msg, sizeof(rt->msg), "cannot import atb_torch.runner from '%s' (the "
+			 "traceback is on stderr)",
+			 json_string_value(json_object_get(rt->torch, "module_path")));
+		return -1;
+	}
+	open_fn = py.PyObject_GetAttrString(mod, "open");
+	py.Py_DecRef(mod);
+	text = json_dumps(rt->raw, JSON_COMPACT);
+	args = text ? py.PyTuple_New(1) : NULL;
+	if (args && py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(text))) {
+		py.Py_DecRef(args);
+		args = NULL;
+	}
+	atb_free(text);
+	s = open_fn && args ? py.PyObject_CallObject(open_fn, args) : NULL;
+	if (args)
+		py.Py_DecRef(args);
+	if (open_fn)
+		py.Py_DecRef(open_fn);
+	if (!s) {
+		py.PyErr_Print();
+		snprintf(rt->msg, sizeof(rt->msg), "atb_torch.runner.open failed (stderr has why)");
+		return -1;
+	}
+	/* open() answers a Session, or the JSON text of why there is none. */
+	err_text = py.PyUnicode_AsUTF8(s);
+	if (err_text) {
+		json_t *a = json_loads(err_text, 0, NULL);
+		const char *e = json_string_value(json_object_get(a, "error"));
+		const char *r = json_string_value(json_object_get(a, "reason"));
+
+		snprintf(rt->msg, sizeof(rt->msg), "%s", e ? e : err_text);
+		snprintf(rt->reason, sizeof(rt->reason), "%s", r ? r : "python");
+		*reason = rt->reason;
+		json_decref(a);
+		py.Py_DecRef(s);
+		return -1;
+	}
+	py.PyErr_Clear();  /* not a str: a Session (the TypeError is expected) */
+	rt->session = s;
+	return 0;
+}
+
+/* ---- correctness --------------------------------------------------------- */
+
+/* An entry of the correctness event's "buffers" for an output that cannot be compared. */
+static json_t *unjudged(const char *name, const char *why)
+{
+	return json_pack("{s:s, s:b, s:s}", "name", name, "pass", 0, "why", why);
+}
+
+/*
+ * Compare the output pairs of one call ({"kernel_status", "structure",
+ * "error", "outputs": [{name, dtype, n, ref, got}]}) with the job's
+ * tolerance per dtype (runner_compare: the rule of every backend).  arr and
+ * worst as runner_outputs_match.  Returns 1 when every output matches.
+ */
+static int compare_call(const struct atb_runner_job *job, const json_t *call, json_t *arr,
+			struct runner_cmp *worst, const char **worst_name)
+{
+	const json_t *outs = json_object_get(call, "outputs"), *o;
+	const char *structure = json_string_value(json_object_get(call, "structure"));
+	size_t i;
+	int pass = 1;
+
+	if (worst) {
+		memset(worst, 0, sizeof(*worst));
+		worst->first_bad = -1;
+	}
+	if (json_integer_value(json_object_get(call, "kernel_status"))) {
+		if (arr)
+			json_array_append_new(arr, unjudged("output", "the call raised an exception"));
+		return 0;
+	}
+	if (structure) {
+		if (arr)
+			json_array_append_new(arr, unjudged("output", structure));
+		if (worst)
+			worst->nbad = 1;
+		return 0;
+	}
+	json_array_foreach(outs, i, o) {
+		const char *name = json_string_value(json_object_get(o, "name"));
+		struct atb_error err;
+		enum atb_dtype dt;
+		struct runner_cmp c;
+		double atol, rtol;
+
+		atb_error_clear(&err);
+		if (!name || atb_dtype_parse(json_string_value(json_object_get(o, "dtype")), &dt,
+					     &err)) {
+			if (arr)
+				json_array_append_new(arr, unjudged(name ? name : "output",
+								    "an output of unknown dtype"));
+			pass = 0;
+			continue;
+		}
+		runner_tolerance_for(job, dt, &atol, &rtol);
+		/* PROTO: correctness.tolerances -- the Python side keeps both tensors
+		 * alive until its next call; these are their CPU addresses. */
+		runner_compare((const void *)(uintptr_t)json_integer_value(json_object_get(o, "ref")),
+			       (const void *)(uintptr_t)json_integer_value(json_object_get(o, "got")),
+			       dt, (size_t)json_integer_value(json_object_get(o, "n")), atol, rtol,
+			       &c);
+		if (c.nbad)
+			pass = 0;
+		if (arr)
+			json_array_append_new(arr, json_pack(
+				"{s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:f, s:f}", "name", name,
+				"dtype", atb_dtype_name(dt), "pass", !c.nbad,
+				"max_abs_err", runner_real(c.max_abs), "max_rel_err",
+				runner_real(c.max_rel), "first_bad_index", (json_int_t)c.first_bad,
+				"bad_count", (json_int_t)c.nbad, "nan_count", (json_int_t)c.nnan,
+				"atol", atol, "rtol", rtol));
+		if (worst) {
+			if (c.max_abs > worst->max_abs)
+				worst->max_abs = c.max_abs;
+			if (c.max_rel > worst->max_rel)
+				worst->max_rel = c.max_rel;
+			worst->nnan += c.nnan;
+			worst->nbad += c.nbad;
+			if (worst->first_bad < 0 && c.first_bad >= 0) {
+				worst->first_bad = c.first_bad;
+				worst->bad_ref = c.bad_ref;
+				worst->bad_got = c.bad_got;
+				*worst_name = name;
+			}
+		}
+	}
+	return pass;
+}
+
+/* PROTO: gates result_reuse -- the first step whose outputs are wrong. */
+static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, json_t **keep)
+{
+	static const char *const steps[] = {"fresh_inputs_a", "same_buffers_new_inputs",
+					    "fresh_inputs_b"};
+	json_t *a = py_json(rt, "reuse", int_tuple(1, (long long)arm, 0, 0)), *s;
+	size_t i, k;
+
+	*keep = a;
+	res->follows = 1;
+	res->failed_step = NULL;
+	if (!a)
+		return -1;
+	if (answer_error(a))
+		return -2;
+	json_array_foreach(json_object_get(a, "steps"), i, s) {
+		const char *name = json_string_value(json_object_get(s, "step"));
+
+		if (compare_call(rt->job, s, NULL, NULL, NULL))
+			continue;
+		res->follows = 0;
+		res->failed_step = "kernel_failed";
+		for (k = 0; !json_integer_value(json_object_get(s, "kernel_status")) && name &&
+			    k < sizeof(steps) / sizeof(steps[0]); k++)
+			if (!strcmp(name, steps[k]))
+				res->failed_step = steps[k];
+		break;
+	}
+	return 0;
+}
+
+/*
+ * One input set of one seed: every checked arm, one correctness event
+ * each.  0; 1 when the reference is not defined on this adversarial set
+ * (skipped); -1 after an error event.
+ */
+static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char **reuse_on,
+			   size_t *failures, size_t *nevents)
+{
+	const struct atb_runner_job *job = rt->job;
+	size_t ai;
+
+	for (ai = 0; ai < job->narms; ai++) {
+		struct runner_facts f = {.seed = seed, .arm = job->arms[ai].name, .set_index = 0,
+					 .dist = dist, .reuse = {.follows = 1}};
+		json_t *a, *ra = NULL, *ev;
+		int r;
+
+		if (!runner_arm_is_checked(job, ai))
+			continue;
+		a = py_json(rt, "check", int_tuple(3, (long long)seed, dist, (long long)ai));
+		if (!a) {
+			runner_emit_error("python", rt->msg);
+			return -1;
+		}
+		if (answer_error(a)) {
+			json_decref(a);
+			return -1;
+		}
+		if (json_object_get(a, "skip")) {
+			json_decref(a);
+			return 1;
+		}
+		f.kernel_status = (int)json_integer_value(json_object_get(a, "kernel_status"));
+		f.buffers = json_array();
+		f.pass = compare_call(job, a, f.buffers, &f.worst, &f.worst_name);
+		f.mutated = json_deep_copy(json_object_get(a, "mutated"));
+		f.aliasing = json_deep_copy(json_object_get(a, "aliasing"));
+		/* Once per (seed, set), on the first right outputs (as cpu and cuda). */
+		if (f.pass && !reuse_on[ai]) {
+			r = reuse_facts(rt, ai, &f.reuse, &ra);
+			if (r) {
+				if (r == -1)
+					runner_emit_error("python", rt->msg);
+				json_decref(ra);
+				json_decref(a);
+				json_decref(f.buffers);
+				json_decref(f.mutated);
+				json_decref(f.aliasing);
+				return -1;
+			}
+			f.reuse_checked = 1;
+			reuse_on[ai] = runner_input_name(job, dist);
+		}
+		f.reuse_checked_on = reuse_on[ai];
+		if (runner_facts_failed(&f))
+			(*failures)++;
+		ev = runner_correctness_event(job, &f);
+		json_decref(ra);
+		r = runner_emit(ev);
+		json_decref(a);  /* after the event: worst_name pointed into it */
+		if (r)
+			return -1;
+		(*nevents)++;
+	}
+	return 0;
+}
+
+/* ---- timing --------------------------------------------------------------- */
+
+struct timing_ctx {
+	struct trt *rt;
+	size_t map[ATB_RUNNER_MAX_ARMS];   /* the core's arm -> the job's arm */
+};
+
+/* One timed call: Session.call(arm), prepared; on cuda it only launches. */
+static int timed_call(void *ctx, size_t arm)
+{
+	struct timing_ctx *t = ctx;
+	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]);
+
+	if (!r) {
+		py.PyErr_Print();
+		return 1;
+	}
+	py.Py_DecRef(r);
+	return 0;
+}
+
+static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
+{
+	if (!s->valid)
+		return json_pack("{s:b, s:s}", "valid", 0, "why", s->why);
+	return json_pack("{s:b, s:i, s:i, s:I, s:b, s:i, s:i}", "valid", 1, "sm_clock_mhz",
+			 (int)s->sm_clock_mhz, "mem_clock_mhz", (int)s->mem_clock_mhz,
+			 "throttle_reasons", (json_int_t)s->throttle_reasons, "throttled",
+			 s->throttled, "temperature_c", s->temperature_c, "power_mw",
+			 (int)s->power_mw);
+}
+
+/*
+ * Side-stream escape (PROTO: gates side_stream), as the cuda backend: the
+ * call bracketed by events on the runner's stream (the one PyTorch uses),
+ * then cuCtxSynchronize timed on the host: work the arm left on another
+ * stream shows up as device-wide completion long after the window.
+ * Returns 1 escaped, 0 not, -1 after an error event.
+ */
+static int side_stream_check(struct trt *rt, size_t ai, uint64_t seed)
+{
+	struct timing_ctx tc = {.rt = rt, .map = {ai}};
+	struct atb_cuda_events *e = NULL;
+	struct atb_error err;
+	int64_t event_ns = -1, t0, extra_ns;
+	int krc, escaped;
+
+	atb_error_clear(&err);
+	if (atb_cuda_ctx_sync(rt->cu, &err) || atb_cuda_events_new(rt->cu, &e, &err) ||
+	    atb_cuda_events_record_start(e, &err))
+		goto fail;
+	krc = timed_call(&tc, 0);
+	if (atb_cuda_events_record_stop(e, &err) || atb_cuda_events_elapsed_ns(e, &event_ns, &err))
+		goto fail;
+	t0 = atbi_monotonic_ns();
+	if (atb_cuda_ctx_sync(rt->cu, &err))
+		goto fail;
+	extra_ns = atbi_monotonic_ns() - t0;
+	atb_cuda_events_free(e);
+	escaped = extra_ns > 50000 && (double)extra_ns > 0.1 * (double)event_ns;
+	return runner_emit(json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:b}", "event", "side_stream",
+				     "seed", (json_int_t)seed, "arm", rt->job->arms[ai].name,
+				     "kernel_status", krc, "event_ns", (json_int_t)event_ns,
+				     "device_extra_ns", (json_int_t)extra_ns, "escaped", escaped))
+		       ? -1 : escaped;
+fail:
+	atb_cuda_events_free(e);
+	runner_emit_error("cuda", err.msg);
+	return -1;
+}
+
+static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes)
+{
+	const struct atb_runner_job *job = rt->job;
+	struct timing_ctx tc = {.rt = rt};
+	const char *names[ATB_RUNNER_MAX_ARMS];
+	struct atb_cuda_gpu_sample g0, g1;
+	struct atb_timing_seed res;
+	size_t np = 0, ai, alone = SIZE_MAX;
+	json_t *a;
+	int throttled = -1;
+
+	a = py_json(rt, "prepare", int_tuple(1, (long long)seed, 0, 0));
+	if (!a || answer_error(a)) {
+		if (!a)
+			runner_emit_error("python", rt->msg);
+		json_decref(a);
+		return -1;
+	}
+	json_decref(a);
+	for (ai = 0; ai < job->narms; ai++) {
+		if (rt->cu) {
+			int esc = side_stream_check(rt, ai, seed);
+
+			if (esc < 0)
+				return -1;
+			*escapes += (size_t)esc;
+		}
+		if (!strcmp(job->arms[ai].name, "baseline_alone")) {
+			alone = ai;
+			continue;
+		}
+		tc.map[np] = ai;
+		names[np++] = job->arms[ai].name;
+	}
+	if (rt->cu)
+		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
+	if (np) {
+		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
+				      rt->cu ? atb_cuda_timer_error : NULL, &res))
+			return -1;
+		if (rt->cu) {
+			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
+			throttled = g0.throttled || g1.throttled;
+		}
+		ai = (size_t)runner_emit_samples(&res, "paired", names, np, throttled);
+		atb_timing_seed_release(&res);
+		if (ai)
+			return -1;
+	}
+	if (alone != SIZE_MAX) {
+		tc.map[0] = alone;
+		names[0] = job->arms[alone].name;
+		if (runner_time_group(job, timer, seed, 1, timed_call, &tc, NULL, &res))
+			return -1;
+		if (rt->cu) {
+			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
+			throttled = g0.throttled || g1.throttled;
+		}
+		ai = (size_t)runner_emit_samples(&res, "alone", names, 1, throttled);
+		atb_timing_seed_release(&res);
+		if (ai)
+			return -1;
+	}
+	if (rt->cu) {
+		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
+		return runner_emit(json_pack("{s:s, s:I, s:o, s:o}", "event", "gpu_state", "seed",
+					     (json_int_t)seed, "before", gpu_json(&g0), "after",
+					     gpu_json(&g1)));
+	}
+	return 0;
+}
+
+/* ---- env and the run ------------------------------------------------------ */
+
+static int emit_env(struct trt *rt, const struct atb_timer *timer)
+{
+	const struct atb_runner_job *job = rt->job;
+	const json_t *pyj = json_object_get(rt->torch, "python");
+	json_t *arms = json_array(), *ev;
+	size_t i;
+
+	for (i = 0; arms && i < job->narms; i++)
+		json_array_append_new(arms, json_pack("{s:s, s:s, s:s}", "name", job->arms[i].name,
+						      "py", job->arms[i].so, "sha256", rt->sha[i]));
+	ev = json_pack("{s:s, s:s, s:s, s:s, s:I, s:o, s:O, s:{s:O, s:O}, s:I, s:I, s:b, s:s,"
+		       " s:i, s:o}",
+		       "event", "env", "backend", "torch", "device", rt->cu ? "cuda" : "cpu",
+		       "clock", rt->cu ? "cuda_events" : "CLOCK_MONOTONIC", "clock_resolution_ns",
+		       (json_int_t)timer->ops->resolution_ns(timer->state), "arms",
+		       arms ? arms : json_null(), "torch", rt->py_env, "python", "library",
+		       json_object_get(pyj, "library"), "home", json_object_get(pyj, "home"),
+		       "cache_bytes", (json_int_t)job->cache_bytes, "flush_bytes",
+		       (json_int_t)timer->flush_bytes, "flush_enabled", job->timing.flush, "timer",
+		       timer->ops->name, "seeds", (int)job->nseeds, "correctness_inputs",
+		       runner_inputs_json(job));
+	if (ev && rt->cu) {
+		const struct atb_cuda_device_info *d = atb_cuda_info(rt->cu);
+		struct atb_cuda_gpu_sample g;
+
+		atb_cuda_gpu_sample(d->pci_bus_id, &g);
+		json_object_set_new(ev, "gpu_device", json_pack("{s:s, s:s, s:i, s:I}", "name",
+								d->name, "pci_bus_id", d->pci_bus_id,
+								"sm_count", d->sm_count, "l2_bytes",
+								(json_int_t)d->l2_bytes));
+		json_object_set_new(ev, "spin_ns", json_integer(ATB_CUDA_SPIN_NS));
+		json_object_set_new(ev, "gpu", gpu_json(&g));
+	}
+	return runner_emit(ev);
+}
+
+/*
+ * Device: "cpu"; "cuda" (device 0 through the driver, or no_cuda); "auto"
+ * (the default): cuda when a driver and a device are there, else cpu.
+ * The job's torch object gets the resolved device and, on cuda, the
+ * runner's stream for PyTorch to use.
+ */
+static int open_device(struct trt *rt, const char **reason)
+{
+	const char *want = json_string_value(json_object_get(rt->torch, "device"));
+	struct atb_error err;
+
+	if (!want)
+		want = "auto";
+	atb_error_clear(&err);
+	if (strcmp(want, "cpu") && atb_cuda_open(0, &rt->cu, &err)) {
+		rt->cu = NULL;
+		if (!strcmp(want, "cuda")) {
+			*reason = err.status == ATB_ERR_NOT_FOUND ? "no_cuda" : "cuda";
+			atb_error_format(&err, rt->msg, sizeof(rt->msg));
+			return -1;
+		}
+	}
+	json_object_set_new((json_t *)rt->torch, "device", json_string(rt->cu ? "cuda" : "cpu"));
+	if (rt->cu)
+		json_object_set_new((json_t *)rt->torch, "stream",
+				    json_integer((json_int_t)(uintptr_t)atb_cuda_stream(rt->cu)));
+	return 0;
+}
+
+static int make_timer(struct trt *rt, struct atb_timer **timer, const char **reason)
+{
+	const struct atb_runner_job *job = rt->job;
+	size_t flush_bytes = 0, cache = job->cache_bytes;
+	struct atb_error err;
+	enum atb_status st;
+
+	atb_error_clear(&err);
+	/* PROTO: timing.cache_flush -- factor x the largest cache (on cuda the
+	 * larger of the job's and the GPU's L2), at least min_bytes. */
+	if (rt->cu && atb_cuda_info(rt->cu)->l2_bytes > cache)
+		cache = atb_cuda_info(rt->cu)->l2_bytes;
+	if (job->timing.flush)
+		flush_bytes = atb_timing_flush_bytes(cache, job->cache_flush_factor,
+						     job->cache_flush_min_bytes);
+	st = rt->cu ? atb_cuda_timer_new(rt->cu, flush_bytes, ATB_CUDA_SPIN_NS, timer, &err)
+		    : atb_timer_cpu_new(flush_bytes, timer, &err);
+	if (st) {
+		*reason = st == ATB_ERR_NOMEM ? "nomem" : "timer";
+		atb_error_format(&err, rt->msg, sizeof(rt->msg));
+		return -1;
+	}
+	return 0;
+}
+
+static int run(struct trt *rt)
+{
+	const struct atb_runner_job *job = rt->job;
+	struct atb_timer *timer = NULL;
+	const char *reason = "internal", *timing = "done";
+	size_t k, x, failures = 0, nevents = 0, escapes = 0;
+	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
+	int64_t t0 = atbi_monotonic_ns(), t_check;
+
+	if (hash_arms(rt)) {
+		runner_emit_error("dlopen", rt->msg);
+		return rc;
+	}
+	if (open_device(rt, &reason) || py_start(rt, &reason) || make_timer(rt, &timer, &reason)) {
+		runner_emit_error(reason, rt->msg);
+		goto out;
+	}
+	rt->py_env = py_json(rt, "env", NULL);
+	rt->call = py.PyObject_GetAttrString(rt->session, "call");
+	for (k = 0; k < job->narms; k++)
+		if (!(rt->arm_args[k] = int_tuple(1, (long long)k, 0, 0)))
+			rt->call = NULL;
+	if (!rt->py_env || !rt->call) {
+		runner_emit_error("python", "atb_torch: cannot prepare the session");
+		goto out;
+	}
+	if (emit_env(rt, timer))
+		goto out;
+	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
+	t_check = atbi_monotonic_ns();
+	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
+		const char *reuse_on[ATB_RUNNER_MAX_ARMS] = {0};
+		size_t ninputs = runner_seed_inputs(job, k, inputs);
+
+		for (x = 0; x < ninputs; x++) {
+			int r = check_input_set(rt, job->seeds[k], inputs[x], reuse_on, &failures,
+						&nevents);
+
+			if (r < 0)
+				goto out;
+			rt->skipped += (size_t)r;
+		}
+	}
+	t_check = atbi_monotonic_ns() - t_check;
+	if (job->skip_timing)
+		timing = "skipped";
+	else if (failures && !job->time_if_incorrect)
+		timing = "skipped_incorrect";
+	else
+		for (k = 0; k < job->nseeds; k++)
+			if (time_seed(rt, timer, job->seeds[k], &escapes))
+				goto out;
+	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:I, s:I, s:I}", "event", "done",
+				   "seeds", (int)job->nseeds, "correctness_events",
+				   (json_int_t)nevents, "correctness_failures",
+				   (json_int_t)failures, "inputs_skipped_undefined",
+				   (json_int_t)rt->skipped, "timing", timing,
+				   "side_stream_escapes", (json_int_t)escapes, "elapsed_ns",
+				   (json_int_t)(atbi_monotonic_ns() - t0), "correctness_ns",
+				   (json_int_t)t_check)))
+		rc = RUNNER_EXIT_OK;
+out:
+	atb_timer_free(timer);
+	return rc;
+}
+
+int runner_torch_run(const char *text, size_t len)
+{
+	struct trt *rt = atb_calloc(1, sizeof(*rt));
+	struct atb_runner_job *job = NULL;
+	int rc;
+
+	if (!rt) {
+		runner_emit_error("nomem", "cannot start the torch backend");
+		return RUNNER_EXIT_FAILED;
+	}
+	if (parse_job(rt, text, len, &job)) {
+		runner_emit_error("bad_job", rt->msg);
+		json_decref(rt->raw);
+		atb_free(rt);
+		return RUNNER_EXIT_BAD_JOB;
+	}
+	rt->job = job;
+	rc = run(rt);
+	/* Python objects, torch and the cuda context are left to process exit:
+	 * finalizing an interpreter that imported torch is slow and fragile. */
+	json_decref(rt->py_env);
+	json_decref(rt->raw);
+	atb_runner_job_free(job);
+	atb_free(rt);
+	return rc;
+}
