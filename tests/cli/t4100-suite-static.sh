@@ -3,7 +3,8 @@
 # atb suite without PyTorch: usage errors, the static checks on the planted
 # candidates (tests/fixtures/suite/) refused as gate:static with their
 # findings in the audit chain, a task without a candidate counted incorrect,
-# the totals over all tasks, and a consistent store after each.  Only the
+# the totals over all tasks, a task killed at --timeout-per-task with every
+# process under it, and a consistent store after each.  Only the
 # static checker runs here (python3's ast module), so no torch is needed.
 . "$(dirname "$0")/lib.sh"
 
@@ -105,6 +106,21 @@ test_expect "--resume of a finished suite reports it again without running anyth
 	test "$(sqlite3 s.db "SELECT count(*) FROM audit")" = "$n" &&
 	test "$(outcome_of again.json 2)" = no_candidate &&
 	expect_exit 2 "$ATB" --db s.db suite --resume nosuchrun && expect_grep "nosuchrun" err
+'
+
+test_expect "a task over --timeout-per-task is killed with every process under it (test double: an interpreter that hangs)" '
+	printf "#!/bin/bash\nsetsid sleep 300 &\necho \$! >\"%s/escaped.pid\"\nexec sleep 300\n" "$PWD" >slowpy &&
+	chmod +x slowpy &&
+	start=$(date +%s) &&
+	"$ATB" --db h.db suite "$KB" --candidates "$FX/hang" --filter "level1/0[12]_*" \
+		--python "$PWD/slowpy" --timeout-per-task 2 --json >h.json 2>h.err &&
+	test $(( $(date +%s) - start )) -lt 30 &&
+	test "$(outcome_of h.json 0)" = no_candidate &&
+	test "$(outcome_of h.json 1)" = timeout &&
+	expect_grep "timed out after 2 s" h.json &&
+	test "$(sqlite3 h.db "SELECT rule FROM rejection")" = gate:runner &&
+	test -s escaped.pid && ! kill -0 "$(cat escaped.pid)" 2>/dev/null &&
+	"$ATB" --db h.db db check >/dev/null && "$ATB" --db h.db audit verify >/dev/null
 '
 
 test_done
