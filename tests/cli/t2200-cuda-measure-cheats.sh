@@ -11,22 +11,14 @@
 . "$(dirname "$0")/lib.sh"
 
 CHEATS=$ATB_HOME/tests/fixtures/cheats/cuda_relu
-command -v nvcc >/dev/null || skip_all "no nvcc: not a CUDA build machine"
-ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1' || [ -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] ||
-	skip_all "no libcuda.so.1: not a GPU machine"
+. "$ATB_HOME/tests/fixtures/cheats/cuda_common.sh"
+cuda_require
 export ATB_DB=$TRASH/m.db
-cp -r "$ATB_HOME/tasks/cuda_relu" task
-sed -i 's/value: 67108864/value: 16777216/' task/task.yaml
-grep -q 'value: 16777216' task/task.yaml || { echo "cannot shrink cuda_relu"; exit 1; }
+cuda_task_copy cuda_relu task 's/value: 67108864/value: 16777216/'
 
 # refused NAME GATE: measuring candidate folder NAME is refused by GATE.
 refused() {
-	expect_exit 2 "$ATB" measure --json "$TRASH/task" "$CHEATS/$1" --seeds 2 --no-naive &&
-	grep -q '"verdict": "rejected"' "$TRASH/out" &&
-	grep -q "\"gate\": \"$2\"" "$TRASH/out" &&
-	grep -Eq '"rejection_id": [1-9]' "$TRASH/out" ||
-		{ cat "$TRASH/out" "$TRASH/err"; return 1; }
-	sed -n 's/^ *"reason": //p' "$TRASH/out"
+	cuda_refused "$TRASH/task" "$CHEATS/$1" "$2"
 }
 
 test_expect "correctness: identity on the task's [0,1) inputs fails signed ones" '
