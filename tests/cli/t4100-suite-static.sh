@@ -4,7 +4,8 @@
 # candidates (tests/fixtures/suite/) refused as gate:static with their
 # findings in the audit chain, a task without a candidate counted incorrect,
 # the totals over all tasks, a task killed at --timeout-per-task with every
-# process under it, and a consistent store after each.  Only the
+# process under it, a suite killed with SIGKILL and resumed, and a
+# consistent store after each.  Only the
 # static checker runs here (python3's ast module), so no torch is needed.
 . "$(dirname "$0")/lib.sh"
 
@@ -121,6 +122,30 @@ test_expect "a task over --timeout-per-task is killed with every process under i
 	test "$(sqlite3 h.db "SELECT rule FROM rejection")" = gate:runner &&
 	test -s escaped.pid && ! kill -0 "$(cat escaped.pid)" 2>/dev/null &&
 	"$ATB" --db h.db db check >/dev/null && "$ATB" --db h.db audit verify >/dev/null
+'
+
+test_expect "a suite killed with SIGKILL mid-task resumes: done tasks are skipped, the rest run once" '
+	printf "#!/bin/bash\nsleep 1\nexec python3 \"\$@\"\n" >slow1 && chmod +x slow1 &&
+	mkdir -p three && for t in 01_Add_Scale 02_ReLU 05_Sum_Dim 06_Softmax; do
+		cp "$FX/subclass/02_ReLU.py" three/$t.py; done
+	"$ATB" --db r.db suite "$KB" --candidates three --filter "level1/0[1256]_*" \
+		--python "$PWD/slow1" --quiet >r1.out 2>r1.err &
+	pid=$! &&
+	for i in $(seq 300); do
+		n=$(sqlite3 r.db "SELECT count(*) FROM iteration" 2>/dev/null || echo 0)
+		[ "${n:-0}" -ge 1 ] && break; sleep 0.1
+	done &&
+	kill -9 $pid && { wait $pid || true; } &&
+	done1=$(sqlite3 r.db "SELECT count(*) FROM iteration") &&
+	test "$done1" -ge 1 && test "$done1" -lt 4 &&
+	"$ATB" --db r.db db check >/dev/null && "$ATB" --db r.db audit verify >/dev/null &&
+	id=$(sqlite3 r.db "SELECT id FROM run") &&
+	"$ATB" --db r.db suite --resume "$id" --json >r2.json 2>r2.err &&
+	test "$(sqlite3 r.db "SELECT group_concat(k) FROM (SELECT k FROM iteration ORDER BY k)")" = "0,1,2,3" &&
+	test "$(sqlite3 r.db "SELECT count(*) FROM run")" = 1 &&
+	expect_grep "\"done\": 4" r2.json &&
+	for k in 0 1 2 3; do test "$(outcome_of r2.json $k)" = static || exit 1; done &&
+	"$ATB" --db r.db db check >/dev/null && "$ATB" --db r.db audit verify >/dev/null
 '
 
 test_done
