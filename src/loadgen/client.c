@@ -58,12 +58,12 @@ struct buf {
 /* Append within a hard maximum; -1 when over it or out of memory. */
 static int buf_add(struct buf *b, const char *s, size_t n, size_t max)
 {
+	if (b->len + n > max)
+		return -1;
 	if (b->len + n + 1 > b->cap) {
 		size_t cap = b->cap ? b->cap : 512;
 		char *q;
 
-		if (b->len + n > max)
-			return -1;
 		while (cap < b->len + n + 1)
 			cap *= 2;
 		q = atb_realloc(b->p, cap);
@@ -350,26 +350,48 @@ static void finish(struct xfer *x, CURLcode code)
 	x->text.p = NULL;
 }
 
-static enum atb_status start(struct run *run, struct xfer *x, size_t i, struct atb_error *err)
+enum atb_status atbi_loadgen_replay_stream(const struct atb_loadgen_config *cfg,
+					   const char *data, size_t len, size_t piece,
+					   struct atb_loadgen_record *rec, struct atb_error *err)
+{
+	struct atb_loadgen_request q = {0};
+	struct atb_loadgen_workload wl = {1, &q, NULL, ""};
+	struct run run;
+	struct xfer x;
+	size_t i;
+
+	memset(&run, 0, sizeof(run));
+	memset(&x, 0, sizeof(x));
+	memset(rec, 0, sizeof(*rec));
+	rec->first_token_ns = rec->end_ns = -1;
+	run.cfg = cfg;
+	run.wl = &wl;
+	run.t0 = atbi_monotonic_ns();
+	x.run = &run;
+	x.rec = rec;
+	x.status_known = 1;
+	rec->http_status = 200;
+	atb_alloc_install_json();
+	atbi_sse_init(&x.sse, cfg->max_response_bytes);
+	for (i = 0; i < len && rec->failure == ATB_LOADGEN_OK; i += piece)
+		if (on_write((char *)data + i, 1, len - i < piece ? len - i : piece, &x) == 0)
+			break;
+	finish(&x, CURLE_OK);
+	atbi_sse_release(&x.sse);
+	atb_free(x.body.p);
+	if (!rec->text)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	return ATB_OK;
+}
+
+/* Options that stay the same for every transfer of a handle, set once. */
+static enum atb_status configure(struct run *run, struct xfer *x, struct atb_error *err)
 {
 	const struct atb_loadgen_config *cfg = run->cfg;
 	CURL *e = x->easy;
 	long timeout_ms = (long)fmin(cfg->timeout_s * 1000.0, (double)LONG_MAX / 2);
 
-	atbi_sse_release(&x->sse);
-	atbi_sse_init(&x->sse, cfg->max_response_bytes);
-	atb_free(x->body.p);
-	atb_free(x->text.p);
-	memset(&x->body, 0, sizeof(x->body));
-	memset(&x->text, 0, sizeof(x->text));
-	x->rec = &run->recs[i];
-	x->tokcap = 0;
-	x->status_known = x->bad_status = x->done_seen = 0;
-	x->curl_err[0] = '\0';
-	curl_easy_reset(e);
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_URL, run->url));
-	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_POSTFIELDS, run->bodies[i]));
-	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(run->bodies[i])));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_HTTPHEADER, run->headers));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_WRITEDATA, x));
@@ -379,6 +401,26 @@ static enum atb_status start(struct run *run, struct xfer *x, size_t i, struct a
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_NOPROXY, "*"));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L));
+	return ATB_OK;
+}
+
+static enum atb_status start(struct run *run, struct xfer *x, size_t i, struct atb_error *err)
+{
+	CURL *e = x->easy;
+
+	atbi_sse_release(&x->sse);
+	atbi_sse_init(&x->sse, run->cfg->max_response_bytes);
+	x->body.len = 0;
+	if (x->body.p)
+		x->body.p[0] = '\0';
+	atb_free(x->text.p);
+	memset(&x->text, 0, sizeof(x->text));
+	x->rec = &run->recs[i];
+	x->tokcap = 0;
+	x->status_known = x->bad_status = x->done_seen = 0;
+	x->curl_err[0] = '\0';
+	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_POSTFIELDS, run->bodies[i]));
+	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(run->bodies[i])));
 	CURL_CALL(err, curl_multi_add_handle(run->multi, e));
 	return ATB_OK;
 }
@@ -457,10 +499,15 @@ static enum atb_status setup(struct run *run, size_t nxfers, struct atb_error *e
 	for (i = 0; i < nxfers; i++) {
 		struct xfer *x = &run->xfers[i];
 
+		enum atb_status s;
+
 		x->run = run;
 		x->easy = curl_easy_init();
 		if (!x->easy)
 			return atb_error_set(err, ATB_ERR_SYSTEM, "libcurl could not make a handle");
+		s = configure(run, x, err);
+		if (s)
+			return s;
 		x->next_free = run->free_list;
 		run->free_list = x;
 	}

@@ -74,4 +74,16 @@ ATBI_FUNC long atbi_loadgen_count_words(const char *s);
 /* Release what a record owns (token times, text). */
 ATBI_FUNC void atbi_loadgen_record_release(struct atb_loadgen_record *rec);
 
+/*
+ * Run the client's receive path (timestamp, SSE, JSON, text, token times,
+ * classification) over a canned response body fed in pieces of `piece`
+ * bytes, without a socket: for bench-loadgen's per-event cost and for
+ * tests.  cfg->stream and cfg->endpoint select the format.  Caller
+ * releases rec with atbi_loadgen_record_release.
+ */
+ATBI_FUNC enum atb_status atbi_loadgen_replay_stream(const struct atb_loadgen_config *cfg,
+						     const char *data, size_t len, size_t piece,
+						     struct atb_loadgen_record *rec,
+						     struct atb_error *err);
+
 #endif

@@ -110,7 +110,7 @@ enum atb_status atb_loadgen_dist_parse(const char *text, struct atb_loadgen_dist
 {
 	static const char *const kinds[] = {"fixed", "uniform", "normal", "lognormal"};
 	static const size_t nparams[] = {1, 2, 2, 2};
-	double v[4];
+	double v[4] = {0, 0, 0, 0};
 	size_t nv = 0, k;
 	const char *p = text, *colon;
 	struct atb_loadgen_dist d = {ATB_LOADGEN_DIST_FIXED, 0, 0, 1, DIST_CLIP_MAX};
@@ -429,7 +429,9 @@ static enum atb_status parse_entry(json_t *o, const char *path, unsigned line,
 					"no 'human' turn with a non-empty value");
 		e->prompt = atb_strdup(p);
 		if (reply)
-			e->output_len = atbi_loadgen_count_words(reply) > 0 ? atbi_loadgen_count_words(reply) : 1;
+			e->output_len = atbi_loadgen_count_words(reply);
+		if (reply && !e->output_len)
+			e->output_len = 1;
 	} else if (prompt) {
 		json_t *ol = json_object_get(o, "output_len");
 
@@ -437,9 +439,15 @@ static enum atb_status parse_entry(json_t *o, const char *path, unsigned line,
 			return bad_line(err, ATB_ERR_SCHEMA, path, line, "prompt",
 					"'prompt' must be a non-empty string");
 		if (ol && (!json_is_integer(ol) || json_integer_value(ol) < 1 ||
-			   json_integer_value(ol) > DIST_CLIP_MAX))
-			return bad_line(err, ATB_ERR_SCHEMA, path, line, "output_len",
-					"'output_len' must be an integer in [1, 1048576]");
+			   json_integer_value(ol) > DIST_CLIP_MAX)) {
+			char *v = json_dumps(ol, JSON_ENCODE_ANY | JSON_COMPACT);
+
+			atb_error_set_at(err, ATB_ERR_SCHEMA, path, line, 0, "output_len",
+					 "bad output_len '%.40s': need an integer in [1, %ld]",
+					 v ? v : "?", DIST_CLIP_MAX);
+			atb_free(v);
+			return ATB_ERR_SCHEMA;
+		}
 		e->prompt = atb_strdup(json_string_value(prompt));
 		if (ol)
 			e->output_len = (long)json_integer_value(ol);
