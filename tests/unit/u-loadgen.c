@@ -860,3 +860,38 @@ Test(loadgen, same_workload_digest_and_records_round_trip_as_json)
 	atb_loadgen_workload_free(wl);
 	atb_loadgen_result_free(res);
 }
+
+Test(loadgen, long_prompts_and_responses_grow_the_buffers_and_the_cap_holds)
+{
+	struct atb_loadgen_config cfg;
+	struct atb_loadgen_result *res;
+	const struct atb_loadgen_record *r;
+
+	start_server(NULL);
+	base_config(&cfg, 1, 3000);
+	cfg.input_len.a = 100000; /* a prompt of about 600 KB */
+	res = run_ok(&cfg);
+	r = atb_loadgen_result_record(res, 0);
+	cr_assert_eq(r->failure, ATB_LOADGEN_OK, "%s", r->error);
+	cr_assert_eq(r->tokens_in, 100000);
+	cr_assert_eq(r->ntoken_ns, 3000);
+	cr_assert(!strncmp(r->text + strlen(r->text) - 6, " w2999", 6));
+	atb_loadgen_result_free(res);
+	cfg.stream = 0;
+	res = run_ok(&cfg);
+	r = atb_loadgen_result_record(res, 0);
+	cr_assert_eq(r->failure, ATB_LOADGEN_OK, "%s", r->error);
+	cr_assert_eq(r->tokens_out, 3000);
+	atb_loadgen_result_free(res);
+	/* the hard maximum of a read buffer: too_large, and the run goes on */
+	cfg.input_len.a = 4;
+	cfg.max_response_bytes = 4096;
+	cfg.requests = 2;
+	res = run_ok(&cfg);
+	cr_assert_eq(atb_loadgen_result_summary(res)->failures[ATB_LOADGEN_FAIL_TOO_LARGE], 2);
+	atb_loadgen_result_free(res);
+	cfg.stream = 1;
+	res = run_ok(&cfg);
+	cr_assert_eq(atb_loadgen_result_summary(res)->failures[ATB_LOADGEN_FAIL_TOO_LARGE], 2);
+	atb_loadgen_result_free(res);
+}
