@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -198,6 +199,28 @@ static const char *arm_name(int arm)
 	return arm == ARM_A ? "baseline" : "candidate";
 }
 
+static void settle(void)
+{
+	struct timespec ts = {0, 300000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+/* A dead engine is refused (engine_died; the baseline's: engine_baseline). */
+static enum atb_status check_alive(struct ab *A, struct atb_engine_proc *proc, int arm,
+				   uint64_t seed, const char *dir, int *refused)
+{
+	char why[700], reason[900];
+
+	if (atb_engine_alive(proc, why, sizeof(why)))
+		return ATB_OK;
+	snprintf(reason, sizeof(reason), "%s configuration, seed %" PRIu64 ": %s", arm_name(arm),
+		 seed, why);
+	*refused = 1;
+	return refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_DIED, reason,
+		      json_pack("{s:s}", "log_dir", dir));
+}
+
 /*
  * One arm of one seed.  Returns ATB_OK with *refused set when a gate
  * refused (already stored); an error status only when it could not go on.
@@ -240,27 +263,27 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	if (si == 0) {
 		phase(A, "seed %zu/%zu %s: probes", si + 1, A->nseeds, arm_name(arm));
 		st = atb_engine_probe(proc, A->t, &A->probes[arm], A->err);
-		if (st)
+		if (st || (st = check_alive(A, proc, arm, seed, dir, refused)) || *refused)
 			goto out;
+		for (size_t i = 0; i < A->probes[arm].n; i++)
+			if (!strcmp(A->probes[arm].out[i].finish_reason, "error")) {
+				/* A reset may be the engine dying: let it finish exiting. */
+				settle();
+				if ((st = check_alive(A, proc, arm, seed, dir, refused)) || *refused)
+					goto out;
+				snprintf(why, sizeof(why), "%s configuration: probe %zu failed (http %ld): "
+					 "%.300s", arm_name(arm), i, A->probes[arm].out[i].http_status,
+					 A->probes[arm].out[i].text);
+				*refused = 1;
+				st = refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE
+							    : ATB_GATE_ENGINE_ERRORS, why, NULL);
+				goto out;
+			}
 		if (arm == ARM_B && A->probes[ARM_A].n &&
 		    !atb_engine_equivalent(&A->probes[ARM_A], &A->probes[ARM_B], why, sizeof(why))) {
 			*refused = 1;
 			st = refuse(A, ATB_GATE_OUTPUT_EQUIVALENCE, why, NULL);
 			goto out;
-		}
-		if (arm == ARM_A) {
-			size_t i;
-
-			for (i = 0; i < A->probes[ARM_A].n; i++)
-				if (!strcmp(A->probes[ARM_A].out[i].finish_reason, "error")) {
-					snprintf(why, sizeof(why),
-						 "baseline configuration: probe %zu failed (http %ld): %.300s",
-						 i, A->probes[ARM_A].out[i].http_status,
-						 A->probes[ARM_A].out[i].text);
-					*refused = 1;
-					st = refuse(A, ATB_GATE_ENGINE_BASELINE, why, NULL);
-					goto out;
-				}
 		}
 	}
 
@@ -284,17 +307,12 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 		(void)atb_loadgen_result_write_records(res, path, NULL);
 
 	/* Death between or during requests: waitpid(WNOHANG), with the log's tail. */
-	if (!atb_engine_alive(proc, why + 200, sizeof(why) - 200)) {
-		char reason[900];
-
-		snprintf(reason, sizeof(reason), "%s configuration, seed %" PRIu64 ": %s",
-			 arm_name(arm), seed, why + 200);
-		*refused = 1;
-		st = refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_DIED, reason,
-			    json_pack("{s:s}", "log_dir", dir));
+	if ((st = check_alive(A, proc, arm, seed, dir, refused)) || *refused)
 		goto out;
-	}
 	if (sum->failed) {
+		settle();
+		if ((st = check_alive(A, proc, arm, seed, dir, refused)) || *refused)
+			goto out;
 		failure_text(sum, fails, sizeof(fails));
 		snprintf(why, sizeof(why), "%s configuration, seed %" PRIu64 ": %zu of %zu requests "
 			 "failed (%s): %.300s", arm_name(arm), seed, sum->failed, sum->requests,

@@ -1,0 +1,84 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# atb engine ab on the TEST DOUBLE engine (tests/fixtures/engine/
+# double_engine.py: a fake OpenAI-compatible server, not an engine; the real
+# engine is llama.cpp in t32*).  Planted faults, each caught with a clear
+# stored reason and nothing admitted: truncated, padded and altered greedy
+# outputs (output_equivalence), exit at start on a bad flag, never ready,
+# port already taken (engine_start), death mid-run (engine_died), HTTP 500
+# (engine_errors).  An honest lossless 2x decode speed-up is admitted, with
+# per-seed ratios, CIs and latency ratios in the stored statistics.
+. "$(dirname "$0")/lib.sh"
+
+command -v python3 >/dev/null || skip_all "python3 is needed for the test double engine"
+TASK=$ATB_SOURCE_DIR/tests/fixtures/engine/task.yaml
+
+rejected_with() { # GATE PATTERN SETTINGS
+	expect_exit 2 "$ATB" --db atb.db engine ab "$TASK" --candidate "$3" --seeds 8 --work-dir "w-$1" &&
+	expect_grep "gate            $1" "$TRASH/out" &&
+	expect_grep "$2" "$TRASH/out"
+}
+
+while IFS='|' read -r gate settings msg; do
+	test_expect "planted: $settings is refused by $gate" '
+		mkdir -p "w-'"$gate"'" && rejected_with '"$gate"' "'"$msg"'" "'"$settings"'"
+	'
+done <<'CASES'
+output_equivalence|truncate=2|stops early
+output_equivalence|pad=2|pads:
+output_equivalence|alter=true|text differs at byte
+engine_start|bad_flag=true|exited with status 2 at start: usage:
+engine_start|never_ready=true|engine not ready after 3 s
+engine_died|die_after=20|exited with status 3: double: listening on 127.0.0.1:
+engine_died|die_after=20|fatal: simulated crash after 20 requests
+engine_errors|fail_500=true|failed (http 500)
+CASES
+
+test_expect "a port already taken is named" '
+	python3 -c "
+import socket,time,sys
+s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(1)
+open(\"port\",\"w\").write(str(s.getsockname()[1])); sys.stdout.flush(); time.sleep(60)" &
+	pid=$!; for i in 1 2 3 4 5 6 7 8 9 10; do [ -s port ] && break; sleep 0.2; done
+	mkdir -p w-engine_start;
+	rejected_with engine_start "already taken" "bind_port=$(cat port)"; rc=$?
+	kill $pid; exit $rc
+'
+
+test_expect "the engine logs are kept in the arm's folder" '
+	test -s w-engine_died/seed-1-candidate/engine.stderr &&
+	expect_grep "simulated crash" w-engine_died/seed-1-candidate/engine.stderr
+'
+
+if command -v sqlite3 >/dev/null; then
+	test_expect "every refusal is stored with its gate and reason, nothing admitted" '
+		sqlite3 atb.db "select rule from rejection" | sort | uniq -c >rules &&
+		expect_grep "3 gate:output_equivalence" rules &&
+		expect_grep "3 gate:engine_start" rules &&
+		expect_grep "2 gate:engine_died" rules &&
+		expect_grep "1 gate:engine_errors" rules &&
+		test "$(sqlite3 atb.db "select count(*) from result")" = 0
+	'
+fi
+
+test_expect "an honest lossless 2x decode speed-up is admitted with CIs" '
+	"$ATB" --db atb.db --json engine ab "$TASK" --candidate speedup=2.0 --seeds 8 --work-dir . >j &&
+	python3 -c "
+import json; d=json.load(open(\"j\"))
+assert d[\"verdict\"]==\"admitted\", d
+assert 1.3 < d[\"speedup\"] < 2.2 and d[\"ci_low\"] > 1.2, d"
+'
+
+if command -v sqlite3 >/dev/null; then
+	test_expect "the stored result is kind engine, req/s, paired seeds, latency ratios" '
+		test "$(sqlite3 atb.db "select kind||\" \"||n_seeds from result")" = "engine 8" &&
+		sqlite3 atb.db "select stats from result" >s &&
+		python3 -c "
+import json; d=json.load(open(\"s\"))
+assert d[\"latency\"][\"e2e_median_ms\"][\"ratio\"] > 1.3, d[\"latency\"]
+assert d[\"counters\"][\"candidate\"][\"double_spec_accepted_tokens_total\"] > 0
+assert len(d[\"per_seed\"]) == 16"
+	'
+fi
+
+test_done
