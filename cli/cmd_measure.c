@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -28,6 +29,8 @@ static const char measure_help[] =
 	"usage: atb measure TASK CANDIDATE_DIR [--knob NAME=VALUE]... [--cflags STR]\n"
 	"                   [--seeds N] [--seed-base S] [--naive | --no-naive]\n"
 	"                   [--work-dir DIR] [--json]\n"
+	"       atb measure TASK.py CANDIDATE.py|CANDIDATE_DIR [--python PATH]\n"
+	"                   [--device auto|cpu|cuda] [--seeds N] [--seed-base S] ...\n"
 	"\n"
 	"Measure one candidate against the task's honest baseline on this box,\n"
 	"on the CPU or, for a task of kind cuda, on GPU 0 (needs nvcc and a driver),\n"
@@ -35,6 +38,16 @@ static const char measure_help[] =
 	"(--db PATH, $ATB_DB or ./atb.db; created if absent).  TASK is a bundled\n"
 	"task name or a task folder; CANDIDATE_DIR holds only the task's surface\n"
 	"files (see 'atb task show TASK').\n"
+	"\n"
+	"A KernelBench-format task (TASK.py: class Model, get_inputs(),\n"
+	"get_init_inputs()) is of kind torch (docs/torch.md): the honest baseline\n"
+	"is its Model in PyTorch eager, the candidate a file defining class ModelNew\n"
+	"(CANDIDATE.py, copied as model_new.py, or a folder holding only\n"
+	"model_new.py).  Both run in atb-runner's embedded python (the interpreter\n"
+	"that has PyTorch: --python, else $ATB_PYTHON, else python3 on PATH), built\n"
+	"under the same seed; inputs come from get_inputs() under each seed plus\n"
+	"the protocol's adversarial variants of every floating tensor.  Nothing is\n"
+	"built and the physical floor is unknown (0); every other gate applies.\n"
 	"\n"
 	"Every number takes one path (docs/measure.md):\n"
 	"  surface         the folder holds only regular files named in the task's\n"
@@ -79,6 +92,10 @@ static const char measure_help[] =
 	"  --work-dir DIR     keep builds under DIR (default: a temporary folder,\n"
 	"                     removed afterwards)\n"
 	"  --label TEXT       the candidate's name in the store (default: folder + knobs)\n"
+	"  --python PATH      (torch) the interpreter that has PyTorch\n"
+	"  --device D         (torch) auto (the default: GPU 0 when a CUDA driver and\n"
+	"                     torch.cuda are there, else the CPU), cpu or cuda; sets\n"
+	"                     $ATB_TORCH_DEVICE for the runner job\n"
 	"  --json             the outcome as JSON (also 'atb --json measure ...')\n"
 	"  -h, --help         this text\n"
 	"\n"
@@ -132,6 +149,46 @@ static void remove_tree(const char *path)
 	}
 	closedir(d);
 	rmdir(path);
+}
+
+/*
+ * A KernelBench candidate given as a file: copy it as model_new.py into a
+ * new folder under /tmp (the candidate's surface is that one file).
+ * 0, or -1 with errno's text in why.
+ */
+static int candidate_folder(const char *file, char *dir, size_t size, char *why, size_t wsize)
+{
+	char path[4200], buf[65536];
+	FILE *in, *out;
+	size_t n;
+	int rc = 0;
+
+	snprintf(dir, size, "/tmp/atb-candidate.XXXXXX");
+	if (!mkdtemp(dir)) {
+		snprintf(why, wsize, "cannot create a candidate folder: %s", strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/model_new.py", dir);
+	in = fopen(file, "rb");
+	out = in ? fopen(path, "wb") : NULL;
+	if (!in || !out) {
+		snprintf(why, wsize, "cannot copy candidate '%s': %s", file, strerror(errno));
+		rc = -1;
+	}
+	while (!rc && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+		if (fwrite(buf, 1, n, out) != n) {
+			snprintf(why, wsize, "cannot copy candidate '%s': %s", file, strerror(errno));
+			rc = -1;
+		}
+	if (in)
+		fclose(in);
+	if (out && fclose(out) && !rc) {
+		snprintf(why, wsize, "cannot copy candidate '%s': %s", file, strerror(errno));
+		rc = -1;
+	}
+	if (rc)
+		remove_tree(dir);
+	return rc;
 }
 
 static json_t *jnum(double x)
@@ -242,8 +299,11 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	struct atb_box *box = NULL;
 	struct atb_error err;
 	const char *pos[2] = {NULL, NULL}, *work_dir = NULL, *cflags = NULL, *label = NULL;
+	const char *python = NULL, *device = NULL, *cand = NULL;
+	char cand_dir[64] = "", why[600];
+	struct stat sb;
 	const char *knob_args[64];
-	size_t nknob_args = 0, npos = 0, nlist = 0, i, k;
+	size_t nknob_args = 0, npos = 0, nlist = 0, i, k, n;
 	char tmpdir[] = "/tmp/atb-measure.XXXXXX";
 	int json = ctx->json, naive = -1, cur = 0, rc, made_tmp = 0;
 	uint64_t seeds = 0, seed_base = 1;
@@ -272,6 +332,14 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 			work_dir = argv[++i];
 		else if (!strcmp(a, "--label") && i + 1 < (size_t)argc)
 			label = argv[++i];
+		else if (!strcmp(a, "--python") && i + 1 < (size_t)argc)
+			python = argv[++i];
+		else if (!strcmp(a, "--device") && i + 1 < (size_t)argc) {
+			device = argv[++i];
+			if (strcmp(device, "auto") && strcmp(device, "cpu") && strcmp(device, "cuda"))
+				return cli_usage_error("measure", "--device must be auto, cpu or cuda, "
+						       "not '%s'", device);
+		}
 		else if (!strcmp(a, "--seeds") && i + 1 < (size_t)argc) {
 			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > 1024)
 				return cli_usage_error("measure", "--seeds must be 2 to 1024, not '%s'",
@@ -291,8 +359,15 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("measure", "expected TASK and CANDIDATE_DIR");
 
 	atb_error_clear(&err);
-	if (atb_task_open(atb_home(), pos[0], &task, &err))
+	n = strlen(pos[0]);
+	if (n > 3 && !strcmp(pos[0] + n - 3, ".py")) {
+		if (atb_task_load_kernelbench(pos[0], python, &task, &err))
+			return cli_fail(&err);
+	} else if (atb_task_open(atb_home(), pos[0], &task, &err)) {
 		return cli_fail(&err);
+	}
+	if (device)
+		setenv("ATB_TORCH_DEVICE", device, 1);
 	atb_task_default_knobs(task, &knobs);
 	for (i = 0; i < nknob_args; i++) {
 		const char *eq = strchr(knob_args[i], '=');
@@ -321,6 +396,17 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_fail(&err);
 	}
 
+	cand = pos[1];
+	if (!strcmp(task->kind, ATB_TASK_KIND_TORCH) && !stat(pos[1], &sb) && S_ISREG(sb.st_mode)) {
+		if (candidate_folder(pos[1], cand_dir, sizeof(cand_dir), why, sizeof(why))) {
+			atb_task_free(task);
+			atb_error_set(&err, ATB_ERR_IO, "%s", why);
+			return cli_fail(&err);
+		}
+		cand = cand_dir;
+		if (!label)
+			label = pos[1];
+	}
 	st = atb_protocol_frozen_list(atb_home(), &list, &nlist, &cur, &err);
 	if (!st)
 		st = atb_protocol_load_current(atb_home(), &p, &err);
@@ -349,7 +435,7 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	opts.candidate_label = label;
 	opts.box = box;
 	opts.progress = on_progress;
-	st = atb_measure_candidate(s, p, task, pos[1], &knobs, &opts, &out, &err);
+	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);
 	if (st)
 		rc = cli_fail(&err);
 	else
@@ -357,6 +443,8 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 out:
 	if (made_tmp)
 		remove_tree(tmpdir);
+	if (cand_dir[0])
+		remove_tree(cand_dir);
 	atb_box_free(box);
 	atb_store_close(s);
 	atb_protocol_free(p);

@@ -99,6 +99,7 @@ struct measure {
 	json_t *build_info;
 	size_t cur_seed_done;           /* for progress */
 	int cuda;                       /* task kind cuda: the runner's cuda backend */
+	int torch;                      /* task kind torch: the runner's torch backend */
 };
 
 static void progress(struct measure *m, const char *phase)
@@ -249,7 +250,32 @@ static json_t *reduction_json(const struct atb_task_buffer *b)
 	return o;
 }
 
-/* arms: indices into A_*; sos: their shared objects. */
+/*
+ * Kind torch: "backend": "torch" and the "torch" object -- the task's
+ * interpreter as it described itself when the task was loaded (libpython,
+ * home, sys.path), where atb_torch lives (home/python), and the device
+ * ($ATB_TORCH_DEVICE: auto, the default, cpu or cuda).
+ */
+static enum atb_status torch_job(struct measure *m, json_t *job, struct atb_error *err)
+{
+	const char *home = m->o->home ? m->o->home : atb_home();
+	const char *dev = getenv("ATB_TORCH_DEVICE");
+	json_t *info = m->task->python_info ? json_loads(m->task->python_info, 0, NULL) : NULL;
+	char mod[4200];
+
+	if (!info)
+		return atb_error_set(err, ATB_ERR_SCHEMA, "task '%s' of kind torch has no python",
+				     m->task->name);
+	snprintf(mod, sizeof(mod), "%s/python", home);
+	if (json_object_set_new(job, "backend", json_string("torch")) ||
+	    json_object_set_new(job, "torch", json_pack("{s:o, s:s, s:s}", "python", info,
+							"module_path", mod, "device",
+							dev && *dev ? dev : "auto")))
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the runner job: out of memory");
+	return ATB_OK;
+}
+
+/* arms: indices into A_*; sos: their shared objects (kind torch: python files). */
 static enum atb_status build_job(struct measure *m, const int *arms, size_t narms, int alone,
 				 json_t **out, struct atb_error *err)
 {
@@ -264,13 +290,16 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	if (!job || !ja || !jb || !js || !seeds || !opt)
 		goto nomem;
 	for (i = 0; i < narms; i++) {
-		json_t *a = json_pack("{s:s, s:s}", "name", arm_label[arms[i]] , "so",
+		json_t *a = json_pack("{s:s, s:s}", "name", arm_label[arms[i]],
+				      m->torch ? "py" : "so",
 				      m->so[arms[i] == A_ALONE ? A_BASE : arms[i] == A_NAIVE ? 2
 					    : arms[i] == A_CAND ? 1 : 0]);
 
 		if (!a || json_array_append_new(ja, a))
 			goto nomem;
 	}
+	if (m->torch)
+		nsets = 0;  /* the runner's torch backend draws inputs from get_inputs() */
 	for (i = 0; i < m->task->nbuffers; i++) {
 		const struct atb_task_buffer *b = &m->task->buffers[i];
 		json_t *o = json_pack("{s:s, s:s, s:s}", "name", b->name, "dtype", b->dtype, "role",
@@ -317,6 +346,15 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	json_object_set_new(job, "abi", json_integer(1));
 	if (m->cuda)
 		json_object_set_new(job, "backend", json_string("cuda"));
+	if (m->torch && (st = torch_job(m, job, err))) {
+		json_decref(job);
+		json_decref(ja);
+		json_decref(jb);
+		json_decref(js);
+		json_decref(seeds);
+		json_decref(opt);
+		return st;
+	}
 	json_object_set_new(job, "reference", json_string("baseline"));
 	json_object_set_new(job, "arms", ja);
 	json_object_set_new(job, "buffers", jb);
@@ -1049,6 +1087,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	m->p = p;
 	m->task = task;
 	m->cuda = task->kind && !strcmp(task->kind, "cuda");
+	m->torch = task->kind && !strcmp(task->kind, ATB_TASK_KIND_TORCH);
 	m->o = opts;
 	m->out = out;
 	m->nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
@@ -1139,12 +1178,22 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 
 	/* 2. builds: honest baseline, naive, candidate (with its knobs) */
 	progress(m, "build");
-	st = build_one(m, "honest baseline", task->baseline.path, NULL, m->so[0], &refused, err);
-	if (!st && !refused && m->with_naive)
-		st = build_one(m, "naive baseline", task->naive.path, NULL, m->so[2], &refused, err);
 	snprintf(csrc, sizeof(csrc), "%s/%s", src, task->surface[0]);
-	if (!st && !refused)
-		st = build_one(m, "candidate", csrc, &m->knobs, m->so[1], &refused, err);
+	if (m->torch) {
+		/* Nothing to build: the runner imports the task and the copied candidate. */
+		snprintf(m->so[0], sizeof(m->so[0]), "%s", task->baseline.path);
+		snprintf(m->so[1], sizeof(m->so[1]), "%.*s", (int)sizeof(m->so[1]) - 1, csrc);
+		refused = 0;
+		st = ATB_OK;
+	} else {
+		st = build_one(m, "honest baseline", task->baseline.path, NULL, m->so[0], &refused,
+			       err);
+		if (!st && !refused && m->with_naive)
+			st = build_one(m, "naive baseline", task->naive.path, NULL, m->so[2],
+				       &refused, err);
+		if (!st && !refused)
+			st = build_one(m, "candidate", csrc, &m->knobs, m->so[1], &refused, err);
+	}
 	t_build = atbi_monotonic_ns();
 	out->build_s = (double)(t_build - t_start) / 1e9;
 	if (st || refused)
@@ -1168,11 +1217,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 
 	/* the physical floor of one call of the timing set */
 	st = atb_task_instantiate(task, 0, &t0, err);
-	if (!st)
+	memset(&caps, 0, sizeof(caps));
+	if (!st && !m->torch)  /* kind torch: no bytes or flops are declared, floor unknown */
 		st = floor_caps(m, &caps, err);
 	if (st)
 		goto done;
-	out->floor_ns = atb_floor_ns(&caps, t0.floor_bytes, t0.floor_flops);
+	out->floor_ns = m->torch ? 0 : atb_floor_ns(&caps, t0.floor_bytes, t0.floor_flops);
 
 	for (out->attempts = 1;; out->attempts++) {
 		int arms[3] = {A_BASE, A_CAND, A_NAIVE};
