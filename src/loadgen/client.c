@@ -91,6 +91,7 @@ struct xfer {
 	int status_known, bad_status, done_seen;
 	char curl_err[CURL_ERROR_SIZE];
 	struct xfer *next_free;
+	struct xfer *next_all;
 };
 
 struct run {
@@ -101,9 +102,8 @@ struct run {
 	CURLM *multi;
 	struct curl_slist *headers;
 	char *url;
-	struct xfer *xfers;   /* one per possible in-flight request */
+	struct xfer *all;     /* every transfer slot made, made as needed */
 	struct xfer *free_list;
-	size_t nxfers;
 	int timer_fd;
 	int64_t t0;           /* CLOCK_MONOTONIC at the run's start */
 	size_t in_flight, peak;
@@ -460,12 +460,12 @@ static enum atb_status build_bodies(struct run *run, struct atb_error *err)
 	return ATB_OK;
 }
 
-static enum atb_status setup(struct run *run, size_t nxfers, struct atb_error *err)
+static enum atb_status setup(struct run *run, size_t maxconn, struct atb_error *err)
 {
 	const struct atb_loadgen_config *cfg = run->cfg;
 	const char *path = cfg->endpoint == ATB_LOADGEN_CHAT ? "/v1/chat/completions" :
 			   "/v1/completions";
-	size_t ulen = strlen(cfg->url), i;
+	size_t ulen = strlen(cfg->url);
 	struct curl_slist *h;
 
 	while (ulen && cfg->url[ulen - 1] == '/')
@@ -481,7 +481,7 @@ static enum atb_status setup(struct run *run, size_t nxfers, struct atb_error *e
 	if (!run->multi)
 		return atb_error_set(err, ATB_ERR_SYSTEM, "libcurl could not initialize");
 	CURL_CALL(err, curl_multi_setopt(run->multi, CURLMOPT_MAXCONNECTS,
-					 (long)(nxfers < 100000 ? nxfers : 100000)));
+					 (long)(maxconn < 100000 ? maxconn : 100000)));
 	h = curl_slist_append(NULL, "Content-Type: application/json");
 	if (h)
 		run->headers = h;
@@ -492,25 +492,6 @@ static enum atb_status setup(struct run *run, size_t nxfers, struct atb_error *e
 	if (run->timer_fd < 0)
 		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot create a timer: %s",
 				     strerror(errno));
-	run->xfers = atb_calloc(nxfers, sizeof(*run->xfers));
-	if (!run->xfers)
-		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
-	run->nxfers = nxfers;
-	for (i = 0; i < nxfers; i++) {
-		struct xfer *x = &run->xfers[i];
-
-		enum atb_status s;
-
-		x->run = run;
-		x->easy = curl_easy_init();
-		if (!x->easy)
-			return atb_error_set(err, ATB_ERR_SYSTEM, "libcurl could not make a handle");
-		s = configure(run, x, err);
-		if (s)
-			return s;
-		x->next_free = run->free_list;
-		run->free_list = x;
-	}
 	return build_bodies(run, err);
 }
 
@@ -518,9 +499,10 @@ static void teardown(struct run *run)
 {
 	size_t i;
 
-	for (i = 0; run->xfers && i < run->nxfers; i++) {
-		struct xfer *x = &run->xfers[i];
+	while (run->all) {
+		struct xfer *x = run->all;
 
+		run->all = x->next_all;
 		if (x->easy) {
 			if (run->multi)
 				curl_multi_remove_handle(run->multi, x->easy);
@@ -529,8 +511,8 @@ static void teardown(struct run *run)
 		atbi_sse_release(&x->sse);
 		atb_free(x->body.p);
 		atb_free(x->text.p);
+		atb_free(x);
 	}
-	atb_free(run->xfers);
 	if (run->multi)
 		curl_multi_cleanup(run->multi);
 	curl_slist_free_all(run->headers);
@@ -540,6 +522,33 @@ static void teardown(struct run *run)
 	atb_free(run->url);
 	if (run->timer_fd >= 0)
 		close(run->timer_fd);
+}
+
+/* A free transfer slot, or a new one: handles are made as concurrency needs them. */
+static enum atb_status take_xfer(struct run *run, struct xfer **out, struct atb_error *err)
+{
+	struct xfer *x = run->free_list;
+	enum atb_status s;
+
+	if (x) {
+		run->free_list = x->next_free;
+		*out = x;
+		return ATB_OK;
+	}
+	x = atb_calloc(1, sizeof(*x));
+	if (!x)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	x->run = run;
+	x->next_all = run->all;
+	run->all = x;
+	x->easy = curl_easy_init();
+	if (!x->easy)
+		return atb_error_set(err, ATB_ERR_SYSTEM, "libcurl could not make a handle");
+	s = configure(run, x, err);
+	if (s)
+		return s;
+	*out = x;
+	return ATB_OK;
 }
 
 /* Arm the timer for `at` (run-relative ns), or disarm it with at < 0. */
@@ -595,7 +604,8 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 				 size_t limit, int64_t phase_start, struct atb_error *err)
 {
 	const struct atb_loadgen_config *cfg = run->cfg;
-	size_t next = first, end = first + count, ring = closed ? limit : 0;
+	size_t next = first, end = first + count;
+	size_t ring = closed ? (limit < count ? limit : count) : 0;
 	size_t nfree = 0, head = 0, i;
 	int64_t *slot_free = NULL, last_free = phase_start;
 	enum atb_status s = ATB_OK;
@@ -638,8 +648,9 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 				while (now_ns(run) < until)
 					;
 			}
-			x = run->free_list;
-			run->free_list = x->next_free;
+			s = take_xfer(run, &x, err);
+			if (s)
+				goto out;
 			r->sent_ns = now_ns(run);
 			s = start(run, x, next, err);
 			if (s)
