@@ -1,0 +1,132 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The torch backend on CPU tensors, driven as atb drives it (one job, one
+# fresh atb-runner): honest candidates pass every fact and are timed by the
+# C timing core; each planted cheat in tests/fixtures/torch/relu01/ is
+# caught by the fact its gate reads.  Needs a python with PyTorch
+# ($ATB_PYTHON, else .venv-torch from scripts/install-torch.sh); skipped
+# without one.  The GPU cheats are in t4020 (GPU machine).
+. "$(dirname "$0")/lib.sh"
+
+RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
+[ -x "$RUNNER" ] || skip_all "no atb-runner at $RUNNER"
+command -v jq >/dev/null || skip_all "jq not installed"
+[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
+	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
+
+# What atb_task_load_kernelbench asks the interpreter (library, home, path).
+"$PY" -c '
+import sys, os, sysconfig, json
+v = sysconfig.get_config_var
+lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
+       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
+print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
+                  "path": [p for p in sys.path if p]}))' >python.json ||
+	skip_all "cannot ask '$PY' about itself"
+
+# job CANDIDATE [FILTER]: the relu01 job with that candidate (correctness only).
+job() {
+	jq -c --arg t "$FIX/relu01.py" --arg c "$FIX/relu01/$1/model_new.py" \
+		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
+		".arms[0].py=\$t | .arms[1].py=\$c | .torch.python=\$p[0] |
+		 .torch.module_path=\$m | ${2:-.}" "$FIX/relu01-job.json"
+}
+
+# run CANDIDATE [FILTER]: its events in CANDIDATE.ev (exit status kept in CANDIDATE.rc).
+run() {
+	job "$@" >"$1.job" && { "$RUNNER" <"$1.job" >"$1.ev" 2>"$1.err"; echo $? >"$1.rc"; }
+}
+
+# facts EV: one line per correctness event: input pass mutated reuse_step overlaps nan
+facts() {
+	jq -r 'select(.event=="correctness") | [.input, .pass,
+		(.gates.input_mutation.mutated|join(",")),
+		(.gates.result_reuse.failed_step // "-"),
+		(.gates.output_aliasing.overlaps|length), .nan_count] | @tsv' "$1"
+}
+
+test_expect "honest ReLU: every fact passes on every input set, then both arms timed" '
+	run honest ".options.skip_timing=false" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "map(select(.event==\"env\"))[0] | .backend==\"torch\" and .device==\"cpu\"
+		and .timer==\"cpu\" and (.torch.torch_version|length>0)" honest.ev >/dev/null &&
+	jq -se "map(select(.event==\"done\"))[0] | .correctness_failures==0 and
+		.correctness_events==6 and .timing==\"done\"" honest.ev >/dev/null &&
+	[ "$(jq -c "select(.event==\"samples\") | [.seed,.arm]" honest.ev | sort | uniq | wc -l)" = 4 ] &&
+	jq -se "[.[]|select(.event==\"samples\")|.times_ns|length>=5]|all" honest.ev >/dev/null
+'
+
+test_expect "the protocol distributions rotate over the seeds as on the other backends" '
+	[ "$(jq -r "select(.event==\"correctness\").input" honest.ev | sort | uniq | wc -l)" = 5 ] &&
+	jq -se "map(select(.event==\"env\"))[0].correctness_inputs.rule==\"rotation\"" \
+		honest.ev >/dev/null
+'
+
+test_expect "honest, written differently (clamp): passes" '
+	run clamp && [ "$(cat clamp.rc)" = 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0].correctness_failures==0" clamp.ev >/dev/null
+'
+
+test_expect "ReLU identity: right on the task [0,1) inputs, caught on every signed set" '
+	run identity_copy && facts identity_copy.ev >f &&
+	[ "$(grep -c "^task	true" f)" = 2 ] &&
+	[ "$(grep -vc "^task" f)" = 4 ] && ! grep -v "^task" f | grep -q "	true	"
+'
+
+test_expect "ReLU identity returning its input: output_aliasing names it" '
+	run identity && facts identity.ev >f &&
+	jq -se "[.[]|select(.event==\"correctness\")|.gates.output_aliasing.overlaps==[[\"output\",\"x\"]]]|all" \
+		identity.ev >/dev/null
+'
+
+test_expect "input mutation: ReLU in place is caught on the signed sets (input x named)" '
+	run mutate && facts mutate.ev >f &&
+	grep -q "^signed_uniform	true	x	" f &&
+	[ "$(cut -f3 f | grep -c "^x$")" = 4 ]
+'
+
+test_expect "result reuse through the allocator: empty_like reads NaN poison" '
+	run empty_like && facts empty_like.ev >f &&
+	! cut -f2 f | grep -q true &&
+	grep -q "^task	false	.*	[1-9][0-9]*$" f
+'
+
+test_expect "result reuse: a cache keyed on the input address fails same_buffers_new_inputs" '
+	run cache && facts cache.ev >f &&
+	grep -q "^task	true		same_buffers_new_inputs	" f
+'
+
+test_expect "type, shape and dtype are checked before values" '
+	run wrong_shape && run wrong_dtype &&
+	jq -se "[.[]|select(.event==\"correctness\")|(.pass|not) and
+		(.buffers[0].why|contains(\"shape [2, 2048], expected [4096]\"))]|all" wrong_shape.ev >/dev/null &&
+	jq -se "[.[]|select(.event==\"correctness\")|(.pass|not) and
+		(.buffers[0].why|contains(\"dtype torch.float16\"))]|all" wrong_dtype.ev >/dev/null
+'
+
+test_expect "a candidate without class ModelNew: no_symbol, exit 3" '
+	run no_class && [ "$(cat no_class.rc)" = 3 ] &&
+	jq -se "map(select(.event==\"error\"))[0].reason==\"no_symbol\"" no_class.ev >/dev/null
+'
+
+test_expect "same seeded initialisation: an nn.Linear candidate matches the reference" '
+	jq -c --arg t "$FIX/linear.py" --arg c "$FIX/linear/honest/model_new.py" \
+		".arms[0].py=\$t | .arms[1].py=\$c" honest.job >lin.job &&
+	"$RUNNER" <lin.job >lin.ev 2>lin.err &&
+	jq -se "map(select(.event==\"done\"))[0].correctness_failures==0" lin.ev >/dev/null
+'
+
+test_expect "device cuda where there is none: no_cuda, exit 3" '
+	if "$PY" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+		echo "# a GPU is here: skipped"; exit 0
+	fi
+	run honest ".torch.device=\"cuda\"" && [ "$(cat honest.rc)" = 3 ] &&
+	jq -se "map(select(.event==\"error\"))[0].reason==\"no_cuda\"" honest.ev >/dev/null
+'
+
+test_expect "the runner wrote no bytecode next to the task or the candidate" '
+	! find "$FIX" -name __pycache__ | grep -q .
+'
+
+test_done
