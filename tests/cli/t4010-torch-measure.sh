@@ -1,0 +1,63 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# atb measure on a KernelBench-format task (kind torch) on CPU tensors: a
+# candidate that copies the reference is admitted at about 1.00x with a CI
+# covering 1; the ReLU identity on a task whose generator draws only from
+# [0, 1) is rejected on correctness (signed variants) and never admitted;
+# a folder with anything but model_new.py fails the surface gate; a task
+# file missing a definition is refused with the file and the field; the
+# task's folder is left as it was.  Needs a python with PyTorch
+# ($ATB_PYTHON, else .venv-torch); skipped without one.
+# PROTO: correctness.distributions, stats.min_paired_seeds, gates.
+. "$(dirname "$0")/lib.sh"
+
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
+command -v jq >/dev/null || skip_all "jq not installed"
+[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
+	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
+export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
+export ATB_DB=$TRASH/atb.db
+find "$FIX" -type f | sort | xargs sha256sum >fix.before
+
+test_expect "the ReLU identity is rejected on correctness, never admitted (exit 2)" '
+	expect_exit 2 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/identity_copy/model_new.py" &&
+	jq -e ".verdict==\"rejected\" and .gate==\"correctness\" and .result_id==null" \
+		"$TRASH/out" >/dev/null &&
+	jq -e ".reason|test(\"signed_uniform|normal|large_magnitude|tiny_magnitude\")" \
+		"$TRASH/out" >/dev/null
+'
+
+test_expect "empty_like after the reference is rejected (exit 2)" '
+	expect_exit 2 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/empty_like" &&
+	jq -e ".verdict==\"rejected\" and .gate==\"correctness\"" "$TRASH/out" >/dev/null
+'
+
+test_expect "a candidate folder with another file fails the surface gate" '
+	mkdir extra && cp "$FIX/relu01/honest/model_new.py" extra/ && echo x >extra/helper.py &&
+	expect_exit 2 "$ATB" measure --json "$FIX/relu01.py" extra &&
+	jq -e ".gate==\"surface\"" "$TRASH/out" >/dev/null
+'
+
+test_expect "a task file without get_inputs is refused: file, field (exit 2)" '
+	expect_exit 2 "$ATB" measure "$FIX/no_inputs.py" "$FIX/relu01/honest" &&
+	expect_grep "no_inputs.py" "$TRASH/err" && expect_grep "get_inputs" "$TRASH/err"
+'
+
+test_expect "a bad --device is refused (exit 2)" '
+	expect_exit 2 "$ATB" measure --device tpu "$FIX/relu01.py" "$FIX/relu01/honest" &&
+	expect_grep "--device must be auto, cpu or cuda" "$TRASH/err"
+'
+
+test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI covering 1" '
+	expect_exit 0 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" &&
+	jq -e ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
+		.ci_high>=1 and .speedup>0.9 and .speedup<1.1 and .floor_ns==0" \
+		"$TRASH/out" >/dev/null
+'
+
+test_expect "the task folder is as it was (no bytecode, nothing written)" '
+	find "$FIX" -type f | sort | xargs sha256sum >fix.after && cmp fix.before fix.after
+'
+
+test_done
