@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "atb/alloc.h"
+#include "atb/runner.h"
 #include "atb/stats.h"
 #include "measure/measure_int.h"
 #include "banned.h"
@@ -461,4 +462,33 @@ int atbi_gate_drift(const double *beside_ns, size_t n, const double *alone_ns, s
 		return 0;
 	*ratio = a / b;
 	return *ratio <= 1 + tolerance && *ratio >= 1 / (1 + tolerance);
+}
+
+int atbi_gate_drift_paired(const double *beside_ns, const double *alone_ns, size_t n,
+			   double tolerance, double *ratio, double *spread, int *consistent)
+{
+	double q[ATB_RUNNER_MAX_SEEDS], mean = 0, ss = 0, hi = 1 + tolerance, lo = 1 / hi;
+	size_t k, above = 0, below = 0;
+
+	*ratio = 0;
+	*spread = INFINITY;
+	*consistent = 0;
+	if (!n || n > ATB_RUNNER_MAX_SEEDS)
+		return 0;
+	for (k = 0; k < n; k++) {
+		if (!(beside_ns[k] > 0) || !(alone_ns[k] > 0) || !isfinite(beside_ns[k]) ||
+		    !isfinite(alone_ns[k]))
+			return 0;
+		q[k] = beside_ns[k] / alone_ns[k];
+		mean += q[k];
+		above += q[k] > hi;
+		below += q[k] < lo;
+	}
+	mean /= (double)n;
+	for (k = 0; k < n; k++)
+		ss += (q[k] - mean) * (q[k] - mean);
+	*spread = n > 1 ? sqrt(ss / (double)(n - 1)) / mean : 0;
+	*ratio = atbi_median_of(q, n);
+	*consistent = above == n || below == n;
+	return *ratio <= hi && *ratio >= lo;
 }

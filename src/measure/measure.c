@@ -95,11 +95,14 @@ struct measure {
 	int with_naive;
 	uint64_t *seeds;
 	size_t nseeds;
+	/* the seeds of the runner process being built: seeds[seed_lo .. seed_hi) */
+	size_t seed_lo, seed_hi;
 	struct atbi_hash_set before;
 	json_t *build_info;
 	size_t cur_seed_done;           /* for progress */
 	int cuda;                       /* task kind cuda: the runner's cuda backend */
 	int torch;                      /* task kind torch: the runner's torch backend */
+	double drift_spread;            /* cv of the per-seed drift ratios */
 };
 
 static void progress(struct measure *m, const char *phase)
@@ -336,12 +339,12 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 		if (json_array_append_new(js, s))
 			goto nomem;
 	}
-	for (i = 0; i < m->nseeds; i++)
+	for (i = m->seed_lo; i < m->seed_hi; i++)
 		json_array_append_new(seeds, json_integer((json_int_t)m->seeds[i]));
 	json_object_set_new(opt, "time_if_incorrect", json_false());
 	json_object_set_new(opt, "skip_timing", json_false());
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
-	snprintf(id, sizeof(id), "%s%s", m->out->job_uuid, alone ? "-alone" : "");
+	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed", m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));
 	json_object_set_new(job, "abi", json_integer(1));
 	if (m->cuda)
@@ -453,7 +456,7 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			char ph[64];
 
 			snprintf(ph, sizeof(ph), "%s seed %zu/%zu", c->alone ? "drift" : "timing",
-				 c->samples_seen / c->arms_timed, c->m->nseeds);
+				 k + 1, c->m->nseeds);
 			progress(c->m, ph);
 		}
 	}
@@ -478,14 +481,10 @@ static void job_result_release(struct job_result *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* Run one job with the given arms; r is filled (release it).  Error only for memory. */
-static enum atb_status run_job(struct measure *m, const int *arms, size_t narms, int alone,
-			       struct job_result *r, struct atb_error *err)
+/* Empty result slots for the given arms over every seed (release it). */
+static enum atb_status job_result_init(struct measure *m, const int *arms, size_t narms,
+				       int alone, struct job_result *r, struct atb_error *err)
 {
-	struct job_ctx c = {m, r, alone, 0, 0};
-	struct atb_error rerr;
-	json_t *job = NULL;
-	enum atb_status st;
 	size_t i;
 
 	memset(r, 0, sizeof(*r));
@@ -497,11 +496,29 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 		if (!r->arm[a])
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
 	}
-	c.arms_timed = narms;
+	return ATB_OK;
+}
+
+/*
+ * One fresh runner process on seeds[lo .. hi) with the given arms; its
+ * samples and facts go into r (made by job_result_init), its end into
+ * r->st and r->ro.  Error only for memory.
+ */
+static enum atb_status run_job(struct measure *m, const int *arms, size_t narms, int alone,
+			       size_t lo, size_t hi, struct job_result *r, struct atb_error *err)
+{
+	struct job_ctx c = {m, r, alone, 0, narms};
+	struct atb_error rerr;
+	json_t *job = NULL;
+	enum atb_status st;
+
+	m->seed_lo = lo;
+	m->seed_hi = hi;
 	st = build_job(m, arms, narms, alone, &job, err);
 	if (st)
 		return st;
 	atb_error_clear(&rerr);
+	memset(&r->ro, 0, sizeof(r->ro));
 	/* PROTO: timing.job_timeout_s */
 	r->st = atb_runner_run(m->runner, job, m->p->timing.job_timeout_s, on_event, &c, &r->ro,
 			       &rerr);
@@ -509,6 +526,60 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 	if (r->cb_st)
 		return atb_error_set(err, r->cb_st, "cannot collect runner events: out of memory");
 	return ATB_OK;
+}
+
+static enum atb_status surface_recheck(struct measure *m, int *refused, struct atb_error *err);
+static enum atb_status runner_gate(struct measure *m, struct job_result *r, const char *which,
+				   int *refused, struct atb_error *err);
+
+/*
+ * PROTO: gates.baseline_drift.tolerance -- how the paired job and the
+ * baseline-alone job are run (docs/internals/gates.md, "baseline drift").
+ * One fresh runner per seed for each: the paired arms (correctness on that
+ * seed, then timing) into j1, the baseline alone (no candidate loaded) into
+ * j2, in the order P A, A P, P A, ... over the seeds, so each seed's
+ * baseline beside the candidate and alone are timed seconds apart and a
+ * drift of the box that is linear in time cancels over each pair of seeds.
+ * After every paired process the surface is rechecked; a runner that does
+ * not end well, a correctness fact against the candidate, or a wrong naive
+ * baseline stops the sequence (the caller judges j1 and j2 as it would
+ * one job each).  *refused: a rejection was stored here.
+ */
+static enum atb_status run_interleaved(struct measure *m, const int *arms, size_t narms,
+				       struct job_result *j1, struct job_result *j2, int *refused,
+				       struct atb_error *err)
+{
+	static const int alone_arm[1] = {A_BASE};
+	const char *reason;
+	const json_t *ev;
+	enum atb_status st;
+	size_t k, step;
+
+	*refused = 0;
+	st = job_result_init(m, arms, narms, 0, j1, err);
+	if (!st)
+		st = job_result_init(m, alone_arm, 1, 1, j2, err);
+	for (k = 0; !st && k < m->nseeds; k++)
+		for (step = 0; step < 2; step++) {
+			/* even seeds: paired first; odd seeds: alone first */
+			int paired = (step == 0) == (k % 2 == 0);
+			struct job_result *r = paired ? j1 : j2;
+
+			progress(m, paired ? "correctness" : "drift");
+			st = paired ? run_job(m, arms, narms, 0, k, k + 1, j1, err)
+				    : run_job(m, alone_arm, 1, 1, k, k + 1, j2, err);
+			if (!st)
+				st = surface_recheck(m, refused, err);
+			if (!st && !*refused)
+				st = runner_gate(m, r, paired ? "job 1" : "job 2, baseline alone",
+						 refused, err);
+			if (st || *refused)
+				return st;
+			if (paired && (j1->corr.naive_wrong ||
+				       atbi_gate_correctness_verdict(&j1->corr, &reason, &ev)))
+				return ATB_OK;
+		}
+	return st;
 }
 
 static enum atb_status hash_roots(struct measure *m, struct atbi_hash_set *hs,
@@ -798,6 +869,44 @@ static enum atb_status paired(struct measure *m, struct seed_times *base, struct
 
 /* ---- ingest ---- */
 
+static json_t *medians_array(const double *v, size_t n)
+{
+	json_t *a;
+	size_t i;
+
+	if (!v)
+		return json_null();
+	a = json_array();
+	for (i = 0; a && i < n; i++)
+		json_array_append_new(a, jreal(v[i]));
+	return a;
+}
+
+/*
+ * Per-seed medians of every arm (ns, in seed order) and the per-seed drift
+ * ratios: what the noise and drift judgements were made from.
+ */
+static json_t *per_seed_json(const struct measure *m, const struct job_result *j1,
+			     const struct job_result *j2)
+{
+	int both = j1->median[A_BASE] && j2->median[A_ALONE];
+	double *q = both ? atb_calloc(m->nseeds, sizeof(*q)) : NULL;
+	json_t *o;
+	size_t k;
+
+	for (k = 0; q && k < m->nseeds; k++)
+		q[k] = j2->median[A_ALONE][k] > 0 ? j1->median[A_BASE][k] / j2->median[A_ALONE][k]
+						  : NAN;
+	o = json_pack("{s:o, s:o, s:o, s:o, s:o}", "baseline",
+		      medians_array(j1->median[A_BASE], m->nseeds), "candidate",
+		      medians_array(j1->median[A_CAND], m->nseeds), "naive",
+		      medians_array(j1->median[A_NAIVE], m->nseeds), "baseline_alone",
+		      medians_array(j2->median[A_ALONE], m->nseeds), "drift_ratio",
+		      medians_array(q, m->nseeds));
+	atb_free(q);
+	return o;
+}
+
 static json_t *stats_json(struct measure *m, const struct atb_paired_result *res,
 			  const struct atb_paired_result *naive, const struct atb_floor_caps *caps,
 			  const struct atb_task_instance *t0, double min_cand_ns,
@@ -861,11 +970,15 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 				      jreal(m->p->gates.floor_margin), "min_candidate_median_ns",
 				      jreal(min_cand_ns), "method", caps->method));
 	json_object_set_new(o, "drift",
-			    json_pack("{s:o, s:o, s:o, s:o}", "ratio", jreal(m->out->drift_ratio),
-				      "tolerance", jreal(m->p->gates.drift_tolerance),
-				      "baseline_median_ns", jreal(m->out->baseline_median_ns),
-				      "baseline_alone_median_ns",
-				      jreal(m->out->baseline_alone_median_ns)));
+			    json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "ratio",
+				      jreal(m->out->drift_ratio), "tolerance",
+				      jreal(m->p->gates.drift_tolerance), "baseline_median_ns",
+				      jreal(m->out->baseline_median_ns), "baseline_alone_median_ns",
+				      jreal(m->out->baseline_alone_median_ns), "spread",
+				      jreal(m->drift_spread), "rule",
+				      "median over seeds of baseline beside / alone, one runner per "
+				      "seed and side, alternated"));
+	json_object_set_new(o, "per_seed_medians_ns", per_seed_json(m, j1, j2));
 	json_object_set(o, "build", m->build_info);
 	if (m->cuda)
 		json_object_set_new(o, "gpu",
@@ -1065,7 +1178,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	json_t *desc = NULL;
 	char *desc_text = NULL;
 	enum atb_status st;
-	int refused = 0, have_j2 = 0, have_res = 0, have_nres = 0;
+	int refused = 0, have_res = 0, have_nres = 0;
 	int64_t t_start, t_build;
 	uint64_t bseed;
 	size_t i;
@@ -1232,16 +1345,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		double minc;
 
 		job_result_release(&j1);
+		job_result_release(&j2);
 		atb_stats_paired_release(&res);
 		have_res = 0;
-		progress(m, "correctness");
-		st = run_job(m, arms, m->with_naive ? 3 : 2, 0, &j1, err);
-		if (st)
-			goto done;
-		st = surface_recheck(m, &refused, err);
-		if (st || refused)
-			goto done;
-		st = runner_gate(m, &j1, "job 1", &refused, err);
+		st = run_interleaved(m, arms, m->with_naive ? 3 : 2, &j1, &j2, &refused, err);
 		if (st || refused)
 			goto done;
 		gate = atbi_gate_correctness_verdict(&j1.corr, &reason, &ev);
@@ -1337,22 +1444,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			goto done;
 		}
 
-		/* 5. job 2: the baseline alone, in a separate fresh runner */
-		if (!have_j2) {
-			int alone[1] = {A_BASE};
+		/* 5. job 2: the baseline alone, one fresh runner per seed beside job 1's */
+		{
 			int mr;
 
-			progress(m, "drift");
-			st = run_job(m, alone, 1, 1, &j2, err);
-			if (st)
-				goto done;
-			have_j2 = 1;
-			st = surface_recheck(m, &refused, err);
-			if (st || refused)
-				goto done;
-			st = runner_gate(m, &j2, "job 2, baseline alone", &refused, err);
-			if (st || refused)
-				goto done;
 			mr = medians(m, &j2, why, sizeof(why));
 			if (mr) {
 				st = mr < 0 ? atb_error_set(err, ATB_ERR_NOMEM, "out of memory")
@@ -1386,28 +1481,56 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		have_res = 1;
 		out->cv = res.cv;
 		{
-			/* PROTO: gates.baseline_drift.tolerance */
-			int drift_ok = atbi_gate_drift(j1.median[A_BASE], m->nseeds, j2.median[A_ALONE],
-						       m->nseeds, p->gates.drift_tolerance,
-						       &out->drift_ratio);
+			/* PROTO: gates.baseline_drift.tolerance, judged per seed (run_interleaved) */
+			int consistent;
+			int drift_ok = atbi_gate_drift_paired(j1.median[A_BASE], j2.median[A_ALONE],
+							      m->nseeds, p->gates.drift_tolerance,
+							      &out->drift_ratio, &m->drift_spread,
+							      &consistent);
 
-			/* PROTO: stats.cv_cap: re-run a noisy job 1, within bounds */
-			if (!res.cv_within_cap && out->attempts < NOISE_ATTEMPTS)
+			/* PROTO: stats.cv_cap: re-run a noisy or drifting measurement, within
+			   bounds (a drift cheat drifts on every attempt) */
+			if ((!res.cv_within_cap || !drift_ok) && out->attempts < NOISE_ATTEMPTS)
 				continue;
-			if (!drift_ok) {
+			if (!drift_ok && consistent) {
 				snprintf(why, sizeof(why),
 					 "the baseline beside the candidate took %.4gx its time alone "
-					 "(median %.0f ns vs %.0f ns), outside 1 +/- %.3g: the candidate "
-					 "changes the baseline it is compared with",
+					 "(median of per-seed ratios; medians %.0f ns vs %.0f ns), "
+					 "outside 1 +/- %.3g after %d runs: the candidate changes the "
+					 "baseline it is compared with",
 					 out->drift_ratio, out->baseline_median_ns,
-					 out->baseline_alone_median_ns, p->gates.drift_tolerance);
+					 out->baseline_alone_median_ns, p->gates.drift_tolerance,
+					 out->attempts);
 				st = reject(m, ATB_GATE_BASELINE_DRIFT, ATB_ERR_CHECK, why,
-					    json_pack("{s:o, s:f, s:f, s:f}", "ratio",
+					    json_pack("{s:o, s:f, s:f, s:f, s:o, s:i, s:o}", "ratio",
 						      jreal(out->drift_ratio), "tolerance",
 						      p->gates.drift_tolerance, "baseline_median_ns",
 						      out->baseline_median_ns,
 						      "baseline_alone_median_ns",
-						      out->baseline_alone_median_ns),
+						      out->baseline_alone_median_ns, "spread",
+						      jreal(m->drift_spread), "attempts", out->attempts,
+						      "per_seed_medians_ns", per_seed_json(m, &j1, &j2)),
+					    err);
+				goto done;
+			}
+			if (!drift_ok) {
+				/* some seeds within the band or beyond it on the other side:
+				   this box cannot tell drift now */
+				snprintf(why, sizeof(why),
+					 "the baseline beside the candidate took %.4gx its time alone "
+					 "(median of per-seed ratios, outside 1 +/- %.3g) but the seeds "
+					 "disagree (cv %.4f) after %d runs: the box is too noisy to "
+					 "judge baseline drift",
+					 out->drift_ratio, p->gates.drift_tolerance, m->drift_spread,
+					 out->attempts);
+				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+					    json_pack("{s:s, s:o, s:o, s:f, s:f, s:i, s:o}", "cause",
+						      "drift_spread", "drift_ratio",
+						      jreal(out->drift_ratio), "spread",
+						      jreal(m->drift_spread), "cv_cap", p->stats.cv_cap,
+						      "tolerance", p->gates.drift_tolerance, "attempts",
+						      out->attempts, "per_seed_medians_ns",
+						      per_seed_json(m, &j1, &j2)),
 					    err);
 				goto done;
 			}
@@ -1419,10 +1542,11 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 					 res.cv, res.cv_cap, out->attempts, res.cv_ratio,
 					 res.cv_baseline, res.cv_candidate);
 				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
-					    json_pack("{s:f, s:f, s:f, s:f, s:f, s:i}", "cv", res.cv,
+					    json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "cv", res.cv,
 						      "cv_cap", res.cv_cap, "cv_ratio", res.cv_ratio,
 						      "cv_baseline", res.cv_baseline, "cv_candidate",
-						      res.cv_candidate, "attempts", out->attempts),
+						      res.cv_candidate, "attempts", out->attempts,
+						      "per_seed_medians_ns", per_seed_json(m, &j1, &j2)),
 					    err);
 				goto done;
 			}

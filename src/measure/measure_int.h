@@ -129,6 +129,23 @@ ATBI_FUNC long atbi_gate_floor(const double *medians_ns, size_t n, double floor_
 ATBI_FUNC int atbi_gate_drift(const double *beside_ns, size_t n, const double *alone_ns, size_t m,
 			      double tolerance, double *ratio);
 
+/*
+ * PROTO: gates.baseline_drift.tolerance, the rule measure applies
+ * (docs/internals/gates.md, "baseline drift").  beside_ns[k] and
+ * alone_ns[k] are seed k's baseline medians beside the candidate and alone,
+ * timed in runners that ran one after the other.  *ratio = the median over
+ * seeds of beside_ns[k] / alone_ns[k]; within [1/(1+tol), 1+tol] passes
+ * (returns 1).  *spread = the coefficient of variation (sample sd / mean)
+ * of the per-seed ratios (0 for one seed), for the record.  *consistent = 1
+ * when every per-seed ratio lies outside the band on the side of the
+ * median (the candidate drifts the baseline on every seed), 0 when the
+ * seeds disagree (the box is too noisy to tell).  On a median that is not
+ * positive: returns 0 with *ratio 0, *spread INFINITY, *consistent 0.
+ */
+ATBI_FUNC int atbi_gate_drift_paired(const double *beside_ns, const double *alone_ns, size_t n,
+				     double tolerance, double *ratio, double *spread,
+				     int *consistent);
+
 /* Median of n values (copy sorted); NAN for n == 0. */
 ATBI_FUNC double atbi_median_of(const double *v, size_t n);
 
