@@ -208,7 +208,7 @@ struct atb_suite_opts {
 	const char *candidates_dir;  /* required */
 	const char *filter;          /* NULL: every task */
 	const char *python;          /* NULL: $ATB_PYTHON, else python3 */
-	const char *device;          /* "cpu" | "cuda"; NULL: "cuda" */
+	const char *device;          /* "cpu" | "cuda"; NULL: "auto" (cuda when there is one) */
 	const char *baseline;        /* "eager" | "compile"; NULL: "eager" */
 	int64_t seed;                /* first paired seed, >= 0 */
 	int64_t paired_seeds;        /* 0: the protocol's stats.min_paired_seeds */

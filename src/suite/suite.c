@@ -426,6 +426,9 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	enum atb_status st;
 
 	memset(&it, 0, sizeof(it));
+	/* The torch backend's device (docs/torch.md); this process is the task's own. */
+	if (strcmp(S->plan.device, "auto"))
+		setenv("ATB_TORCH_DEVICE", S->plan.device, 1);
 	st = atb_store_open(S->db_path, ATB_STORE_READ_WRITE, &s, err);
 	if (!st)
 		st = static_findings(s, S, &f, &nf, &it.rejection_id, reason, sizeof(reason), err);
@@ -917,7 +920,7 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 		goto out;
 	}
 	snprintf(S.plan.filter, sizeof(S.plan.filter), "%s", o->filter ? o->filter : "");
-	snprintf(S.plan.device, sizeof(S.plan.device), "%s", o->device ? o->device : "cuda");
+	snprintf(S.plan.device, sizeof(S.plan.device), "%s", o->device ? o->device : "auto");
 	snprintf(S.plan.baseline, sizeof(S.plan.baseline), "%s",
 		 o->baseline ? o->baseline : "eager");
 	snprintf(S.plan.python, sizeof(S.plan.python), "%s",
