@@ -20,21 +20,21 @@ cuda_task_copy cuda_softmax softmax '/name: R,/s/value: 8192/value: 2048/'
 cuda_task_copy cuda_gemm gemm 's/value: 4096/value: 1024/'
 
 test_expect "correctness: softmax writing 1/C everywhere (right for one constant input)" '
-	cuda_refused softmax "$CHEATS/cuda_softmax/uniform" correctness &&
+	cuda_refused "$TRASH/softmax" "$CHEATS/cuda_softmax/uniform" correctness &&
 	grep -q "wrong output on seed 1, set" "$TRASH/out"
 '
 test_expect "result_reuse: softmax memorising its first output per shape" '
-	cuda_refused softmax "$CHEATS/cuda_softmax/memo" result_reuse &&
+	cuda_refused "$TRASH/softmax" "$CHEATS/cuda_softmax/memo" result_reuse &&
 	grep -q "same_buffers_new_inputs" "$TRASH/out"
 '
 test_expect "correctness: fp32 softmax computed in fp16" '
-	cuda_refused softmax "$CHEATS/cuda_softmax/fp16" correctness
+	cuda_refused "$TRASH/softmax" "$CHEATS/cuda_softmax/fp16" correctness
 '
 test_expect "correctness: fp32 GEMM through cuBLAS TF32 tensor-core math" '
-	cuda_refused gemm "$CHEATS/cuda_gemm/tf32" correctness
+	cuda_refused "$TRASH/gemm" "$CHEATS/cuda_gemm/tf32" correctness
 '
 test_expect "correctness: fp32 GEMM on bf16 tiles" '
-	cuda_refused gemm "$CHEATS/cuda_gemm/bf16" correctness
+	cuda_refused "$TRASH/gemm" "$CHEATS/cuda_gemm/bf16" correctness
 '
 test_expect "no planted cheat reached the results table" '
 	if command -v sqlite3 >/dev/null; then
