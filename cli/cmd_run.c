@@ -33,6 +33,20 @@ static const char usage_text[] =
 	"measure the candidate against the task's honest baseline under the frozen\n"
 	"protocol (every gate live), record the outcome, keep the best, repeat.\n"
 	"\n"
+	"TASK may also be an engine task (a YAML file with kind: engine,\n"
+	"docs/engine-spec.md): a flag search over a serving engine.  Iteration 0 is\n"
+	"the engine's default configuration; iteration k >= 1 draws each of the\n"
+	"task's search flags (left at the engine's default with probability 1/2,\n"
+	"else uniformly from its domain).  Each is measured by the paired A/B of\n"
+	"'atb engine ab' against the default on the run's K paired seeds (logs in\n"
+	"DIR/<run-id>/iter-<k>/seed-S-ARM/).  A configuration the engine refuses\n"
+	"(exits at start, never ready, dies, fails requests, changes greedy\n"
+	"outputs) stays in the space and is an unusable iteration whose outcome is\n"
+	"the gate (engine_start, engine_died, engine_errors, output_equivalence,\n"
+	"client_lag, engine_baseline) and whose reason is the engine's message.\n"
+	"'atb report RUN_ID' shows requests/s and latency ratios against the\n"
+	"default with their intervals.\n"
+	"\n"
 	"Proposals: iteration 0 is the task's default knobs; iteration k >= 1 is the\n"
 	"k-th draw of the proposer.  'random' draws every knob and the flag choice\n"
 	"uniformly (GSL mt19937 seeded with S): the same seed gives the same\n"
@@ -214,40 +228,23 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 /* The proposals of a run, without running it. */
 static int print_plan(const char *task_name, const struct atb_loop_opts *o, int json)
 {
-	struct atb_knob_assignment *props;
-	struct atb_task *task = NULL;
 	struct atb_error err;
+	char **props = NULL;
 	json_t *a = NULL;
 	int64_t k;
 	int rc = CLI_OK;
 
 	atb_error_clear(&err);
-	if (atb_task_open(atb_home(), task_name, &task, &err))
+	if (atb_loop_plan(atb_home(), task_name, o->proposer, o->seed, (size_t)o->iterations,
+			  &props, &err))
 		return cli_fail(&err);
-	props = atb_calloc((size_t)o->iterations, sizeof(*props));
-	if (!props) {
-		atb_task_free(task);
-		fprintf(stderr, "atb run: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	if (atb_loop_proposals(task, o->proposer, o->seed, (size_t)o->iterations, props, &err)) {
-		rc = cli_fail(&err);
-		goto out;
-	}
 	if (json)
 		a = json_array();
 	for (k = 0; k < o->iterations; k++) {
-		char *kj = NULL;
-
-		if (atb_loop_knobs_json(&props[k], &kj, &err)) {
-			rc = cli_fail(&err);
-			goto out;
-		}
 		if (a)
-			json_array_append_new(a, json_loads(kj, 0, NULL));
+			json_array_append_new(a, json_loads(props[k], 0, NULL));
 		else if (!json)
-			printf("%" PRId64 " %s\n", k, kj);
-		atb_free(kj);
+			printf("%" PRId64 " %s\n", k, props[k]);
 	}
 	if (json) {
 		char *s = a ? json_dumps(a, JSON_INDENT(2)) : NULL;
@@ -255,15 +252,15 @@ static int print_plan(const char *task_name, const struct atb_loop_opts *o, int 
 		if (!s) {
 			fprintf(stderr, "atb run: out of memory\n");
 			rc = CLI_RUNTIME;
-			goto out;
+		} else {
+			printf("%s\n", s);
+			atb_free(s);
 		}
-		printf("%s\n", s);
-		atb_free(s);
 	}
-out:
 	json_decref(a);
+	for (k = 0; k < o->iterations; k++)
+		atb_free(props[k]);
 	atb_free(props);
-	atb_task_free(task);
 	return rc;
 }
 
@@ -273,7 +270,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct atb_loop_summary sum;
 	struct progress_ctx pc = {0};
 	struct atb_store *s = NULL;
-	struct atb_task *task = NULL;
 	struct atb_error err;
 	struct sigaction sa, old_int, old_term;
 	const char *task_name = NULL, *resume = NULL;
@@ -343,11 +339,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 
 	atb_error_clear(&err);
 	/* An unknown task is refused before the store is created or touched. */
-	if (task_name) {
-		if (atb_task_open(atb_home(), task_name, &task, &err))
-			return cli_fail(&err);
-		atb_task_free(task);
-	}
+	if (task_name && atb_loop_check_task(atb_home(), task_name, &err))
+		return cli_fail(&err);
 	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
 			   &err))
 		return cli_fail(&err);

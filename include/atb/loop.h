@@ -22,6 +22,14 @@
  * mean, so that a noisy lucky draw does not displace a candidate that is
  * reliably faster.
  *
+ * An engine task (atb/engine.h) runs through the same run and iteration
+ * rows: proposal 0 is the engine's default configuration, proposal k a
+ * seeded random draw over the task's search flags, each measured with
+ * atb_engine_ab against the default on the run's paired seeds; a
+ * configuration the engine refuses is an unusable iteration whose outcome
+ * is the refusing gate (engine_start, ...) and whose reason holds the
+ * engine's message.
+ *
  * Does not: measure, judge or store measurements itself (measure/ and the
  * store do), print (the progress callback reports), or handle signals (the
  * caller sets *stop from its handler).  Not thread-safe.
@@ -148,6 +156,24 @@ enum atb_status atb_loop_proposals(const struct atb_task *task, const char *prop
 enum atb_status atb_loop_classify(const struct atb_protocol *p,
 				  const struct atb_measure_outcome *o, char *outcome,
 				  int *usable, struct atb_error *err);
+
+/*
+ * Load task as the loop would (a kernel task's name or folder, or an
+ * engine task: a YAML file with kind: engine, see docs/engine-spec.md),
+ * to refuse a bad one before anything is written.  The load's errors.
+ */
+enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err);
+
+/*
+ * The first n proposals of a run of task as JSON object texts: a kernel
+ * task's knobs ({"NAME":"VALUE",...,"cflags":"..."}) or an engine task's
+ * configurations ({"FLAG":"VALUE",...}; {} is the engine's default).
+ * Caller owns (*out)[0..n-1] and *out (atb_free each).  home NULL:
+ * atb_home().  The task's load errors; ATB_ERR_USAGE (unknown proposer);
+ * ATB_ERR_NOMEM.
+ */
+enum atb_status atb_loop_plan(const char *home, const char *task, const char *proposer,
+			      int64_t seed, size_t n, char ***out, struct atb_error *err);
 
 /* Knobs as a JSON object text {"NAME":"VALUE",...,"cflags":"..."}; caller owns *out. */
 enum atb_status atb_loop_knobs_json(const struct atb_knob_assignment *a, char **out,

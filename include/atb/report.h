@@ -47,6 +47,12 @@ struct atb_report {
 	int protocol_version;              /* 0 when the digest is not frozen here */
 	char *box_json;                    /* the stored description; owned; "{}" when absent */
 	char box_summary[256];             /* "cpu model, N cores, M GiB, os" */
+	/*
+	 * An engine task's run (atb/engine.h): the speedup is the ratio of
+	 * requests/s against the engine's default configuration; each usable
+	 * iteration's note holds its latency ratios with their intervals.
+	 */
+	int engine;
 	/* Labels of the two baselines, from the task when it can be loaded. */
 	char honest_label[128];
 	char naive_label[128];
@@ -68,7 +74,9 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 
 /*
  * The report as JSON: {"run", "protocol", "box", "baselines", "trajectory",
- * "best", "usable", "gate_firings"} (docs/report.md lists every key).
+ * "best", "usable", "gate_firings"} (docs/report.md lists every key); for
+ * an engine run also "engine": true and, per usable iteration, "latency":
+ * {"ttft_median_ms": {"ratio", "ci_low", "ci_high"}, ...} (docs/engine.md).
  * Caller owns *out (json_decref).
  */
 enum atb_status atb_report_json(const struct atb_report *r, json_t **out, struct atb_error *err);

@@ -408,6 +408,29 @@ static json_t *latency_json(struct ab *A, struct atb_paired_seed *ps)
 	return o;
 }
 
+/*
+ * The latency ratios as one line in out->note, which the loop stores as a
+ * usable iteration's note and reports show: "latency vs default (> 1:
+ * faster): NAME RATIOx [LO, HI]; ..." (docs/engine.md).
+ */
+static void latency_note(struct ab *A, struct atb_paired_seed *ps)
+{
+	json_t *lat = latency_json(A, ps), *v;
+	size_t m, n;
+
+	n = (size_t)snprintf(A->out->note, sizeof(A->out->note), "latency vs default (> 1: faster):");
+	for (m = 0; lat && m < NLAT && n < sizeof(A->out->note); m++) {
+		v = json_object_get(lat, lat_names[m]);
+		if (v)
+			n += (size_t)snprintf(A->out->note + n, sizeof(A->out->note) - n,
+					      "%s %s %.4gx [%.4g, %.4g]", m ? ";" : "", lat_names[m],
+					      json_real_value(json_object_get(v, "ratio")),
+					      json_real_value(json_object_get(v, "ci_low")),
+					      json_real_value(json_object_get(v, "ci_high")));
+	}
+	json_decref(lat);
+}
+
 static enum atb_status conclude(struct ab *A)
 {
 	struct atb_paired_seed *ps = atb_calloc(A->nseeds, sizeof(*ps));
@@ -499,6 +522,7 @@ static enum atb_status conclude(struct ab *A)
 	}
 	if (st)
 		goto out;
+	latency_note(A, ps);
 	A->out->result_id = io.result_id;
 	A->out->verdict = io.quarantined ? ATB_MEASURE_QUARANTINED : ATB_MEASURE_ADMITTED;
 	if (io.quarantined)

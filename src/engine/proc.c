@@ -76,7 +76,7 @@ static void file_tail(const char *path, char *buf, size_t size)
 {
 	FILE *f = fopen(path, "rb");
 	long end;
-	size_t n = 0, i;
+	size_t n = 0, i, j;
 
 	buf[0] = '\0';
 	if (!f)
@@ -89,11 +89,18 @@ static void file_tail(const char *path, char *buf, size_t size)
 	}
 	fclose(f);
 	buf[n] = '\0';
-	for (i = 0; i < n; i++)
-		if (buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t' || buf[i] == '\0')
-			buf[i] = ' ';
-	while (n && buf[n - 1] == ' ')
-		buf[--n] = '\0';
+	/* One line, runs of blanks squeezed (argparse indents its usage). */
+	for (i = 0, j = 0; i < n; i++) {
+		char c = buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t' || buf[i] == '\0'
+				 ? ' ' : buf[i];
+
+		if (c == ' ' && (j == 0 || buf[j - 1] == ' '))
+			continue;
+		buf[j++] = c;
+	}
+	while (j && buf[j - 1] == ' ')
+		j--;
+	buf[j] = '\0';
 }
 
 void atb_engine_log_tail(const struct atb_engine_proc *p, char *buf, size_t size)

@@ -25,6 +25,7 @@
 
 #include "atb/atb.h"
 #include "atb/box.h"
+#include "atb/engine.h"
 #include "atb/loop.h"
 #include "util.h"
 #include "banned.h"
@@ -191,6 +192,9 @@ struct loop {
 	struct atb_run_row run;
 	char runs_dir[PATH_MAX];
 	struct atb_knob_assignment *props;   /* run.iterations proposals */
+	/* An engine task instead of a kernel task: task and props unused. */
+	struct atb_engine_task *etask;
+	struct atb_engine_config *eprops;    /* run.iterations configurations */
 	struct atb_loop_summary *sum;
 	struct atb_loop_progress prog;
 	char last_outcome[64];
@@ -246,12 +250,110 @@ static int stopped(const struct loop *L)
 	return L->o->stop && *L->o->stop;
 }
 
+/* Classify a measurement and store its iteration row (one transaction). */
+static enum atb_status record(struct loop *L, int64_t k, const struct atb_measure_outcome *o,
+			      char *knobs_json, int64_t t0, struct atb_error *err)
+{
+	struct atb_measure_outcome out = *o;
+	struct atb_iteration_row it;
+	enum atb_status st;
+
+	memset(&it, 0, sizeof(it));
+	snprintf(it.run, sizeof(it.run), "%s", L->run.id);
+	it.k = k;
+	st = atb_loop_classify(L->proto, &out, it.outcome, &it.usable, err);
+	if (st)
+		return st;
+	it.knobs_json = knobs_json;
+	snprintf(it.job_uuid, sizeof(it.job_uuid), "%s", out.job_uuid);
+	it.result_id = out.result_id;
+	it.rejection_id = out.rejection_id;
+	if (out.verdict != ATB_MEASURE_REJECTED) {
+		it.speedup = out.speedup;
+		it.ci_low = out.ci_low;
+		it.ci_high = out.ci_high;
+		it.naive_speedup = out.naive_speedup;
+		it.naive_ci_low = out.naive_ci_low;
+		it.naive_ci_high = out.naive_ci_high;
+	}
+	/* A usable iteration has no refusal; keep measure's note (a naive arm dropped, say). */
+	it.reason = out.reason[0] ? out.reason : out.note;
+	it.wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
+	st = atb_store_add_iteration(L->store, &it, err);
+	if (st)
+		return st;
+	L->sum->done = k + 1;
+	L->sum->usable += it.usable;
+	consider(L->sum, &it);
+	snprintf(L->last_outcome, sizeof(L->last_outcome), "%s", it.outcome);
+	L->spent_s += it.wall_s;
+	L->finished++;
+	report(L, "done");
+	return ATB_OK;
+}
+
+/* A fresh iteration folder runs/<run>/iter-<k> (a leftover of an interrupted attempt removed). */
+static enum atb_status iter_dir(struct loop *L, int64_t k, char *dir, size_t size,
+				struct atb_error *err)
+{
+	enum atb_status st;
+
+	if (snprintf(dir, size, "%s/%s/iter-%" PRId64, L->runs_dir, L->run.id, k) >= (int)size)
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
+				     L->runs_dir);
+	*strrchr(dir, '/') = '\0';
+	st = make_dir(dir, 0700, err);
+	dir[strlen(dir)] = '/';
+	if (!st)
+		st = remove_tree(dir, err);
+	if (!st)
+		st = make_dir(dir, 0700, err);
+	return st;
+}
+
+/*
+ * An engine task's iteration: the paired A/B of proposal k against the
+ * engine's default configuration (atb_engine_ab stores the result or the
+ * rejection; a configuration the engine refuses is an unusable iteration
+ * with the engine's message and stays in the space).
+ */
+static enum atb_status engine_iteration(struct loop *L, int64_t k, int64_t t0,
+					struct atb_error *err)
+{
+	struct atb_engine_ab_opts ao;
+	struct atb_measure_outcome out;
+	char dir[PATH_MAX], label[96], *cj = NULL;
+	enum atb_status st;
+
+	st = iter_dir(L, k, dir, sizeof(dir), err);
+	if (st)
+		return st;
+	memset(&ao, 0, sizeof(ao));
+	ao.work_dir = dir;
+	ao.seed_base = (uint64_t)L->run.seed;   /* every iteration on the same paired seeds */
+	ao.nseeds = (size_t)L->run.paired_seeds;
+	snprintf(label, sizeof(label), "run %s iter %" PRId64, L->run.id, k);
+	ao.candidate_label = label;
+	ao.box_fingerprint = L->run.box_fingerprint;
+	ao.progress = measure_phase;
+	ao.progress_ctx = L;
+	st = atb_engine_ab(L->store, L->proto, L->etask, &L->eprops[k], &ao, &out, err);
+	if (st)
+		return st;
+	if (stopped(L))
+		return ATB_OK;   /* not recorded: redone on resume */
+	st = atb_engine_config_json(&L->eprops[k], &cj, err);
+	if (!st)
+		st = record(L, k, &out, cj, t0, err);
+	atb_free(cj);
+	return st;
+}
+
 static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error *err)
 {
 	const struct atb_knob_assignment *knobs = &L->props[k];
 	struct atb_measure_opts mo;
 	struct atb_measure_outcome out;
-	struct atb_iteration_row it;
 	atb_loop_measure_fn measure = L->o->measure ? L->o->measure : atb_measure_candidate;
 	char dir[PATH_MAX], cand[PATH_MAX], work[PATH_MAX], label[96];
 	char *knobs_json = NULL;
@@ -260,20 +362,16 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 
 	L->prog.k = k;
 	report(L, "propose");
-	if (snprintf(dir, sizeof(dir), "%s/%s/iter-%" PRId64, L->runs_dir, L->run.id, k) >=
-		    (int)sizeof(dir) ||
-	    snprintf(cand, sizeof(cand), "%s/candidate", dir) >= (int)sizeof(cand) ||
+	if (L->etask)
+		return engine_iteration(L, k, t0, err);
+	/* A folder left by an interrupted attempt: the iteration is redone. */
+	st = iter_dir(L, k, dir, sizeof(dir), err);
+	if (st)
+		return st;
+	if (snprintf(cand, sizeof(cand), "%s/candidate", dir) >= (int)sizeof(cand) ||
 	    snprintf(work, sizeof(work), "%s/work", dir) >= (int)sizeof(work))
 		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
 				     L->runs_dir);
-	/* A folder left by an interrupted attempt: the iteration is redone. */
-	*strrchr(dir, '/') = '\0';
-	st = make_dir(dir, 0700, err);
-	dir[strlen(dir)] = '/';
-	if (!st)
-		st = remove_tree(dir, err);
-	if (!st)
-		st = make_dir(dir, 0700, err);
 	if (!st)
 		st = atb_task_instantiate_candidate(L->task, knobs, cand, err);
 	if (!st)
@@ -300,42 +398,12 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	if (stopped(L))
 		return ATB_OK;   /* not recorded: redone on resume */
 
-	memset(&it, 0, sizeof(it));
-	snprintf(it.run, sizeof(it.run), "%s", L->run.id);
-	it.k = k;
-	st = atb_loop_classify(L->proto, &out, it.outcome, &it.usable, err);
-	if (st)
-		return st;
 	st = atb_loop_knobs_json(knobs, &knobs_json, err);
 	if (st)
 		return st;
-	it.knobs_json = knobs_json;
-	snprintf(it.job_uuid, sizeof(it.job_uuid), "%s", out.job_uuid);
-	it.result_id = out.result_id;
-	it.rejection_id = out.rejection_id;
-	if (out.verdict != ATB_MEASURE_REJECTED) {
-		it.speedup = out.speedup;
-		it.ci_low = out.ci_low;
-		it.ci_high = out.ci_high;
-		it.naive_speedup = out.naive_speedup;
-		it.naive_ci_low = out.naive_ci_low;
-		it.naive_ci_high = out.naive_ci_high;
-	}
-	/* A usable iteration has no refusal; keep measure's note (a naive arm dropped, say). */
-	it.reason = out.reason[0] ? out.reason : out.note;
-	it.wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
-	st = atb_store_add_iteration(L->store, &it, err);
+	st = record(L, k, &out, knobs_json, t0, err);
 	atb_free(knobs_json);
-	if (st)
-		return st;
-	L->sum->done = k + 1;
-	L->sum->usable += it.usable;
-	consider(L->sum, &it);
-	snprintf(L->last_outcome, sizeof(L->last_outcome), "%s", it.outcome);
-	L->spent_s += it.wall_s;
-	L->finished++;
-	report(L, "done");
-	return ATB_OK;
+	return st;
 }
 
 static enum atb_status run_loop(struct loop *L, struct atb_error *err)
@@ -404,12 +472,22 @@ static enum atb_status this_box(struct atb_store *s, const struct atb_protocol *
 static void loop_release(struct loop *L)
 {
 	atb_free(L->props);
+	atb_free(L->eprops);
 	atb_task_free(L->task);
+	atb_engine_task_free(L->etask);
 	atb_protocol_free(L->proto);
 }
 
 static enum atb_status alloc_proposals(struct loop *L, struct atb_error *err)
 {
+	if (L->etask) {
+		L->eprops = atb_calloc((size_t)L->run.iterations, sizeof(*L->eprops));
+		if (!L->eprops)
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot plan %" PRId64
+					     " iterations: out of memory", L->run.iterations);
+		return atb_engine_proposals(L->etask, L->run.seed, (size_t)L->run.iterations,
+					    L->eprops, err);
+	}
 	L->props = atb_calloc((size_t)L->run.iterations, sizeof(*L->props));
 	if (!L->props)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot plan %" PRId64 " iterations: out of memory",
@@ -425,6 +503,64 @@ static void summary_init(struct atb_loop_summary *out, const struct atb_run_row 
 	snprintf(out->task, sizeof(out->task), "%s", run->task);
 	out->planned = run->iterations;
 	out->best_k = -1;
+}
+
+/* A kernel task (a name or a folder) or an engine task (a YAML file with kind: engine). */
+static enum atb_status open_task(struct loop *L, const char *home, const char *task,
+				 struct atb_error *err)
+{
+	if (atb_engine_task_detect(task))
+		return atb_engine_task_load(home, task, &L->etask, err);
+	return atb_task_open(home, task, &L->task, err);
+}
+
+enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err)
+{
+	struct loop L;
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	st = open_task(&L, home ? home : atb_home(), task, err);
+	loop_release(&L);
+	return st;
+}
+
+enum atb_status atb_loop_plan(const char *home, const char *task, const char *proposer,
+			      int64_t seed, size_t n, char ***out, struct atb_error *err)
+{
+	struct loop L;
+	enum atb_status st;
+	size_t k;
+
+	*out = NULL;
+	memset(&L, 0, sizeof(L));
+	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "unknown proposer '%s'; the proposers are: random", proposer);
+	L.run.iterations = (int64_t)n;
+	L.run.seed = seed;
+	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", ATB_LOOP_PROPOSER_RANDOM);
+	st = open_task(&L, home ? home : atb_home(), task, err);
+	if (!st && !L.etask) {
+		L.props = atb_calloc(n ? n : 1, sizeof(*L.props));
+		st = L.props ? atb_loop_proposals(L.task, proposer, seed, n, L.props, err)
+			     : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	} else if (!st) {
+		st = alloc_proposals(&L, err);
+	}
+	if (!st && !(*out = atb_calloc(n ? n : 1, sizeof(char *))))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	for (k = 0; !st && k < n; k++)
+		st = L.etask ? atb_engine_config_json(&L.eprops[k], &(*out)[k], err)
+			     : atb_loop_knobs_json(&L.props[k], &(*out)[k], err);
+	if (st && *out) {
+		for (k = 0; k < n; k++)
+			atb_free((*out)[k]);
+		atb_free(*out);
+		*out = NULL;
+	}
+	loop_release(&L);
+	return st;
 }
 
 enum atb_status atb_loop_start(struct atb_store *s, const char *task,
@@ -455,7 +591,7 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
 	if (o->seed < 0)
 		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
-	st = atb_task_open(home, task, &L.task, err);
+	st = open_task(&L, home, task, err);
 	if (!st)
 		st = atb_protocol_load_current(home, &L.proto, err);
 	if (st)
@@ -468,9 +604,9 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 				   o->paired_seeds, L.proto->stats.min_paired_seeds);
 		goto out;
 	}
-	if (o->naive > 0 && !L.task->has_naive) {
+	if (o->naive > 0 && (L.etask || !L.task->has_naive)) {
 		st = atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
-				   L.task->name);
+				   L.etask ? L.etask->name : L.task->name);
 		goto out;
 	}
 
@@ -497,7 +633,7 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	L.run.seed = o->seed;
 	L.run.iterations = o->iterations;
 	L.run.paired_seeds = o->paired_seeds ? o->paired_seeds : L.proto->stats.min_paired_seeds;
-	L.run.naive = o->naive < 0 ? L.task->has_naive : o->naive;
+	L.run.naive = L.etask ? 0 : o->naive < 0 ? L.task->has_naive : o->naive;
 	snprintf(L.run.protocol_digest, sizeof(L.run.protocol_digest), "%s", L.proto->digest);
 
 	st = atb_protocol_frozen_list(home, &frozen, &nfrozen, &current, err);
@@ -544,7 +680,7 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	summary_init(out, &L.run);
 	st = atb_protocol_load_digest(home, L.run.protocol_digest, &L.proto, err);
 	if (!st)
-		st = atb_task_open(home, L.run.task, &L.task, err);
+		st = open_task(&L, home, L.run.task, err);
 	if (!st)
 		st = this_box(NULL, L.proto, fp, err);
 	if (st)
@@ -565,7 +701,8 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	for (i = 0; i < n; i++) {
 		char *want = NULL;
 
-		st = atb_loop_knobs_json(&L.props[rows[i].k], &want, err);
+		st = L.etask ? atb_engine_config_json(&L.eprops[rows[i].k], &want, err)
+			     : atb_loop_knobs_json(&L.props[rows[i].k], &want, err);
 		if (st)
 			goto out;
 		if (strcmp(want, rows[i].knobs_json)) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "atb/atb.h"
+#include "atb/engine.h"
 #include "atb/report.h"
 #include "atb/task.h"
 #include "util.h"
@@ -196,7 +197,11 @@ enum atb_status atb_report_build(struct atb_store *s, const char *run_id, const 
 	snprintf(r->honest_label, sizeof(r->honest_label), "honest baseline");
 	snprintf(r->naive_label, sizeof(r->naive_label), "naive baseline");
 	atb_error_clear(&terr);
-	if (atb_task_open(home ? home : atb_home(), r->run.task, &task, &terr) == ATB_OK) {
+	if (atb_engine_task_detect(r->run.task)) {
+		r->engine = 1;
+		snprintf(r->honest_label, sizeof(r->honest_label),
+			 "the engine's default configuration, requests/s");
+	} else if (atb_task_open(home ? home : atb_home(), r->run.task, &task, &terr) == ATB_OK) {
 		if (task->baseline.label && task->baseline.label[0])
 			snprintf(r->honest_label, sizeof(r->honest_label), "%s",
 				 task->baseline.label);
@@ -267,6 +272,10 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 	sb_printf(&b, "created   %s\n", r->run.created);
 	sb_printf(&b, "honest:   speedup vs the honest baseline '%s' (the claim)\n",
 		  r->honest_label);
+	if (r->engine)
+		sb_printf(&b, "engine:   speedup = candidate requests/s / default requests/s; each\n"
+			  "          usable iteration's note gives its latency ratios (default /\n"
+			  "          candidate, > 1 faster) with 95%% CIs\n");
 	if (r->run.naive)
 		sb_printf(&b, "naive:    speedup vs the naive baseline '%s' (for reference only)\n",
 			  r->naive_label);
@@ -332,15 +341,37 @@ static json_t *speedup_json(double x, double lo, double hi, const char *label)
 			 "label", label);
 }
 
+/* An engine iteration's note "latency vs default ...: NAME Rx [LO, HI]; ..." as JSON. */
+static json_t *latency_of_note(const char *note)
+{
+	json_t *o = json_object();
+	const char *p = note ? strchr(note, ':') : NULL;
+
+	while (o && p && *p) {
+		char name[64];
+		double x, lo, hi;
+		int used = 0;
+
+		p++;
+		if (sscanf(p, " %63s %lfx [%lf, %lf]%n", name, &x, &lo, &hi, &used) == 4 && used)
+			json_object_set_new(o, name, json_pack("{s:f,s:f,s:f}", "ratio", x, "ci_low", lo,
+							       "ci_high", hi));
+		p = strchr(p, ';');
+	}
+	return o;
+}
+
 static json_t *iteration_json(const struct atb_report *r, const struct atb_iteration_row *it)
 {
 	json_t *knobs;
 	json_error_t je;
 
+	json_t *o;
+
 	knobs = json_loads(it->knobs_json, 0, &je);
 	if (!knobs)
 		return NULL;
-	return json_pack("{s:I, s:o, s:s, s:b, s:o, s:o, s:s?, s:I, s:I, s:f, s:s, s:s}",
+	o = json_pack("{s:I, s:o, s:s, s:b, s:o, s:o, s:s?, s:I, s:I, s:f, s:s, s:s}",
 			 "iteration", (json_int_t)it->k, "knobs", knobs, "outcome", it->outcome,
 			 "usable", it->usable, "honest",
 			 speedup_json(it->speedup, it->ci_low, it->ci_high, r->honest_label),
@@ -351,6 +382,9 @@ static json_t *iteration_json(const struct atb_report *r, const struct atb_itera
 			 (json_int_t)it->result_id, "rejection_id", (json_int_t)it->rejection_id,
 			 "wall_s", it->wall_s, "reason", it->reason ? it->reason : "", "created",
 			 it->created);
+	if (o && r->engine && it->usable)
+		json_object_set_new(o, "latency", latency_of_note(it->reason));
+	return o;
 }
 
 enum atb_status atb_report_json(const struct atb_report *r, json_t **out, struct atb_error *err)
@@ -403,6 +437,8 @@ enum atb_status atb_report_json(const struct atb_report *r, json_t **out, struct
 	} else if (json_object_set_new(o, "best", json_null())) {
 		goto nomem;
 	}
+	if (json_object_set_new(o, "engine", json_boolean(r->engine)))
+		goto nomem;
 	*out = o;
 	return ATB_OK;
 nomem:

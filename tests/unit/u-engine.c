@@ -144,7 +144,7 @@ Test(engine, test_engine__task_loads_and_detects)
 	cr_assert_not(atb_engine_task_detect(ATB_SOURCE_DIR "/engines/vllm.yaml"));
 	cr_assert_str_eq(t->spec->name, "double");
 	cr_assert_eq(t->nprobes, 5);
-	cr_assert_eq(t->workload.requests, 24);
+	cr_assert_eq(t->workload.requests, 32);
 	cr_assert_eq(t->workload.concurrency, 4);
 	cr_assert_eq(t->nsearch, 1);
 	atb_engine_task_free(t);
