@@ -8,10 +8,13 @@
 #
 # Uses ./atb.db (created when absent; $ATB_DB overrides) and ./runs/.
 # ATB_MAIN_TASK, ATB_MAIN_ITERATIONS and ATB_MAIN_SEED override the defaults
-# (sgemm: the tunable template has blocking, unroll and loop-order knobs over
-# a cache-blocked baseline).  Measured on the 2-core development box: about
-# 160 s per sgemm iteration (0.2 s build, the rest paired timing on 8 seeds
-# with a 64 MiB cache flush per trial), so 3 iterations take about 8 minutes.
+# (sgemm, 192^3: the tunable template has blocking, unroll and loop-order
+# knobs over a cache-blocked baseline; a call takes a few ms, so the
+# protocol's stopping rule ends a seed after its minimum trials when the box
+# is quiet).  Each iteration times 8 paired seeds, one fresh runner per seed
+# for the paired arms and one for the baseline alone (baseline drift), with
+# a 64 MiB cache flush before every call; see docs/run.md for the times
+# measured on the 2-core development box.
 set -euo pipefail
 
 build=${1:?usage: scripts/main-job.sh BUILD_DIR}
@@ -25,7 +28,11 @@ task=${ATB_MAIN_TASK:-sgemm}
 iterations=${ATB_MAIN_ITERATIONS:-3}
 seed=${ATB_MAIN_SEED:-1}
 
-echo "== atb run $task --iterations $iterations --seed $seed (store: ${ATB_DB:-./atb.db})"
+# Other work on the box moves every timing: say how busy it was.
+load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
+echo "== atb run $task --iterations $iterations --seed $seed (store: ${ATB_DB:-./atb.db};" \
+	"load average $load on $(nproc 2>/dev/null || echo ?) cores)"
+start=$(date +%s)
 "$atb" run "$task" --proposer random --iterations "$iterations" --seed "$seed"
 echo
 echo "== atb report --last"
@@ -33,3 +40,4 @@ echo "== atb report --last"
 echo
 echo "== atb audit verify"
 "$atb" audit verify
+echo "== main job: $(($(date +%s) - start)) s"

@@ -1088,6 +1088,14 @@ static enum atb_status ingest(struct measure *m, const struct job_result *j1,
 
 /* ---- the pipeline ---- */
 
+/* dir/name into buf; 1 when it does not fit. */
+static int path_join(char *buf, size_t size, const char *dir, const char *name)
+{
+	int n = snprintf(buf, size, "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= size;
+}
+
 static enum atb_status copy_surface(struct measure *m, const char *cand, const char *src,
 				    struct atb_error *err)
 {
@@ -1102,13 +1110,15 @@ static enum atb_status copy_surface(struct measure *m, const char *cand, const c
 		FILE *f;
 		enum atb_status st;
 
-		snprintf(from, sizeof(from), "%s/%s", cand, m->task->surface[i]);
+		if (path_join(from, sizeof(from), cand, m->task->surface[i]) ||
+		    path_join(to, sizeof(to), src, m->task->surface[i]))
+			return atb_error_set(err, ATB_ERR_USAGE, "candidate path '%.200s' is too long",
+					     cand);
 		if (access(from, F_OK) != 0)
 			continue;
 		st = atbi_read_file(from, &data, &len, err);
 		if (st)
 			return st;
-		snprintf(to, sizeof(to), "%s/%s", src, m->task->surface[i]);
 		f = fopen(to, "wb");
 		if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
 			atb_free(data);
@@ -1223,8 +1233,8 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		char tmp[4096];
 
 		snprintf(tmp, sizeof(tmp), "%s", candidate_dir);
-		snprintf(m->candidate_label, sizeof(m->candidate_label), "%s %s", basename(tmp),
-			 m->knobs_text);
+		snprintf(m->candidate_label, sizeof(m->candidate_label), "%.500s %.511s",
+			 basename(tmp), m->knobs_text);
 	}
 	m->with_naive = opts->with_naive && task->has_naive;
 	if (opts->runner_path)
@@ -1266,14 +1276,20 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	}
 	for (i = 0; i < m->nseeds; i++)
 		m->seeds[i] = opts->seed_base + i;
-	snprintf(m->dir, sizeof(m->dir), "%s/%s", opts->work_dir, out->job_uuid);
+	if (path_join(m->dir, sizeof(m->dir), opts->work_dir, out->job_uuid) ||
+	    path_join(m->so[0], sizeof(m->so[0]), m->dir, "baseline.so") ||
+	    path_join(m->so[1], sizeof(m->so[1]), m->dir, "candidate.so") ||
+	    path_join(m->so[2], sizeof(m->so[2]), m->dir, "naive.so") ||
+	    path_join(src, sizeof(src), m->dir, "src") ||
+	    path_join(csrc, sizeof(csrc), src, task->surface[0])) {
+		st = atb_error_set(err, ATB_ERR_USAGE, "work folder path '%.200s' is too long",
+				   opts->work_dir);
+		goto done;
+	}
 	if (mkdir(m->dir, 0700) != 0) {
 		st = atb_error_set(err, ATB_ERR_IO, "cannot create '%s': %s", m->dir, strerror(errno));
 		goto done;
 	}
-	snprintf(m->so[0], sizeof(m->so[0]), "%s/baseline.so", m->dir);
-	snprintf(m->so[1], sizeof(m->so[1]), "%s/candidate.so", m->dir);
-	snprintf(m->so[2], sizeof(m->so[2]), "%s/naive.so", m->dir);
 	t_start = atbi_monotonic_ns();
 
 	/* 1. the surface gate: only the task's surface files, regular, no links */
@@ -1284,14 +1300,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			    json_pack("{s:s}", "candidate_dir", candidate_dir), err);
 		goto done;
 	}
-	snprintf(src, sizeof(src), "%s/src", m->dir);
 	st = copy_surface(m, candidate_dir, src, err);
 	if (st)
 		goto done;
 
 	/* 2. builds: honest baseline, naive, candidate (with its knobs) */
 	progress(m, "build");
-	snprintf(csrc, sizeof(csrc), "%s/%s", src, task->surface[0]);
 	if (m->torch) {
 		/* Nothing to build: the runner imports the task and the copied candidate. */
 		snprintf(m->so[0], sizeof(m->so[0]), "%s", task->baseline.path);
