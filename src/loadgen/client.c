@@ -55,7 +55,7 @@ struct buf {
 	size_t len, cap;
 };
 
-/* Append within a hard maximum; -1 when over it or out of memory. */
+/* Append within a hard maximum: -1 when over it, -2 out of memory. */
 static int buf_add(struct buf *b, const char *s, size_t n, size_t max)
 {
 	if (b->len + n > max)
@@ -68,7 +68,7 @@ static int buf_add(struct buf *b, const char *s, size_t n, size_t max)
 			cap *= 2;
 		q = atb_realloc(b->p, cap);
 		if (!q)
-			return -1;
+			return -2;
 		b->p = q;
 		b->cap = cap;
 	}
@@ -128,6 +128,16 @@ static void fail(struct xfer *x, enum atb_loadgen_failure f, const char *fmt, ..
 	va_end(ap);
 }
 
+/* A buffer refused bytes: over its hard maximum, or out of memory. */
+static void buffer_failed(struct xfer *x, int rc, const char *what)
+{
+	if (rc == -2)
+		fail(x, ATB_LOADGEN_FAIL_OTHER, "out of memory holding the %s", what);
+	else
+		fail(x, ATB_LOADGEN_FAIL_TOO_LARGE, "%s over max_response_bytes (%zu)", what,
+		     x->run->cfg->max_response_bytes);
+}
+
 static int push_token(struct xfer *x, int64_t t)
 {
 	struct atb_loadgen_record *r = x->rec;
@@ -174,10 +184,11 @@ static int take_choice(struct xfer *x, json_t *o, int stream)
 		text = json_object_get(json_object_get(choice, stream ? "delta" : "message"),
 				       "content");
 	if (json_is_string(text) && json_string_length(text)) {
-		if (buf_add(&x->text, json_string_value(text), json_string_length(text),
-			    x->run->cfg->max_response_bytes)) {
-			fail(x, ATB_LOADGEN_FAIL_TOO_LARGE, "generated text over %s bytes",
-			     "max_response_bytes");
+		int rc = buf_add(&x->text, json_string_value(text), json_string_length(text),
+				 x->run->cfg->max_response_bytes);
+
+		if (rc) {
+			buffer_failed(x, rc, "generated text");
 			return -1;
 		}
 		if (stream && push_token(x, x->now)) {
@@ -211,6 +222,10 @@ static int on_event(void *ctx, const char *data, size_t len)
 		return 0;
 	}
 	o = json_loadb(data, len, 0, &je);
+	if (!o && ATBI_JSON_OOM(&je)) {
+		fail(x, ATB_LOADGEN_FAIL_OTHER, "out of memory parsing an event");
+		return 1;
+	}
 	if (!json_is_object(o)) {
 		char msg[160];
 
@@ -251,15 +266,17 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 		return n;
 	}
 	if (!x->run->cfg->stream) {
-		if (buf_add(&x->body, ptr, n, x->run->cfg->max_response_bytes)) {
-			fail(x, ATB_LOADGEN_FAIL_TOO_LARGE, "response over %s bytes",
-			     "max_response_bytes");
+		int rc = buf_add(&x->body, ptr, n, x->run->cfg->max_response_bytes);
+
+		if (rc) {
+			buffer_failed(x, rc, "response body");
 			return 0;
 		}
 		return n;
 	}
 	if (atbi_sse_feed(&x->sse, ptr, n, on_event, x)) {
-		fail(x, ATB_LOADGEN_FAIL_TOO_LARGE, "event over %s bytes", "max_response_bytes");
+		/* an event's own failure was recorded first; else the buffer refused */
+		buffer_failed(x, -1, "event");
 		return 0;
 	}
 	return n;
@@ -282,6 +299,10 @@ static void finish_body(struct xfer *x)
 	json_error_t je;
 	json_t *o = json_loadb(x->body.p ? x->body.p : "", x->body.len, 0, &je);
 
+	if (!o && ATBI_JSON_OOM(&je)) {
+		fail(x, ATB_LOADGEN_FAIL_OTHER, "out of memory parsing the response");
+		return;
+	}
 	if (!json_is_object(o)) {
 		json_decref(o);
 		fail(x, ATB_LOADGEN_FAIL_MALFORMED, "malformed response body: %s", je.text);
@@ -752,9 +773,12 @@ enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
 	teardown(&run);
 	if (!s)
 		s = atbi_loadgen_summarize(cfg, res, measured_start, run.peak, err);
-	for (i = 0; i < res->n; i++)
+	for (i = 0; i < res->n; i++) {
 		if (!res->recs[i].text)
 			res->recs[i].text = atb_strdup("");
+		if (!res->recs[i].text && !s)
+			s = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	}
 	if (s) {
 		atb_loadgen_result_free(res);
 		return s;

@@ -68,6 +68,12 @@ ATBI_FUNC enum atb_status atbi_loadgen_summarize(const struct atb_loadgen_config
 						 int64_t measured_start_ns, size_t peak_in_flight,
 						 struct atb_error *err);
 
+/*
+ * True when json_loadb failed for memory: jansson reports that with
+ * json_error_out_of_memory, or (when its lexer cannot start) with no text.
+ */
+#define ATBI_JSON_OOM(je) (json_error_code(je) == json_error_out_of_memory || !(je)->text[0])
+
 /* Whitespace-separated words in s (NULL: 0): the fallback token count. */
 ATBI_FUNC long atbi_loadgen_count_words(const char *s);
 

@@ -504,6 +504,10 @@ static enum atb_status load_dataset(const char *path, struct entry **out, size_t
 		if (!ll)
 			continue;
 		o = json_loadb(p, ll, JSON_REJECT_DUPLICATES, &je);
+		if (!o && ATBI_JSON_OOM(&je)) {
+			s = atb_error_set(err, ATB_ERR_NOMEM, "out of memory reading '%s'", path);
+			goto fail;
+		}
 		if (!o) {
 			s = atb_error_set_at(err, ATB_ERR_PARSE, path, line,
 					     je.column > 0 ? (unsigned)je.column : 0, "",

@@ -895,3 +895,67 @@ Test(loadgen, long_prompts_and_responses_grow_the_buffers_and_the_cap_holds)
 	cr_assert_eq(atb_loadgen_result_summary(res)->failures[ATB_LOADGEN_FAIL_TOO_LARGE], 2);
 	atb_loadgen_result_free(res);
 }
+
+/*
+ * Fail allocation k for every k of workload building (synthetic prompts,
+ * canonical JSON, digest) and of the result's JSON and records: each gives
+ * ATB_OK or ATB_ERR_NOMEM, never a crash or a leak (ASan).  The receive path
+ * and dataset reading are not walked: jansson's lexer drops a byte when an
+ * allocation fails and then asserts (load.c lex_scan_string), so an injected
+ * failure inside json_loadb aborts inside jansson, not in atb.
+ */
+Test(loadgen, every_allocation_failure_is_survived)
+{
+	struct atb_loadgen_config cfg;
+	struct atb_loadgen_result *res;
+	struct atb_loadgen_workload *wl;
+	struct atb_error err;
+	char path[] = "/tmp/atb-u-loadgen-XXXXXX", *text;
+	long k, n;
+	int fd;
+
+	start_server("--tokens", "3", NULL);
+	base_config(&cfg, 3, 3);
+	cfg.warmup = 1;
+	cfg.arrival = ATB_LOADGEN_ARRIVAL_GAMMA;
+	cfg.rate_per_s = 50;
+	cfg.burstiness = 2;
+	atb_alloc_install_json();
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	atb_alloc_fail_at(0);
+	cr_assert_eq(atb_loadgen_workload_new(&cfg, &wl, &err), ATB_OK, "%s", err.msg);
+	atb_loadgen_workload_free(wl);
+	n = atb_alloc_count();
+	cr_assert_gt(n, 10);
+	for (k = 1; k <= n + 2; k++) {
+		atb_alloc_fail_at(k);
+		if (atb_loadgen_workload_new(&cfg, &wl, &err) == ATB_OK)
+			atb_loadgen_workload_free(wl);
+		else
+			cr_assert_eq(err.status, ATB_ERR_NOMEM, "k=%ld: %s", k, err.msg);
+	}
+	atb_alloc_fail_at(0);
+	res = run_ok(&cfg);
+	atb_alloc_fail_at(0);
+	cr_assert_eq(atb_loadgen_result_json(res, 1, &text, &err), ATB_OK);
+	atb_free(text);
+	cr_assert_eq(atb_loadgen_result_write_records(res, path, &err), ATB_OK);
+	n = atb_alloc_count();
+	for (k = 1; k <= n + 2; k++) {
+		enum atb_status s;
+
+		atb_alloc_fail_at(k);
+		s = atb_loadgen_result_json(res, 1, &text, &err);
+		cr_assert(s == ATB_OK || s == ATB_ERR_NOMEM, "k=%ld: %s", k, err.msg);
+		if (!s)
+			atb_free(text);
+		atb_alloc_fail_at(k);
+		s = atb_loadgen_result_write_records(res, path, &err);
+		cr_assert(s == ATB_OK || s == ATB_ERR_NOMEM, "k=%ld: %s", k, err.msg);
+	}
+	atb_alloc_fail_at(0);
+	unlink(path);
+	atb_loadgen_result_free(res);
+}
