@@ -365,7 +365,8 @@ static void finish(struct xfer *x, CURLcode code)
 	}
 	if (!r->usage_from_server) {
 		r->tokens_in = q->input_len;
-		r->tokens_out = x->run->cfg->stream ? (long)r->ntoken_ns : atbi_loadgen_count_words(x->text.p);
+		r->tokens_out = x->run->cfg->stream ? (long)r->ntoken_ns :
+						      atbi_loadgen_count_words(x->text.p);
 	}
 	r->text = x->text.p ? x->text.p : atb_strdup("");
 	x->text.p = NULL;
@@ -456,7 +457,8 @@ static enum atb_status build_bodies(struct run *run, struct atb_error *err)
 		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory building requests");
 	for (i = 0; i < run->wl->n; i++) {
 		const struct atb_loadgen_request *q = &run->wl->items[i];
-		json_t *o = json_pack("{s:s, s:I, s:f, s:b}", "model", cfg->model ? cfg->model : "default",
+		json_t *o = json_pack("{s:s, s:I, s:f, s:b}", "model",
+				      cfg->model ? cfg->model : "default",
 				      "max_tokens", (json_int_t)q->max_tokens,
 				      "temperature", cfg->temperature, "stream", cfg->stream != 0);
 		int bad = !o;
@@ -661,7 +663,8 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 					wake = r->intended_ns;
 					break;
 				}
-				r->eligible_ns = r->intended_ns > last_free ? r->intended_ns : last_free;
+				r->eligible_ns = r->intended_ns > last_free ? r->intended_ns :
+									      last_free;
 			}
 			if (cfg->test_dispatch_delay_ns > 0) {
 				int64_t until = now_ns(run) + cfg->test_dispatch_delay_ns;
@@ -694,7 +697,8 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 
 			timeout_ms = d <= 0 ? 0 : (int)(d / 1000000) + 1;
 		}
-		if (timeout_ms && curl_multi_poll(run->multi, &wfd, 1, timeout_ms, NULL) != CURLM_OK) {
+		if (timeout_ms &&
+		    curl_multi_poll(run->multi, &wfd, 1, timeout_ms, NULL) != CURLM_OK) {
 			s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl multi poll failed");
 			goto out;
 		}

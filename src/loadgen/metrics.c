@@ -108,12 +108,14 @@ enum atb_status atbi_loadgen_summarize(const struct atb_loadgen_config *cfg,
 		}
 		/* TPOT needs a streamed first token and more than one token */
 		if (r->ntoken_ns && r->tokens_out > 1) {
-			tpot = NS_TO_MS(r->end_ns - r->first_token_ns) / (double)(r->tokens_out - 1);
+			tpot = NS_TO_MS(r->end_ns - r->first_token_ns) /
+			       (double)(r->tokens_out - 1);
 			oom |= push(&m[M_TPOT], tpot);
 		}
 		for (j = 1; j < r->ntoken_ns; j++)
 			oom |= push(&m[M_ITL], NS_TO_MS(r->token_ns[j] - r->token_ns[j - 1]));
-		good = (cfg->slo_ttft_ms <= 0 || (r->first_token_ns >= 0 && ttft <= cfg->slo_ttft_ms)) &&
+		good = (cfg->slo_ttft_ms <= 0 ||
+			(r->first_token_ns >= 0 && ttft <= cfg->slo_ttft_ms)) &&
 		       (cfg->slo_tpot_ms <= 0 || tpot <= cfg->slo_tpot_ms) &&
 		       (cfg->slo_e2e_ms <= 0 || e2e <= cfg->slo_e2e_ms);
 		sum->good += (size_t)good;
@@ -135,10 +137,11 @@ enum atb_status atbi_loadgen_summarize(const struct atb_loadgen_config *cfg,
 	if (sum->duration_s > 0) {
 		sum->requests_per_s = (double)sum->completed / sum->duration_s;
 		sum->output_tokens_per_s = (double)sum->tokens_out / sum->duration_s;
-		sum->total_tokens_per_s = (double)(sum->tokens_in + sum->tokens_out) / sum->duration_s;
+		sum->total_tokens_per_s =
+			(double)(sum->tokens_in + sum->tokens_out) / sum->duration_s;
 		sum->goodput_per_s = (double)sum->good / sum->duration_s;
 	}
-	/* PROTO: engine.max_dispatch_lag_ms: the p99, so one scheduler hiccup does not refuse a run */
+	/* PROTO: engine.max_dispatch_lag_ms: the p99, so one hiccup does not refuse a run */
 	sum->client_limited = cfg->max_dispatch_lag_ms > 0 &&
 			      sum->dispatch_lag_ms.p99 > cfg->max_dispatch_lag_ms;
 	return ATB_OK;
@@ -199,8 +202,9 @@ static json_t *summary_json(const struct atb_loadgen_summary *s)
 
 	f = json_object();
 	for (i = 1; f && i < ATB_LOADGEN_FAIL_COUNT; i++)
-		if (s->failures[i] && json_object_set_new(f, atb_loadgen_failure_name(i),
-							  json_integer((json_int_t)s->failures[i]))) {
+		if (s->failures[i] &&
+		    json_object_set_new(f, atb_loadgen_failure_name(i),
+					json_integer((json_int_t)s->failures[i]))) {
 			json_decref(f);
 			return NULL;
 		}
@@ -240,7 +244,8 @@ static json_t *record_json(const struct atb_loadgen_record *r)
 		      "eligible_ns", (json_int_t)r->eligible_ns, "sent_ns", (json_int_t)r->sent_ns,
 		      "first_token_ns", (json_int_t)r->first_token_ns,
 		      "end_ns", (json_int_t)r->end_ns, "token_ns", t,
-		      "tokens_in", (json_int_t)r->tokens_in, "tokens_out", (json_int_t)r->tokens_out,
+		      "tokens_in", (json_int_t)r->tokens_in,
+		      "tokens_out", (json_int_t)r->tokens_out,
 		      "usage_from_server", r->usage_from_server, "finish_reason", r->finish_reason,
 		      "http_status", (json_int_t)r->http_status,
 		      "failure", atb_loadgen_failure_name(r->failure), "error", r->error,
