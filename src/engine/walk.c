@@ -95,6 +95,19 @@ static enum atb_status scalar_of(struct atbi_ew *w, struct fy_node *n, const cha
 	return atbi_yaml_scalar(w->y, n, field, sc, w->err);
 }
 
+/* The scalar at map.key into *sc and its node into *n (NULL when absent and optional). */
+static enum atb_status scalar_at(struct atbi_ew *w, struct fy_node *map, const char *parent,
+				 const char *key, int required, struct fy_node **n,
+				 struct atbi_scalar *sc, char path[300])
+{
+	enum atb_status st;
+
+	join(path, 300, parent, key);
+	if ((st = need(w, map, parent, key, required, n)) || !*n)
+		return st;
+	return scalar_of(w, *n, path, sc);
+}
+
 enum atb_status atbi_ew_str(struct atbi_ew *w, struct fy_node *map, const char *parent,
 			    const char *key, int required, char **out)
 {
@@ -104,10 +117,7 @@ enum atb_status atbi_ew_str(struct atbi_ew *w, struct fy_node *map, const char *
 	enum atb_status st;
 
 	*out = NULL;
-	join(path, sizeof(path), parent, key);
-	if ((st = need(w, map, parent, key, required, &n)) || !n)
-		return st;
-	if ((st = scalar_of(w, n, path, &sc)))
+	if ((st = scalar_at(w, map, parent, key, required, &n, &sc, path)) || !n)
 		return st;
 	if (sc.type == ATBI_SCALAR_NULL) {
 		if (required)
@@ -128,10 +138,7 @@ enum atb_status atbi_ew_num(struct atbi_ew *w, struct fy_node *map, const char *
 	char path[300];
 	enum atb_status st;
 
-	join(path, sizeof(path), parent, key);
-	if ((st = need(w, map, parent, key, required, &n)) || !n)
-		return st;
-	if ((st = scalar_of(w, n, path, &sc)))
+	if ((st = scalar_at(w, map, parent, key, required, &n, &sc, path)) || !n)
 		return st;
 	if (sc.type != ATBI_SCALAR_INT && sc.type != ATBI_SCALAR_REAL)
 		return atbi_ew_bad(w, n, path, "expected a number, not '%.*s'",
@@ -148,10 +155,7 @@ enum atb_status atbi_ew_bool(struct atbi_ew *w, struct fy_node *map, const char 
 	char path[300];
 	enum atb_status st;
 
-	join(path, sizeof(path), parent, key);
-	if ((st = need(w, map, parent, key, 0, &n)) || !n)
-		return st;
-	if ((st = scalar_of(w, n, path, &sc)))
+	if ((st = scalar_at(w, map, parent, key, 0, &n, &sc, path)) || !n)
 		return st;
 	if (sc.type != ATBI_SCALAR_BOOL)
 		return atbi_ew_bad(w, n, path, "expected true or false, not '%.*s'",
