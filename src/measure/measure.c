@@ -540,34 +540,37 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
  * j2, in the order P A, A P, P A, ... over the seeds, so each seed's
  * baseline beside the candidate and alone are timed seconds apart and a
  * drift of the box that is linear in time cancels over each pair of seeds.
- * After every paired process the surface is rechecked; a runner that does
- * not end well, a correctness fact against the candidate, or a wrong naive
- * baseline stops the sequence (the caller judges j1 and j2 as it would
- * one job each).  *refused: a rejection was stored here.
+ * A task of kind torch runs all seeds in one runner per side (each runner
+ * imports torch).  After every paired process the surface is rechecked; a
+ * runner that does not end well, a correctness fact against the candidate,
+ * or a wrong naive baseline stops the sequence (the caller judges j1 and j2
+ * as it would one job each).  *refused: a rejection was stored here.
  */
 static enum atb_status run_interleaved(struct measure *m, const int *arms, size_t narms,
 				       struct job_result *j1, struct job_result *j2, int *refused,
 				       struct atb_error *err)
 {
 	static const int alone_arm[1] = {A_BASE};
+	/* kind torch: a runner imports torch (seconds), so one runner per side */
+	size_t per = m->torch ? m->nseeds : 1, k, step;
 	const char *reason;
 	const json_t *ev;
 	enum atb_status st;
-	size_t k, step;
 
 	*refused = 0;
 	st = job_result_init(m, arms, narms, 0, j1, err);
 	if (!st)
 		st = job_result_init(m, alone_arm, 1, 1, j2, err);
-	for (k = 0; !st && k < m->nseeds; k++)
+	for (k = 0; !st && k < m->nseeds; k += per)
 		for (step = 0; step < 2; step++) {
-			/* even seeds: paired first; odd seeds: alone first */
-			int paired = (step == 0) == (k % 2 == 0);
+			/* even runs: paired first; odd runs: alone first */
+			int paired = (step == 0) == (k / per % 2 == 0);
+			size_t hi = k + per < m->nseeds ? k + per : m->nseeds;
 			struct job_result *r = paired ? j1 : j2;
 
 			progress(m, paired ? "correctness" : "drift");
-			st = paired ? run_job(m, arms, narms, 0, k, k + 1, j1, err)
-				    : run_job(m, alone_arm, 1, 1, k, k + 1, j2, err);
+			st = paired ? run_job(m, arms, narms, 0, k, hi, j1, err)
+				    : run_job(m, alone_arm, 1, 1, k, hi, j2, err);
 			if (!st)
 				st = surface_recheck(m, refused, err);
 			if (!st && !*refused)
