@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "atb/alloc.h"
 #include "atb/loadgen.h"
@@ -95,7 +96,8 @@ static const char loadgen_help[] =
 	"with stream_options.include_usage) or else are counted chunks.\n"
 	"Failure categories: connect, http_4xx, http_5xx, timeout, reset,\n"
 	"malformed_event, too_large, http_other, other; a failed request is\n"
-	"recorded and the run goes on.  See docs/loadgen.md.\n"
+	"recorded and the run goes on.  On a terminal, a progress line with an\n"
+	"ETA goes to stderr.  See docs/loadgen.md.\n"
 	"\n"
 	"exit codes: 0 ok (failed requests are reported, not fatal), 1 the run is\n"
 	"client_limited (the client, not the server, was measured), 2 bad options\n"
@@ -210,6 +212,19 @@ static int dry_run(const struct atb_loadgen_config *cfg, int json)
 	atb_free(text);
 	atb_loadgen_workload_free(wl);
 	return CLI_OK;
+}
+
+/* The progress line on a terminal: requests done, elapsed, ETA. */
+static void show_progress(void *ctx, size_t done, size_t total, double elapsed_s)
+{
+	(void)ctx;
+	if (done && done < total)
+		fprintf(stderr, "\ratb loadgen: %zu/%zu requests, %.0f s, ETA %.0f s   ", done,
+			total, elapsed_s, elapsed_s * (double)(total - done) / (double)done);
+	else
+		fprintf(stderr, "\ratb loadgen: %zu/%zu requests, %.0f s%s", done, total,
+			elapsed_s, done == total ? "               \n" : "   ");
+	fflush(stderr);
 }
 
 static int all_unreachable(const struct atb_loadgen_result *res)
@@ -358,6 +373,8 @@ int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx)
 		cfg.max_dispatch_lag_ms = p->engine.max_dispatch_lag_ms;
 		atb_protocol_free(p);
 	}
+	if (isatty(STDERR_FILENO))
+		cfg.progress = show_progress;
 	if (atb_loadgen_run(&cfg, &res, &err))
 		return cli_fail(&err);
 	if (records && atb_loadgen_result_write_records(res, records, &err)) {

@@ -125,6 +125,15 @@ struct atb_loadgen_config {
 
 	/* test hook: busy-wait this long before each dispatch (0 = off) */
 	int64_t test_dispatch_delay_ns;
+
+	/*
+	 * Progress, for a line with an ETA: called from the run's thread about
+	 * once a second and once at the end, with requests finished (warm-up
+	 * included), their total, and seconds since the run began.  NULL = none.
+	 * It must not call back into the load generator.
+	 */
+	void (*progress)(void *ctx, size_t done, size_t total, double elapsed_s);
+	void *progress_ctx;
 };
 
 /* Fill *cfg with the defaults above (url NULL). */

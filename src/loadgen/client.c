@@ -107,6 +107,8 @@ struct run {
 	int timer_fd;
 	int64_t t0;           /* CLOCK_MONOTONIC at the run's start */
 	size_t in_flight, peak;
+	size_t done;          /* transfers finished, for progress */
+	int64_t progress_ns;  /* when progress was last reported */
 };
 
 static int64_t now_ns(const struct run *run)
@@ -547,6 +549,21 @@ static void teardown(struct run *run)
 		close(run->timer_fd);
 }
 
+/* Report progress about once a second, or now when forced. */
+static void progress(struct run *run, int force)
+{
+	int64_t now;
+
+	if (!run->cfg->progress)
+		return;
+	now = now_ns(run);
+	/* the last report is the forced one at the end, made once */
+	if (!force && (now - run->progress_ns < 1000000000 || run->done == run->wl->n))
+		return;
+	run->progress_ns = now;
+	run->cfg->progress(run->cfg->progress_ctx, run->done, run->wl->n, (double)now / 1e9);
+}
+
 /* A free transfer slot, or a new one: handles are made as concurrency needs them. */
 static enum atb_status take_xfer(struct run *run, struct xfer **out, struct atb_error *err)
 {
@@ -611,6 +628,7 @@ static size_t reap(struct run *run, int64_t *slot_free, size_t *nfree, size_t *h
 		if (slot_free && *nfree < ring)
 			slot_free[(*head + (*nfree)++) % ring] = x->rec->end_ns;
 		run->in_flight--;
+		run->done++;
 		x->next_free = run->free_list;
 		run->free_list = x;
 		done++;
@@ -689,8 +707,10 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 			s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl multi perform failed");
 			goto out;
 		}
-		if (reap(run, slot_free, &nfree, &head, ring, limit, &last_free))
+		if (reap(run, slot_free, &nfree, &head, ring, limit, &last_free)) {
+			progress(run, 0);
 			continue;
+		}
 		arm_timer(run, wake);
 		if (wake >= 0) {
 			int64_t d = wake - now_ns(run);
@@ -774,6 +794,8 @@ enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
 	run.peak = 0;
 	if (!s)
 		s = run_phase(&run, nwarm, wl->n - nwarm, closed, limit, measured_start, err);
+	if (!s)
+		progress(&run, 1);
 	teardown(&run);
 	if (!s)
 		s = atbi_loadgen_summarize(cfg, res, measured_start, run.peak, err);

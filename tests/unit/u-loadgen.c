@@ -959,3 +959,37 @@ Test(loadgen, every_allocation_failure_is_survived)
 	unlink(path);
 	atb_loadgen_result_free(res);
 }
+
+struct progress_log {
+	int calls;
+	size_t last_done, last_total;
+};
+
+static void on_progress(void *ctx, size_t done, size_t total, double elapsed_s)
+{
+	struct progress_log *p = ctx;
+
+	cr_assert_geq(done, p->last_done);
+	cr_assert_geq(elapsed_s, 0);
+	p->calls++;
+	p->last_done = done;
+	p->last_total = total;
+}
+
+Test(loadgen, progress_is_reported_about_once_a_second_and_at_the_end)
+{
+	struct atb_loadgen_config cfg;
+	struct atb_loadgen_result *res;
+	struct progress_log log = {0};
+
+	start_server("--ttft-ms", "300", NULL);
+	base_config(&cfg, 8, 2);
+	cfg.warmup = 1;
+	cfg.progress = on_progress;
+	cfg.progress_ctx = &log;
+	res = run_ok(&cfg); /* about 2.7 s */
+	cr_assert(log.calls >= 2 && log.calls <= 5, "%d calls", log.calls);
+	cr_assert_eq(log.last_done, 9);
+	cr_assert_eq(log.last_total, 9);
+	atb_loadgen_result_free(res);
+}
