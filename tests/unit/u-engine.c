@@ -423,3 +423,80 @@ Test(engine, test_engine__death_is_detected_with_the_log_tail)
 	atb_engine_stop(p);
 	atb_engine_task_free(t);
 }
+
+/* ---- gates that need a whole A/B: client lag and noise ---- */
+
+#include "atb/protocol.h"
+#include "atb/store.h"
+
+struct abfx {
+	struct atb_store *s;
+	struct atb_protocol *p;
+	struct atb_engine_task *t;
+};
+
+static void ab_setup(struct abfx *F)
+{
+	struct atb_frozen_protocol *list = NULL;
+	struct atb_error err;
+	char db[400];
+	size_t n = 0;
+	int cur = 0;
+
+	snprintf(db, sizeof(db), "%s/atb.db", tmp);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(db, ATB_STORE_CREATE, &F->s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_protocol_frozen_list(ATB_SOURCE_DIR, &list, &n, &cur, &err), ATB_OK);
+	cr_assert_eq(atb_store_sync_protocols(F->s, list, n, NULL, &err), ATB_OK, "%s", err.msg);
+	atb_protocol_frozen_free(list, n);
+	cr_assert_eq(atb_protocol_load_current(ATB_SOURCE_DIR, &F->p, &err), ATB_OK);
+	F->t = double_task();
+	/* A small workload: these gates do not need a long one. */
+	F->t->workload.requests = 8;
+}
+
+static void ab_run(struct abfx *F, const char *settings, struct atb_measure_outcome *out)
+{
+	struct atb_engine_ab_opts o;
+	struct atb_engine_config c;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_config_parse(F->t->spec, settings, &c, &err), ATB_OK);
+	memset(&o, 0, sizeof(o));
+	o.work_dir = tmp;
+	o.seed_base = 1;
+	cr_assert_eq(atb_engine_ab(F->s, F->p, F->t, &c, &o, out, &err), ATB_OK, "%s", err.msg);
+	atb_store_close(F->s);
+	atb_protocol_free(F->p);
+	atb_engine_task_free(F->t);
+}
+
+Test(engine, test_engine__client_lag_is_refused, .timeout = 120)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	ab_setup(&F);
+	/* PROTO: engine.max_dispatch_lag_ms: a client that dispatches 30 ms late
+	   (loadgen's test hook) measured itself, not the engine. */
+	F.t->workload.test_dispatch_delay_ns = 30000000;
+	ab_run(&F, "speedup=2.0", &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
+	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
+	cr_assert(strstr(out.reason, "the client, not the engine, was measured"), "%s", out.reason);
+	cr_assert(out.rejection_id > 0);
+}
+
+Test(engine, test_engine__noise_over_the_cv_cap_is_refused, .timeout = 300)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	ab_setup(&F);
+	ab_run(&F, "noisy=true", &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED, "%s %g", out.gate, out.cv);
+	cr_assert_str_eq(out.gate, ATB_GATE_NOISE);
+	cr_assert(strstr(out.reason, "over the protocol's cap 0.0500"), "%s", out.reason);
+	cr_assert(out.rejection_id > 0);
+}
