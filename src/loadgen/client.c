@@ -432,8 +432,7 @@ static enum atb_status start(struct run *run, struct xfer *x, size_t i, struct a
 {
 	CURL *e = x->easy;
 
-	atbi_sse_release(&x->sse);
-	atbi_sse_init(&x->sse, run->cfg->max_response_bytes);
+	atbi_sse_reset(&x->sse, run->cfg->max_response_bytes);
 	x->body.len = 0;
 	if (x->body.p)
 		x->body.p[0] = '\0';

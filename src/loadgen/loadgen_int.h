@@ -47,6 +47,8 @@ struct atbi_sse {
 };
 
 ATBI_FUNC void atbi_sse_init(struct atbi_sse *p, size_t max_bytes);
+/* Forget any pending bytes, keeping the buffers for the next stream. */
+ATBI_FUNC void atbi_sse_reset(struct atbi_sse *p, size_t max_bytes);
 ATBI_FUNC void atbi_sse_release(struct atbi_sse *p);
 /*
  * Feed len bytes.  Returns 0, or the callback's non-zero value (parsing

@@ -20,6 +20,13 @@ void atbi_sse_init(struct atbi_sse *p, size_t max_bytes)
 	p->max_bytes = max_bytes;
 }
 
+void atbi_sse_reset(struct atbi_sse *p, size_t max_bytes)
+{
+	p->line_len = p->data_len = 0;
+	p->has_data = p->last_cr = 0;
+	p->max_bytes = max_bytes;
+}
+
 void atbi_sse_release(struct atbi_sse *p)
 {
 	atb_free(p->line);
