@@ -349,15 +349,6 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	json_object_set_new(job, "abi", json_integer(1));
 	if (m->cuda)
 		json_object_set_new(job, "backend", json_string("cuda"));
-	if (m->torch && (st = torch_job(m, job, err))) {
-		json_decref(job);
-		json_decref(ja);
-		json_decref(jb);
-		json_decref(js);
-		json_decref(seeds);
-		json_decref(opt);
-		return st;
-	}
 	json_object_set_new(job, "reference", json_string("baseline"));
 	json_object_set_new(job, "arms", ja);
 	json_object_set_new(job, "buffers", jb);
@@ -366,6 +357,8 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	json_object_set_new(job, "options", opt);
 	st = atb_runner_job_set_protocol(job, m->p, m->box ? (size_t)m->box->cache_largest_bytes : 0,
 					 err);
+	if (!st && m->torch)
+		st = torch_job(m, job, err);
 	if (st) {
 		json_decref(job);
 		return st;
