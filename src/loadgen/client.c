@@ -50,34 +50,6 @@
 
 #define ERROR_BODY_MAX 4096
 
-struct buf {
-	char *p;
-	size_t len, cap;
-};
-
-/* Append within a hard maximum: -1 when over it, -2 out of memory. */
-static int buf_add(struct buf *b, const char *s, size_t n, size_t max)
-{
-	if (b->len + n > max)
-		return -1;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 512;
-		char *q;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		q = atb_realloc(b->p, cap);
-		if (!q)
-			return -2;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
 struct run;
 
 struct xfer {
@@ -85,7 +57,7 @@ struct xfer {
 	struct run *run;
 	struct atb_loadgen_record *rec;
 	struct atbi_sse sse;
-	struct buf text, body;
+	struct atbi_buf text, body;
 	size_t tokcap;
 	int64_t now;          /* the current write callback's timestamp */
 	int status_known, bad_status, done_seen;
@@ -186,7 +158,7 @@ static int take_choice(struct xfer *x, json_t *o, int stream)
 		text = json_object_get(json_object_get(choice, stream ? "delta" : "message"),
 				       "content");
 	if (json_is_string(text) && json_string_length(text)) {
-		int rc = buf_add(&x->text, json_string_value(text), json_string_length(text),
+		int rc = atbi_buf_add(&x->text, json_string_value(text), json_string_length(text),
 				 x->run->cfg->max_response_bytes);
 
 		if (rc) {
@@ -264,11 +236,11 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 		/* keep the head of an error body for the message */
 		size_t room = x->body.len < ERROR_BODY_MAX ? ERROR_BODY_MAX - x->body.len : 0;
 
-		buf_add(&x->body, ptr, n < room ? n : room, ERROR_BODY_MAX);
+		atbi_buf_add(&x->body, ptr, n < room ? n : room, ERROR_BODY_MAX);
 		return n;
 	}
 	if (!x->run->cfg->stream) {
-		int rc = buf_add(&x->body, ptr, n, x->run->cfg->max_response_bytes);
+		int rc = atbi_buf_add(&x->body, ptr, n, x->run->cfg->max_response_bytes);
 
 		if (rc) {
 			buffer_failed(x, rc, "response body");

@@ -27,6 +27,15 @@ struct atb_loadgen_result {
 	char workload_digest[65];
 };
 
+/* A growable byte string, NUL-terminated, with a hard maximum per call. */
+struct atbi_buf {
+	char *p;
+	size_t len, cap;
+};
+
+/* Append n bytes: 0, -1 when len would pass max, -2 when out of memory. */
+ATBI_FUNC int atbi_buf_add(struct atbi_buf *b, const char *s, size_t n, size_t max);
+
 /*
  * Incremental server-sent-events parser: bytes go in as they arrive, in
  * pieces of any size; each complete event's data (its "data:" lines joined

@@ -5,6 +5,8 @@
  * "\r\n"; complete events' data go to a callback.  Only "data" matters to
  * an OpenAI-compatible stream; other fields and comments are skipped.
  *
+ * Also the growable byte string the client and the prompt builder share.
+ *
  * Does not: parse the JSON inside an event (client.c does, with jansson).
  */
 #include <stddef.h>
@@ -13,6 +15,28 @@
 #include "atb/alloc.h"
 #include "loadgen_int.h"
 #include "banned.h"
+
+int atbi_buf_add(struct atbi_buf *b, const char *s, size_t n, size_t max)
+{
+	if (b->len + n > max)
+		return -1;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		char *q;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		q = atb_realloc(b->p, cap);
+		if (!q)
+			return -2;
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+	return 0;
+}
 
 void atbi_sse_init(struct atbi_sse *p, size_t max_bytes)
 {

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,37 +286,11 @@ static long draw(const struct atb_loadgen_dist *d, gsl_rng *r)
 	return (long)x;
 }
 
-/* A growable string with a hard maximum. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-};
-
-static int sbuf_add(struct sbuf *b, const char *s, size_t n)
+static int sbuf_word(struct atbi_buf *b, const char *w)
 {
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *q;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		q = atb_realloc(b->p, cap);
-		if (!q)
-			return -1;
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-	return 0;
-}
-
-static int sbuf_word(struct sbuf *b, const char *w)
-{
-	if (b->len && sbuf_add(b, " ", 1))
+	if (b->len && atbi_buf_add(b, " ", 1, SIZE_MAX / 2))
 		return -1;
-	return sbuf_add(b, w, strlen(w));
+	return atbi_buf_add(b, w, strlen(w), SIZE_MAX / 2);
 }
 
 /*
@@ -326,7 +301,7 @@ static int sbuf_word(struct sbuf *b, const char *w)
  */
 static char *make_prompt(enum atb_loadgen_prompts kind, long n, gsl_rng *r)
 {
-	struct sbuf b = {0};
+	struct atbi_buf b = {0};
 	size_t phrase[16], plen = 0;
 	long i;
 
