@@ -27,7 +27,7 @@
 #include "atb/protocol.h"
 #include "atb/status.h"
 
-#define ATB_STORE_SCHEMA_VERSION 1
+#define ATB_STORE_SCHEMA_VERSION 2
 /* PRAGMA application_id of every atb store: "atb1" in ASCII. */
 #define ATB_STORE_APPLICATION_ID 0x61746231
 /* How long a write waits for another process's lock before ATB_ERR_LOCKED. */

@@ -4,9 +4,9 @@
  *
  * The triggers refuse bad rows at insert time, but someone with the file can
  * drop a trigger, insert, and put it back.  So every rule is also a query
- * over every row here, the schema objects are compared with the ones schema
- * v1 creates, frozen protocol digests are recomputed, and the audit chain of
- * both copies is verified.
+ * over every row here, the schema objects are compared with the ones the
+ * current schema creates, frozen protocol digests are recomputed, and the
+ * audit chain of both copies is verified.
  *
  * Does not: repair anything.
  */
@@ -67,12 +67,10 @@ static const struct {
 	 " WHERE box_fingerprint IS NULL OR box_fingerprint NOT IN (SELECT fingerprint FROM box)"},
 	{"malformed", "sample", "SELECT s.job, 'sample of missing job ' || s.job FROM sample s"
 	 " WHERE NOT EXISTS (SELECT 1 FROM job WHERE id = s.job)"},
-	{"unfrozen_protocol", "sample", "SELECT s.job, 'sample of job ' || s.job || ' seed ' ||"
-	 " s.seed || ': protocol digest is not its job''s' FROM sample s JOIN job j ON j.id = s.job"
-	 " WHERE s.protocol_digest IS NOT j.protocol_digest"},
-	{"baseline_elsewhere", "sample", "SELECT s.job, 'sample of job ' || s.job || ' seed ' ||"
-	 " s.seed || ': box is not its job''s' FROM sample s JOIN job j ON j.id = s.job"
-	 " WHERE s.box_fingerprint IS NOT j.box_fingerprint"},
+	{"malformed", "sample", "SELECT job, 'sample of job ' || job || ' seed ' || seed ||"
+	 " ' trial ' || trial || ': arm ' || quote(arm) || ' or trial is malformed' FROM sample"
+	 " WHERE arm IS NULL OR arm NOT IN ('baseline', 'candidate', 'naive', 'baseline_alone')"
+	 " OR typeof(trial) IS NOT 'integer' OR trial < 0"},
 	{"bad_time", "sample", "SELECT job, 'sample of job ' || job || ' seed ' || seed ||"
 	 " ' trial ' || trial || ': value ' || quote(value) || ' is not finite and positive'"
 	 " FROM sample WHERE NOT (value IS NOT NULL AND typeof(value) IN ('real','integer')"

@@ -199,6 +199,12 @@ static enum atb_status probe(const char *path, int *user_version, int *empty,
 		status = atb_error_set(err, ATB_ERR_STORE_NEWER,
 				       "store '%s' has schema %d, this atb reads up to %d; upgrade atb",
 				       path, *user_version, ATB_STORE_SCHEMA_VERSION);
+	} else if (*user_version < ATB_STORE_SCHEMA_VERSION) {
+		/* No user store predates v2 worth migrating: refuse, never rewrite. */
+		status = atb_error_set(err, ATB_ERR_NOT_A_STORE,
+				       "store '%s' has schema %d, which this atb no longer reads (it reads %d);"
+				       " create a new store with 'atb db init'",
+				       path, *user_version, ATB_STORE_SCHEMA_VERSION);
 	}
 out:
 	sqlite3_finalize(st);
@@ -333,6 +339,7 @@ void atb_store_close(struct atb_store *s)
 		atbi_store_rollback(s);
 	sqlite3_finalize(s->st_job);
 	sqlite3_finalize(s->st_sample);
+	sqlite3_finalize(s->st_sample1);
 	sqlite3_finalize(s->st_seed);
 	sqlite3_finalize(s->st_result);
 	sqlite3_finalize(s->st_audit);
@@ -545,10 +552,15 @@ enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
 
 /* ---- ingest ---- */
 
-#define SQL_JOB "INSERT INTO job (uuid, kind, task, candidate, protocol_digest," \
-	" box_fingerprint, created) VALUES (?, ?, ?, ?, ?, ?, ?)"
-#define SQL_SAMPLE "INSERT INTO sample (job, arm, seed, trial, value, unit," \
-	" protocol_digest, box_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#define SQL_JOB "INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest," \
+	" box_fingerprint, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+#define SQL_SAMPLE "INSERT INTO sample (job, arm, seed, trial, value) VALUES "
+/*
+ * Samples per INSERT statement: one statement per row costs a statement
+ * journal and a VDBE start per row; 128 rows of 4 bound values each (the
+ * job is ?1) stay far below SQLite's 32766 parameters.
+ */
+#define SAMPLE_BATCH 128
 #define SQL_SEED "INSERT INTO seed_result (job, seed, baseline_median," \
 	" candidate_median, ratio) VALUES (?, ?, ?, ?, ?)"
 #define SQL_RESULT "INSERT INTO result (job, kind, metric, baseline_job, n_seeds," \
@@ -559,6 +571,104 @@ enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
 static void bind_real(sqlite3_stmt *st, int i, double v)
 {
 	sqlite3_bind_double(st, i, v);  /* NaN is stored as NULL: refused */
+}
+
+/*
+ * The sample key's order, (arm, seed, trial) with arms as their names sort
+ * in SQLite ("baseline" < "baseline_alone" < "candidate" < "naive"), so
+ * that sorted rows are appended to the b-tree rather than split into it.
+ */
+static int arm_rank(enum atb_arm arm)
+{
+	switch (arm) {
+	case ATB_ARM_BASELINE: return 0;
+	case ATB_ARM_BASELINE_ALONE: return 1;
+	case ATB_ARM_CANDIDATE: return 2;
+	case ATB_ARM_NAIVE: return 3;
+	}
+	return 4;
+}
+
+static int sample_cmp(const void *pa, const void *pb)
+{
+	const struct atb_sample *a = pa, *b = pb;
+	int ra = arm_rank(a->arm), rb = arm_rank(b->arm);
+
+	if (ra != rb)
+		return ra < rb ? -1 : 1;
+	if (a->seed != b->seed)
+		return a->seed < b->seed ? -1 : 1;
+	return (a->trial > b->trial) - (a->trial < b->trial);
+}
+
+/* "(?1, ?2, ?3, ?4, ?5), (?1, ?6, ...)" for n rows, after SQL_SAMPLE. */
+static enum atb_status prep_samples(struct atb_store *s, sqlite3_stmt **st, int n,
+				    struct atb_error *err)
+{
+	char sql[sizeof(SQL_SAMPLE) + SAMPLE_BATCH * 40];
+	size_t len = sizeof(SQL_SAMPLE) - 1;
+	int i;
+
+	if (*st)
+		return prep(s, st, NULL, err);
+	memcpy(sql, SQL_SAMPLE, len + 1);
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(sql + len, sizeof(sql) - len, "%s(?1, ?%d, ?%d, ?%d, ?%d)",
+					i ? ", " : "", 4 * i + 2, 4 * i + 3, 4 * i + 4, 4 * i + 5);
+	return prep(s, st, sql, err);
+}
+
+static void bind_sample(sqlite3_stmt *st, int row, const struct atb_sample *x)
+{
+	int p = 4 * row + 2;
+
+	sqlite3_bind_text(st, p, atb_arm_name(x->arm), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, p + 1, x->seed);
+	sqlite3_bind_int(st, p + 2, x->trial);
+	sqlite3_bind_double(st, p + 3, x->value);  /* NaN is stored as NULL: refused */
+}
+
+/*
+ * Insert the samples in key order, SAMPLE_BATCH rows per statement and
+ * the rest one by one.  Rows already in key order (what atb measure
+ * hands in) are used as they are; others are sorted in a copy.
+ */
+static enum atb_status insert_samples(struct atb_store *s, int64_t job,
+				      const struct atb_sample *x, size_t n,
+				      struct atb_error *err)
+{
+	struct atb_sample *sorted = NULL;
+	enum atb_status st = ATB_OK;
+	sqlite3_stmt *q;
+	size_t i, k;
+	int rc;
+
+	for (i = 1; i < n && sample_cmp(&x[i - 1], &x[i]) <= 0; i++)
+		;
+	if (i < n) {
+		sorted = atb_malloc(n * sizeof(*sorted));
+		if (!sorted)
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
+		memcpy(sorted, x, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), sample_cmp);
+		x = sorted;
+	}
+	for (i = 0; i < n && st == ATB_OK; i += k) {
+		k = n - i >= SAMPLE_BATCH ? SAMPLE_BATCH : 1;
+		st = k > 1 ? prep_samples(s, &s->st_sample, SAMPLE_BATCH, err)
+			   : prep_samples(s, &s->st_sample1, 1, err);
+		if (st)
+			break;
+		q = k > 1 ? s->st_sample : s->st_sample1;
+		sqlite3_bind_int64(q, 1, job);
+		for (size_t r = 0; r < k; r++)
+			bind_sample(q, (int)r, &x[i + r]);
+		rc = step_done(q);
+		if (rc != SQLITE_OK)
+			st = atbi_store_sqlerr(s, rc, "sample", err);
+	}
+	atb_free(sorted);
+	return st;
 }
 
 /* The ingest transaction proper; on failure the caller rolls back. */
@@ -580,36 +690,18 @@ static enum atb_status ingest_txn(struct atb_store *s, const struct atb_ingest *
 	bind_text(s->st_job, 2, in->kind);
 	bind_text(s->st_job, 3, in->task);
 	bind_text(s->st_job, 4, in->candidate);
-	bind_text(s->st_job, 5, in->protocol_digest);
-	bind_text(s->st_job, 6, in->box_fingerprint);
-	bind_text(s->st_job, 7, now);
+	bind_text(s->st_job, 5, in->unit);
+	bind_text(s->st_job, 6, in->protocol_digest);
+	bind_text(s->st_job, 7, in->box_fingerprint);
+	bind_text(s->st_job, 8, now);
 	rc = step_done(s->st_job);
 	if (rc != SQLITE_OK)
 		return atbi_store_sqlerr(s, rc, "job", err);
 	o->job_id = sqlite3_last_insert_rowid(s->db);
 
-	st = prep(s, &s->st_sample, SQL_SAMPLE, err);
+	st = insert_samples(s, o->job_id, in->samples, in->nsamples, err);
 	if (st)
 		return st;
-	sqlite3_bind_int64(s->st_sample, 1, o->job_id);
-	bind_text(s->st_sample, 6, in->unit);
-	bind_text(s->st_sample, 7, in->protocol_digest);
-	bind_text(s->st_sample, 8, in->box_fingerprint);
-	for (i = 0; i < in->nsamples; i++) {
-		const struct atb_sample *x = &in->samples[i];
-
-		sqlite3_bind_text(s->st_sample, 2, atb_arm_name(x->arm), -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s->st_sample, 3, x->seed);
-		sqlite3_bind_int(s->st_sample, 4, x->trial);
-		bind_real(s->st_sample, 5, x->value);
-		if (sqlite3_step(s->st_sample) != SQLITE_DONE) {
-			rc = sqlite3_errcode(s->db);
-			st = atbi_store_sqlerr(s, rc, "sample", err);
-			sqlite3_reset(s->st_sample);
-			return st;
-		}
-		sqlite3_reset(s->st_sample);
-	}
 
 	st = prep(s, &s->st_seed, SQL_SEED, err);
 	if (st)

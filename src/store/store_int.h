@@ -26,7 +26,7 @@ struct atb_store {
 	off_t mirror_pending;   /* mirror size before an uncommitted append, -1 none */
 	int in_txn;
 	/* Prepared statements reused across ingests (the hot path). */
-	sqlite3_stmt *st_job, *st_sample, *st_seed, *st_result, *st_audit;
+	sqlite3_stmt *st_job, *st_sample, *st_sample1, *st_seed, *st_result, *st_audit;
 	/* The anomaly factor of the last protocol digest looked up. */
 	char factor_digest[65];
 	double factor;

@@ -22,13 +22,24 @@ test_expect "sqlite3 cannot delete samples" '
 '
 
 test_expect "sqlite3 cannot add a job under an unfrozen protocol" '
-	! sqlite3 a.db "INSERT INTO job (uuid, kind, task, candidate, protocol_digest, box_fingerprint, created) SELECT '"'"'evil'"'"', '"'"'kernel'"'"', '"'"'t'"'"', '"'"'c'"'"', '"'"'00'"'"' || substr(protocol_digest, 3), box_fingerprint, '"'"'now'"'"' FROM job" 2>err.txt &&
+	! sqlite3 a.db "INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest, box_fingerprint, created) SELECT '"'"'evil'"'"', '"'"'kernel'"'"', '"'"'t'"'"', '"'"'c'"'"', unit, '"'"'00'"'"' || substr(protocol_digest, 3), box_fingerprint, '"'"'now'"'"' FROM job" 2>err.txt &&
 	expect_grep "atb-rule:unfrozen_protocol:" err.txt
 '
 
 test_expect "sqlite3 cannot admit a 61000x result" '
 	! sqlite3 a.db "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low, ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) SELECT 1, kind, metric, 1, n_seeds, 61000, 60000, 62000, cv, '"'"'admitted'"'"', stats, protocol_digest, box_fingerprint, created FROM result" 2>err.txt &&
 	expect_grep "atb-rule:" err.txt
+'
+
+test_expect "sqlite3 cannot add a sample to a job whose result is stored" '
+	! sqlite3 a.db "INSERT INTO sample SELECT job, arm, seed, 999, value FROM sample LIMIT 1" 2>err.txt &&
+	expect_grep "result is stored; its samples are final" err.txt &&
+	test "$(sqlite3 a.db "SELECT count(*) FROM sample WHERE trial = 999")" = 0
+'
+
+test_expect "a sample cannot name a box or protocol of its own" '
+	! sqlite3 a.db "INSERT INTO sample (job, arm, seed, trial, value, box_fingerprint) VALUES (1, '"'"'baseline'"'"', 1, 999, 1.0, '"'"'x'"'"')" 2>err.txt &&
+	expect_grep "has no column named box_fingerprint" err.txt
 '
 
 test_expect "db check is clean before tampering" '
@@ -46,6 +57,14 @@ test_expect "db check --json lists findings" '
 	expect_exit 1 "$ATB" db check --json &&
 	expect_grep "\"rule\": \"cv_over_cap\"" "$TRASH/out" &&
 	expect_grep "\"ok\": false" "$TRASH/out"
+'
+
+test_expect "samples stored before their job keep the job out, and db check names them" '
+	sqlite3 a.db "INSERT INTO sample VALUES ((SELECT max(id) + 1 FROM job), '"'"'baseline'"'"', 1, 0, 1.0)" &&
+	! sqlite3 a.db "INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest, box_fingerprint, created) SELECT '"'"'late'"'"', kind, task, candidate, unit, protocol_digest, box_fingerprint, created FROM job" 2>err.txt &&
+	expect_grep "atb-rule:malformed: samples were stored under this job id before the job" err.txt &&
+	expect_exit 1 "$ATB" db check &&
+	expect_grep "sample of missing job 2" "$TRASH/out"
 '
 
 test_done

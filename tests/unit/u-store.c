@@ -30,12 +30,26 @@ static void teardown(void)
 TestSuite(store, .init = setup, .fini = teardown);
 
 #define JOB(uuid, kind, digest, box) \
-	"INSERT INTO job (uuid, kind, task, candidate, protocol_digest, box_fingerprint," \
-	" created) VALUES ('" uuid "', '" kind "', 't', 'c', " digest ", " box ", 'now');"
+	"INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest, box_fingerprint," \
+	" created) VALUES ('" uuid "', '" kind "', 't', 'c', 'ns', " digest ", " box ", 'now');"
 #define JOBID(uuid) "(SELECT id FROM job WHERE uuid = '" uuid "')"
-#define SAMPLE(uuid, arm, seed, value, box) \
-	"INSERT INTO sample VALUES (" JOBID(uuid) ", '" arm "', " seed ", 0, " value \
-	", 'ns', '%s', " box ");"
+#define SAMPLE(uuid, arm, seed, value) \
+	"INSERT INTO sample VALUES (" JOBID(uuid) ", '" arm "', " seed ", 0, " value ");"
+/* Seed %d of a job paired by hand: both arms' samples and the seed result. */
+#define PAIRED(uuid, trial, base, cand) \
+	"INSERT INTO sample VALUES (" JOBID(uuid) ", 'baseline', %d, " trial ", " base ");" \
+	"INSERT INTO sample VALUES (" JOBID(uuid) ", 'candidate', %d, " trial ", " cand ");" \
+	"INSERT INTO seed_result VALUES (" JOBID(uuid) ", %d, " base ", " cand ", " \
+	base " / " cand ")"
+
+/* The attack must fail because the sample table has no such column. */
+#define fx_no_column(f, column, ...)                                                    \
+	do {                                                                            \
+		char *m_ = fx_attack(f, __VA_ARGS__);                                   \
+		cr_assert_not_null(m_, "the attack was accepted");                      \
+		cr_assert(strstr(m_, "has no column named " column), "got '%s'", m_);  \
+		free(m_);                                                               \
+	} while (0)
 
 static void ingest_ok(struct atb_ingest_outcome *o)
 {
@@ -90,7 +104,7 @@ Test(store, engine_result_without_paired_seeds_cannot_enter_db)
 		   JOBID("e1") ", 'engine', 'rps', " JOBID("e1") ", 5, 1.2, 1.1, 1.3, 0.01,"
 		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
 	/* Candidate-only samples: a seed result cannot pair them. */
-	fx_accepted(&F, SAMPLE("e1", "candidate", "1", "10.0", "'%s'"), F.digest, F.box);
+	fx_accepted(&F, SAMPLE("e1", "candidate", "1", "10.0"));
 	fx_refused(&F, "paired_seeds", "INSERT INTO seed_result VALUES (" JOBID("e1")
 		   ", 1, 10.0, 12.0, 1.2)");
 	/* n_seeds 0 is refused by the column rule. */
@@ -117,16 +131,12 @@ Test(store, kernel_result_without_paired_seeds_cannot_enter_db)
 	int i;
 
 	fx_accepted(&F, JOB("k1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_accepted(&F, SAMPLE("k1", "baseline", "1", "10.0", "'%s'"), F.digest, F.box);
+	fx_accepted(&F, SAMPLE("k1", "baseline", "1", "10.0"));
 	fx_refused(&F, "paired_seeds", "INSERT INTO seed_result VALUES (" JOBID("k1")
 		   ", 1, 10.0, 8.0, 1.25)");
 	/* Fewer paired seeds than the protocol's min_paired_seeds (5). */
 	for (i = 1; i <= 3; i++) {
-		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("k1") ", 'baseline', %d, 1, 10.0,"
-			    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("k1")
-			    ", 'candidate', %d, 1, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
-			    " VALUES (" JOBID("k1") ", %d, 10.0, 8.0, 1.25)", i, F.digest, F.box, i,
-			    F.digest, F.box, i);
+		fx_accepted(&F, PAIRED("k1", "1", "10.0", "8.0"), i, i, i);
 	}
 	fx_refused(&F, "paired_seeds",
 		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
@@ -155,10 +165,10 @@ Test(store, row_with_unfrozen_protocol_digest_cannot_enter_db)
 	atbi_sha256_hex("not frozen", 10, other);
 	fx_refused(&F, "unfrozen_protocol", JOB("u1", "kernel", "'%s'", "'%s'"), other, F.box);
 	fx_refused(&F, "unfrozen_protocol", JOB("u2", "kernel", "NULL", "'%s'"), F.box);
-	/* A sample carrying another digest than its job. */
+	/* A sample cannot carry a digest of its own: its job's is its digest. */
 	fx_accepted(&F, JOB("u3", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_refused(&F, "unfrozen_protocol", "INSERT INTO sample VALUES (" JOBID("u3")
-		   ", 'baseline', 1, 0, 1.0, 'ns', '%s', '%s')", other, F.box);
+	fx_no_column(&F, "protocol_digest", "INSERT INTO sample (job, arm, seed, trial, value,"
+		     " protocol_digest) VALUES (" JOBID("u3") ", 'baseline', 1, 0, 1.0, '%s')", other);
 	fx_ingest(&F, 5, 1.5);
 	F.in.protocol_digest = other;
 	fx_teardown(&F);
@@ -177,7 +187,8 @@ Test(store, row_without_box_fingerprint_cannot_enter_db)
 	fx_refused(&F, "no_box", JOB("b2", "kernel", "'%s'", "'%s'"), F.digest, unknown);
 	fx_refused(&F, "no_box", "INSERT INTO box VALUES ('not-hex', '{}', 'now')");
 	fx_accepted(&F, JOB("b3", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_refused(&F, "no_box", SAMPLE("b3", "baseline", "1", "1.0", "NULL"), F.digest);
+	fx_no_column(&F, "box_fingerprint", "INSERT INTO sample (job, arm, seed, trial, value,"
+		     " box_fingerprint) VALUES (" JOBID("b3") ", 'baseline', 1, 0, 1.0, NULL)");
 	fx_ingest(&F, 5, 1.5);
 	F.in.box_fingerprint = unknown;
 	ingest_refused(ATB_REJECTED_NO_BOX);
@@ -185,10 +196,95 @@ Test(store, row_without_box_fingerprint_cannot_enter_db)
 
 Test(store, sample_measured_on_another_box_cannot_enter_db)
 {
+	/* A sample has no box of its own (schema v2): its job's box is its box. */
 	fx_accepted(&F, JOB("x1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_refused(&F, "baseline_elsewhere", SAMPLE("x1", "baseline", "1", "1.0", "'%s'"),
-		   F.digest, F.box2);
+	fx_no_column(&F, "box_fingerprint", "INSERT INTO sample (job, arm, seed, trial, value,"
+		     " box_fingerprint) VALUES (" JOBID("x1") ", 'baseline', 1, 0, 1.0, '%s')",
+		     F.box2);
+	fx_accepted(&F, SAMPLE("x1", "baseline", "1", "1.0"));
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample s JOIN job j ON j.id = s.job"
+			      " WHERE j.uuid = 'x1' AND j.box_fingerprint IS NOT NULL"), 1);
 }
+
+/* ---- samples: per-job rules (schema v2) ---- */
+
+Test(store, sample_without_its_job_never_joins_a_job)
+{
+	struct atb_store_finding *f = NULL;
+	size_t kept = 0, total = 0, i;
+	struct atb_error err;
+	int orphans = 0;
+
+	/* Samples under a job id that does not exist yet are inert... */
+	fx_accepted(&F, "INSERT INTO sample VALUES (1, 'baseline', 1, 0, 10.0);"
+		    " INSERT INTO sample VALUES (1, 'candidate', 1, 0, 1.0)");
+	fx_refused(&F, "malformed", "INSERT INTO seed_result VALUES (1, 1, 10.0, 1.0, 10.0)");
+	fx_refused(&F, "malformed",
+		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
+		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   "1, 'kernel', 'ns', 1, 1, 1.25, 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')",
+		   F.digest, F.box);
+	/* ...and no job can be created over them, by explicit id or the next rowid. */
+	fx_refused(&F, "malformed", "INSERT INTO job (id, uuid, kind, task, candidate, unit,"
+		   " protocol_digest, box_fingerprint, created) VALUES (1, 'j1', 'kernel', 't', 'c',"
+		   " 'ns', '%s', '%s', 'now')", F.digest, F.box);
+	fx_refused(&F, "malformed", JOB("j2", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM job"), 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 0);
+	/* The C ingest is refused too (its job would adopt them), and check names them. */
+	fx_ingest(&F, 5, 1.5);
+	ingest_refused(ATB_REJECTED_MALFORMED);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	for (i = 0; i < kept; i++)
+		orphans += !strcmp(f[i].rule, "malformed") && !strcmp(f[i].table, "sample");
+	cr_assert_eq(orphans, 2);
+	atb_free(f);
+}
+
+Test(store, samples_without_a_result_leave_nothing_admitted)
+{
+	struct atb_ingest_outcome o;
+
+	/* A job paired by hand and committed without its result admits nothing. */
+	fx_accepted(&F, JOB("n1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
+	for (int i = 1; i <= 5; i++)
+		fx_accepted(&F, PAIRED("n1", "0", "10.0", "8.0"), i, i, i);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 0);
+	/* Once a job has its result, no sample joins it, new key or old. */
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&o);
+	fx_refused(&F, "append_only", "INSERT INTO sample VALUES (%lld, 'candidate', 100, 999, 1.0)",
+		   (long long)o.job_id);
+	fx_refused(&F, "append_only", "INSERT INTO sample VALUES (%lld, 'naive', 100, 0, 1.0)",
+		   (long long)o.job_id);
+	fx_refused(&F, "append_only", "INSERT OR IGNORE INTO sample VALUES (%lld, 'naive', 100, 0,"
+		   " 1.0)", (long long)o.job_id);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample WHERE trial = 999 OR arm = 'naive'"), 0);
+}
+
+/*
+ * 2 x n_per_arm samples over seeds 100-104: in key order (arm, seed,
+ * trial) when sorted, else interleaved by trial as a runner hands them in.
+ */
+static struct atb_sample *many_samples(size_t n_per_arm, int sorted)
+{
+	struct atb_sample *x = atb_calloc(2 * n_per_arm, sizeof(*x));
+	size_t i, per_seed = n_per_arm / 5, k = 0;
+
+	cr_assert_not_null(x);
+	cr_assert_eq(n_per_arm % 5, 0);
+	for (i = 0; i < n_per_arm; i++) {
+		int64_t seed = 100 + (int64_t)(sorted ? i / per_seed : i % 5);
+		int32_t trial = (int32_t)(sorted ? i % per_seed : i / 5);
+
+		x[sorted ? i : k++] = (struct atb_sample){seed, trial, ATB_ARM_BASELINE, 10.0};
+		x[sorted ? n_per_arm + i : k++] =
+			(struct atb_sample){seed, trial, ATB_ARM_CANDIDATE, 10.0 / 1.5};
+	}
+	return x;
+}
+
 
 Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 {
@@ -201,11 +297,7 @@ Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 	/* SQL: a fully paired job whose result names the first job's baseline. */
 	fx_accepted(&F, JOB("o1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
 	for (int i = 1; i <= 5; i++)
-		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("o1") ", 'baseline', %d, 0, 10.0,"
-			    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("o1")
-			    ", 'candidate', %d, 0, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
-			    " VALUES (" JOBID("o1") ", %d, 10.0, 8.0, 1.25)", i, F.digest, F.box, i,
-			    F.digest, F.box, i);
+		fx_accepted(&F, PAIRED("o1", "0", "10.0", "8.0"), i, i, i);
 	fx_refused(&F, "baseline_elsewhere",
 		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
 		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
@@ -259,11 +351,7 @@ Test(store, admitted_anomaly_cannot_enter_db)
 
 	fx_accepted(&F, JOB("a1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
 	for (int i = 1; i <= 5; i++)
-		fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("a1") ", 'baseline', %d, 0,"
-			    " 61000.0, 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("a1")
-			    ", 'candidate', %d, 0, 1.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
-			    " VALUES (" JOBID("a1") ", %d, 61000.0, 1.0, 61000.0)", i, F.digest, F.box,
-			    i, F.digest, F.box, i);
+		fx_accepted(&F, PAIRED("a1", "0", "61000.0", "1.0"), i, i, i);
 	fx_refused(&F, "anomaly_not_quarantined",
 		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
 		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
@@ -282,10 +370,7 @@ Test(store, admitted_anomaly_cannot_enter_db)
 Test(store, duplicate_seed_cannot_enter_db)
 {
 	fx_accepted(&F, JOB("d1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_accepted(&F, "INSERT INTO sample VALUES (" JOBID("d1") ", 'baseline', 1, 0, 10.0,"
-		    " 'ns', '%s', '%s'); INSERT INTO sample VALUES (" JOBID("d1")
-		    ", 'candidate', 1, 0, 8.0, 'ns', '%s', '%s'); INSERT INTO seed_result"
-		    " VALUES (" JOBID("d1") ", 1, 10.0, 8.0, 1.25)", F.digest, F.box, F.digest, F.box);
+	fx_accepted(&F, PAIRED("d1", "0", "10.0", "8.0"), 1, 1, 1);
 	fx_refused(&F, "duplicate_seed", "INSERT INTO seed_result VALUES (" JOBID("d1")
 		   ", 1, 10.0, 8.0, 1.25)");
 	fx_refused(&F, "duplicate_seed", "INSERT OR REPLACE INTO seed_result VALUES (" JOBID("d1")
@@ -304,7 +389,7 @@ Test(store, nan_inf_zero_or_negative_value_cannot_enter_db)
 	fx_accepted(&F, JOB("v1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		fx_refused(&F, "bad_time", "INSERT INTO sample VALUES (" JOBID("v1")
-			   ", 'baseline', 1, %zu, %s, 'ns', '%s', '%s')", i, bad[i], F.digest, F.box);
+			   ", 'baseline', 1, %zu, %s)", i, bad[i]);
 	fx_ingest(&F, 5, 1.5);
 	F.samples[2].value = NAN;
 	ingest_refused(ATB_REJECTED_BAD_TIME);
@@ -349,7 +434,7 @@ Test(store, stored_row_cannot_be_updated_deleted_or_replaced)
 	fx_refused(&F, "append_only", "UPDATE sample SET value = 1.0");
 	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO box VALUES ('%s', '{}', 'now')", F.box);
 	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO sample SELECT job, arm, seed, trial,"
-		   " 1.0, unit, protocol_digest, box_fingerprint FROM sample LIMIT 1");
+		   " 1.0 FROM sample LIMIT 1");
 	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO result SELECT * FROM result");
 	fx_refused(&F, "append_only", "INSERT OR REPLACE INTO job SELECT * FROM job");
 	fx_refused(&F, "append_only", "INSERT INTO result SELECT * FROM result WHERE true ON CONFLICT DO"
@@ -393,6 +478,38 @@ Test(store, review_of_a_result_not_quarantined_cannot_enter_db)
 		     ATB_OK, "%s", err.msg);
 	cr_assert_gt(id, 0);
 	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result WHERE status = 'quarantined'"), 1);
+}
+
+Test(store, batched_samples_are_all_stored_and_each_one_checked)
+{
+	static const size_t per_arm[] = {1000, 65, 70};
+	struct atb_ingest_outcome o;
+	struct atb_sample *x;
+	size_t i;
+	long want = 0;
+
+	for (i = 0; i < sizeof(per_arm) / sizeof(per_arm[0]); i++) {
+		fx_ingest(&F, 5, 1.5);
+		x = many_samples(per_arm[i], (int)(i & 1));
+		F.in.samples = x;
+		F.in.nsamples = 2 * per_arm[i];
+		ingest_ok(&o);
+		want += (long)(2 * per_arm[i]);
+		atb_free(x);
+	}
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), want);
+	/* A bad value deep inside a batch, and a duplicate key across batches. */
+	fx_ingest(&F, 5, 1.5);
+	x = many_samples(1000, 0);
+	x[777].value = -1.0;
+	F.in.samples = x;
+	F.in.nsamples = 2000;
+	ingest_refused(ATB_REJECTED_BAD_TIME);
+	x[777].value = 10.0;
+	x[1999] = x[3];
+	ingest_refused(ATB_REJECTED_MALFORMED);
+	atb_free(x);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), want);
 }
 
 /* ---- opening ---- */
@@ -446,7 +563,24 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	sqlite3_close(db);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_STORE_NEWER);
-	cr_assert(strstr(err.msg, "has schema 3, this atb reads up to 1; upgrade atb"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "has schema 3, this atb reads up to 2; upgrade atb"), "%s", err.msg);
+
+	/* An older schema (v1 samples repeated their job's digest and box): refused, untouched. */
+	snprintf(p, sizeof(p), "%s/older.db", F.dir);
+	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
+	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 1635017265;"
+		     " PRAGMA user_version = 1;", NULL, NULL, NULL);
+	sqlite3_close(db);
+	file_bytes(p, &before, &lb);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_NOT_A_STORE);
+	cr_assert_null(s);
+	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2);"
+			 " create a new store with 'atb db init'"), "%s", err.msg);
+	file_bytes(p, &after, &la);
+	cr_assert(lb == la && !memcmp(before, after, lb));
+	atb_free(before);
+	atb_free(after);
 
 	/* Missing. */
 	snprintf(p, sizeof(p), "%s/none.db", F.dir);
@@ -504,7 +638,7 @@ Test(store, ingest_stores_everything_in_one_transaction_with_its_audit_entry)
 	cr_assert_gt(o.audit_seq, 0);
 	cr_assert_eq(strlen(o.job_uuid), 32);
 	cr_assert_eq(atb_store_info(F.s, &info, &err), ATB_OK);
-	cr_assert_eq(info.schema_version, 1);
+	cr_assert_eq(info.schema_version, 2);
 	cr_assert_eq(info.rows[3], 36);   /* sample */
 	cr_assert_eq(info.rows[4], 6);    /* seed_result */
 	cr_assert_eq(info.nprotocols, 1);
