@@ -81,6 +81,7 @@ struct run {
 	size_t in_flight, peak;
 	size_t done;          /* transfers finished, for progress */
 	int64_t progress_ns;  /* when progress was last reported */
+	int64_t timer_at;     /* what the timerfd is armed for; -1 disarmed */
 };
 
 static int64_t now_ns(const struct run *run)
@@ -568,6 +569,10 @@ static void arm_timer(struct run *run, int64_t at)
 	struct itimerspec its;
 	int64_t abs_ns = at < 0 ? 0 : run->t0 + at;
 
+	/* a closed loop never arms it: no system call per turn for nothing */
+	if (at == run->timer_at)
+		return;
+	run->timer_at = at;
 	memset(&its, 0, sizeof(its));
 	if (at >= 0) {
 		its.it_value.tv_sec = (time_t)(abs_ns / 1000000000);
@@ -693,8 +698,12 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 			s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl multi poll failed");
 			goto out;
 		}
-		while (read(run->timer_fd, &ticks, sizeof(ticks)) > 0)
-			;
+		if (wfd.revents) {
+			/* fired: it is disarmed now, and read so poll stops reporting it */
+			while (read(run->timer_fd, &ticks, sizeof(ticks)) > 0)
+				;
+			run->timer_at = -1;
+		}
 	}
 out:
 	atb_free(slot_free);
@@ -757,6 +766,7 @@ enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
 	run.wl = wl;
 	run.recs = res->recs;
 	run.timer_fd = -1;
+	run.timer_at = -1;
 	s = setup(&run, limit < wl->n ? (limit > wlimit ? limit : wlimit) : wl->n, err);
 	run.t0 = atbi_monotonic_ns();
 	if (!s && nwarm)
