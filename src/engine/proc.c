@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -301,9 +302,12 @@ static int port_taken(const char *log)
 static void exec_child(char **argv, char **env, size_t nenv, int fo, int fe)
 {
 	size_t i;
+	int in = open("/dev/null", O_RDONLY);
 
 	setpgid(0, 0);
-	if (dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
+	/* An engine outliving a SIGKILLed atb would hold its port and GPU. */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (in < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
 		_exit(126);
 	for (i = 0; i < nenv; i++) {
 		char *eq = strchr(env[i], '=');
