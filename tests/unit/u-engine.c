@@ -500,3 +500,38 @@ Test(engine, test_engine__noise_over_the_cv_cap_is_refused, .timeout = 300)
 	cr_assert(strstr(out.reason, "over the protocol's cap 0.0500"), "%s", out.reason);
 	cr_assert(out.rejection_id > 0);
 }
+
+Test(engine, test_engine__allocation_failures_over_spec_task_and_render)
+{
+	struct atb_error err;
+	long k;
+
+	/* Fail allocation k for k = 1.. until a whole load and render succeed:
+	   every failure must come back as ATB_ERR_NOMEM (or a clean error), never a crash. */
+	for (k = 1; k < 5000; k++) {
+		struct atb_engine_task *t = NULL;
+		struct atb_engine_config c;
+		char **argv = NULL;
+		size_t argc = 0;
+		enum atb_status st;
+
+		atb_error_clear(&err);
+		atb_alloc_fail_at(k);
+		st = atb_engine_task_load(ATB_SOURCE_DIR, ATB_SOURCE_DIR "/tests/fixtures/engine/task.yaml",
+					  &t, &err);
+		if (!st)
+			st = atb_engine_config_parse(t->spec, "speedup=2.0,alter=true", &c, &err);
+		if (!st)
+			st = atb_engine_render(t, &c, 8000, "/r", &argv, &argc, &err);
+		atb_engine_argv_free(argv, argc);
+		atb_engine_task_free(t);
+		if (!atb_alloc_failed()) {
+			atb_alloc_fail_at(0);
+			cr_assert_eq(st, ATB_OK, "%s", err.msg);
+			return;
+		}
+		atb_alloc_fail_at(0);
+		cr_assert_neq(st, ATB_OK, "allocation %ld failed but the load succeeded", k);
+	}
+	cr_assert_fail("no run without a failed allocation in 5000 tries");
+}
