@@ -54,6 +54,8 @@ struct ab {
 	double *lat[2][NLAT];          /* [arm][metric][seed] */
 	struct atb_engine_probe_set probes[2];
 	json_t *per_seed;              /* detail for stats_json */
+	int64_t t0_ns;                 /* for the progress line's ETA */
+	size_t arms_done;
 	json_t *counters;              /* metric counter differences, summed per arm */
 	char *config_json;
 };
@@ -61,14 +63,21 @@ struct ab {
 static void phase(struct ab *A, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void phase(struct ab *A, const char *fmt, ...)
 {
-	char buf[128];
+	char buf[160];
 	va_list ap;
+	int n;
 
 	if (!A->o->progress)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	if (A->arms_done && n > 0 && (size_t)n < sizeof(buf)) {
+		double per = (double)(atbi_monotonic_ns() - A->t0_ns) / 1e9 / (double)A->arms_done;
+
+		snprintf(buf + n, sizeof(buf) - (size_t)n, " (ETA %.0f s)",
+			 per * (double)(2 * A->nseeds - A->arms_done));
+	}
 	A->o->progress(A->o->progress_ctx, buf);
 }
 
@@ -352,6 +361,7 @@ out:
 	atb_loadgen_result_free(res);
 	phase(A, "seed %zu/%zu %s: stop", si + 1, A->nseeds, arm_name(arm));
 	atb_engine_stop(proc);
+	A->arms_done++;
 	return st;
 }
 
@@ -581,6 +591,7 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	A.out = out;
 	A.err = err;
 	A.nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
+	A.t0_ns = t0;
 	if (A.nseeds < 2 || A.nseeds > 100000)
 		return atb_error_set(err, ATB_ERR_USAGE, "%zu paired seeds; 2 to 100000", A.nseeds);
 	if ((st = atbi_random_id(id)))
