@@ -72,6 +72,15 @@ test_expect "a task with a bad workload value is refused with file, line and fie
 	expect_grep "sometimes" "$TRASH/err"
 '
 
+test_expect "ab refuses a bad setting or task before the store is created" '
+	expect_exit 2 "$ATB" engine ab v.yaml --candidate warp_speed=9 &&
+	expect_grep "engine '"'"'vllm'"'"' has no flag '"'"'warp_speed'"'"'" "$TRASH/err" &&
+	expect_exit 2 "$ATB" engine ab bad.yaml --candidate max_num_seqs=64 &&
+	expect_exit 2 "$ATB" engine ab v.yaml &&
+	expect_grep "ab needs --candidate SETTINGS" "$TRASH/err" &&
+	test ! -e atb.db && ! ls -d engine-ab.* 2>/dev/null
+'
+
 test_expect "engine with no subcommand is a usage error; --help documents the gates" '
 	expect_exit 2 "$ATB" engine &&
 	"$ATB" engine --help >h &&
