@@ -403,8 +403,11 @@ static int compare_call(const struct atb_runner_job *job, const json_t *call, js
 		worst->first_bad = -1;
 	}
 	if (json_integer_value(json_object_get(call, "kernel_status"))) {
+		const char *raised = json_string_value(json_object_get(call, "raised"));
+
 		if (arr)
-			json_array_append_new(arr, unjudged("output", "the call raised an exception"));
+			json_array_append_new(arr, unjudged("output", raised ? raised
+								: "the call raised an exception"));
 		return 0;
 	}
 	if (structure) {

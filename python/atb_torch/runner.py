@@ -247,7 +247,9 @@ class Session:
         out, error = self.run(arm, xs, ref_out)
         self.last_out = out
         if error is not None:
-            return {"kernel_status": 1, "error": error, "outputs": [], "structure": None}
+            # "raised", not "error": an answer with "error" is the runner's own failure.
+            last = error.strip().splitlines()[-1] if error.strip() else "an exception"
+            return {"kernel_status": 1, "raised": last[:300], "outputs": [], "structure": None}
         pairs, why = self.pairs(ref_out, out)
         return {"kernel_status": 0, "outputs": pairs or [], "structure": why}
 

@@ -90,10 +90,13 @@ test_expect "input mutation: ReLU in place is caught on the signed sets (input x
 	[ "$(cut -f3 f | grep -c "^x$")" = 4 ]
 '
 
-test_expect "result reuse through the allocator: empty_like reads NaN poison" '
-	run empty_like && facts empty_like.ev >f &&
-	! cut -f2 f | grep -q true &&
-	grep -q "^task	false	.*	[1-9][0-9]*$" f
+# On the CPU, glibc decides which free chunk empty_like gets: the NaN-filled
+# one or another recycled one (nan_count varies from run to run), never the
+# reference's result, which is kept alive.  On the GPU (t4020) it is
+# PyTorch's caching allocator.
+test_expect "result reuse through the allocator: empty_like after the reference fails every set" '
+	run empty_like && facts empty_like.ev >f && [ "$(wc -l <f)" = 6 ] &&
+	! cut -f2 f | grep -q true
 '
 
 test_expect "result reuse: a cache keyed on the input address fails same_buffers_new_inputs" '
