@@ -344,7 +344,8 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	json_object_set_new(opt, "time_if_incorrect", json_false());
 	json_object_set_new(opt, "skip_timing", json_false());
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
-	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed", m->seed_lo);
+	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
+		 m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));
 	json_object_set_new(job, "abi", json_integer(1));
 	if (m->cuda)
