@@ -4,10 +4,9 @@
  *
  * Requests are dispatched from the precomputed schedule (open loop) or as
  * slots free (closed loop), under an optional concurrency cap.  Between
- * events the thread sleeps in epoll on libcurl's sockets (the socket-action
- * API: libcurl is told which socket is ready) and a CLOCK_MONOTONIC timerfd
- * armed for the next intended send, so a send is not late by epoll's
- * millisecond timeout granularity.  Connections are
+ * events the thread sleeps in curl_multi_poll with a CLOCK_MONOTONIC
+ * timerfd as an extra descriptor armed for the next intended send, so a
+ * send is not late by poll's millisecond granularity.  Connections are
  * kept alive and reused through the multi handle's connection cache; easy
  * handles are pooled.  Request bodies are built before the clock starts.
  *
@@ -28,7 +27,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,8 +82,6 @@ struct run {
 	size_t done;          /* transfers finished, for progress */
 	int64_t progress_ns;  /* when progress was last reported */
 	int64_t timer_at;     /* what the timerfd is armed for; -1 disarmed */
-	int epoll_fd;         /* libcurl's sockets and the timerfd */
-	int64_t curl_deadline; /* CLOCK_MONOTONIC ns libcurl's timer is due; -1 none */
 };
 
 static int64_t now_ns(const struct run *run)
@@ -461,9 +457,6 @@ static enum atb_status build_bodies(struct run *run, struct atb_error *err)
 	return ATB_OK;
 }
 
-static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp);
-static int on_timer(CURLM *m, long timeout_ms, void *userp);
-
 static enum atb_status setup(struct run *run, size_t maxconn, struct atb_error *err)
 {
 	const struct atb_loadgen_config *cfg = run->cfg;
@@ -496,24 +489,6 @@ static enum atb_status setup(struct run *run, size_t maxconn, struct atb_error *
 	if (run->timer_fd < 0)
 		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot create a timer: %s",
 				     strerror(errno));
-	run->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-	if (run->epoll_fd < 0)
-		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot create an epoll set: %s",
-				     strerror(errno));
-	{
-		struct epoll_event ev;
-
-		memset(&ev, 0, sizeof(ev));
-		ev.events = EPOLLIN;
-		ev.data.fd = run->timer_fd;
-		if (epoll_ctl(run->epoll_fd, EPOLL_CTL_ADD, run->timer_fd, &ev))
-			return atb_error_set(err, ATB_ERR_SYSTEM, "cannot watch the timer: %s",
-					     strerror(errno));
-	}
-	CURL_CALL(err, curl_multi_setopt(run->multi, CURLMOPT_SOCKETFUNCTION, on_socket));
-	CURL_CALL(err, curl_multi_setopt(run->multi, CURLMOPT_SOCKETDATA, run));
-	CURL_CALL(err, curl_multi_setopt(run->multi, CURLMOPT_TIMERFUNCTION, on_timer));
-	CURL_CALL(err, curl_multi_setopt(run->multi, CURLMOPT_TIMERDATA, run));
 	return build_bodies(run, err);
 }
 
@@ -544,8 +519,6 @@ static void teardown(struct run *run)
 	atb_free(run->url);
 	if (run->timer_fd >= 0)
 		close(run->timer_fd);
-	if (run->epoll_fd >= 0)
-		close(run->epoll_fd);
 }
 
 /* Report progress about once a second, or now when forced. */
@@ -640,79 +613,6 @@ static size_t reap(struct run *run, int64_t *slot_free, size_t *nfree, size_t *h
 }
 
 /*
- * Sleep in epoll until a socket libcurl watches is ready, libcurl's own
- * timer is due, or the timerfd (the next intended send) fires; hand ready
- * sockets to libcurl.  libcurl is told which socket is ready, so an idle
- * connection costs nothing per wake-up (curl_multi_perform would try each).
- */
-static enum atb_status wait_events(struct run *run, struct atb_error *err)
-{
-	struct epoll_event ev[64];
-	int timeout_ms = 1000, n, i, still;
-
-	if (run->curl_deadline >= 0) {
-		int64_t d = run->curl_deadline - atbi_monotonic_ns();
-
-		timeout_ms = d <= 0 ? 0 : d >= 1000000000 ? 1000 : (int)(d / 1000000) + 1;
-	}
-	n = epoll_wait(run->epoll_fd, ev, 64, timeout_ms);
-	if (n < 0 && errno != EINTR)
-		return atb_error_set(err, ATB_ERR_SYSTEM, "epoll_wait failed: %s", strerror(errno));
-	for (i = 0; i < n; i++) {
-		int fd = ev[i].data.fd, flags = 0;
-
-		if (fd == run->timer_fd) {
-			uint64_t ticks;
-
-			/* fired: it is disarmed now, and read so epoll stops reporting it */
-			while (read(run->timer_fd, &ticks, sizeof(ticks)) > 0)
-				;
-			run->timer_at = -1;
-			continue;
-		}
-		flags |= ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0;
-		flags |= ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0;
-		flags |= ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0;
-		if (curl_multi_socket_action(run->multi, fd, flags, &still) != CURLM_OK)
-			return atb_error_set(err, ATB_ERR_SYSTEM, "libcurl socket action failed");
-	}
-	return ATB_OK;
-}
-
-/* libcurl says which sockets to watch for what: mirror that in epoll. */
-static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp)
-{
-	struct run *run = userp;
-	struct epoll_event ev;
-
-	(void)e;
-	if (what == CURL_POLL_REMOVE) {
-		epoll_ctl(run->epoll_fd, EPOLL_CTL_DEL, fd, NULL);
-		return 0;
-	}
-	memset(&ev, 0, sizeof(ev));
-	ev.data.fd = fd;
-	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
-	if (socketp)
-		return epoll_ctl(run->epoll_fd, EPOLL_CTL_MOD, fd, &ev) ? -1 : 0;
-	if (epoll_ctl(run->epoll_fd, EPOLL_CTL_ADD, fd, &ev) &&
-	    (errno != EEXIST || epoll_ctl(run->epoll_fd, EPOLL_CTL_MOD, fd, &ev)))
-		return -1;
-	curl_multi_assign(run->multi, fd, run);
-	return 0;
-}
-
-/* libcurl's timer: when it next wants curl_multi_socket_action(TIMEOUT). */
-static int on_timer(CURLM *m, long timeout_ms, void *userp)
-{
-	struct run *run = userp;
-
-	(void)m;
-	run->curl_deadline = timeout_ms < 0 ? -1 : atbi_monotonic_ns() + (int64_t)timeout_ms * 1000000;
-	return 0;
-}
-
-/*
  * Run entries [first, first + count): closed loop at `limit` requests in
  * flight (intended = when the slot freed), or open loop from the schedule
  * offset by phase_start under a cap of `limit`.
@@ -738,6 +638,9 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 	while (next < end || run->in_flight) {
 		int64_t now = now_ns(run), wake = -1;
 		int still;
+		struct curl_waitfd wfd = {run->timer_fd, CURL_WAIT_POLLIN, 0};
+		uint64_t ticks;
+		int timeout_ms = 1000;
 
 		while (next < end && run->in_flight < limit) {
 			struct atb_loadgen_record *r = &run->recs[next];
@@ -776,22 +679,31 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 			next++;
 			now = now_ns(run);
 		}
-		if (run->curl_deadline >= 0 && atbi_monotonic_ns() >= run->curl_deadline) {
-			run->curl_deadline = -1;
-			if (curl_multi_socket_action(run->multi, CURL_SOCKET_TIMEOUT, 0, &still) !=
-			    CURLM_OK) {
-				s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl socket action failed");
-				goto out;
-			}
+		if (curl_multi_perform(run->multi, &still) != CURLM_OK) {
+			s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl multi perform failed");
+			goto out;
 		}
 		if (reap(run, slot_free, &nfree, &head, ring, limit, &last_free)) {
 			progress(run, 0);
 			continue;
 		}
 		arm_timer(run, wake);
-		s = wait_events(run, err);
-		if (s)
+		if (wake >= 0) {
+			int64_t d = wake - now_ns(run);
+
+			timeout_ms = d <= 0 ? 0 : (int)(d / 1000000) + 1;
+		}
+		if (timeout_ms &&
+		    curl_multi_poll(run->multi, &wfd, 1, timeout_ms, NULL) != CURLM_OK) {
+			s = atb_error_set(err, ATB_ERR_SYSTEM, "libcurl multi poll failed");
 			goto out;
+		}
+		if (wfd.revents) {
+			/* fired: it is disarmed now, and read so poll stops reporting it */
+			while (read(run->timer_fd, &ticks, sizeof(ticks)) > 0)
+				;
+			run->timer_at = -1;
+		}
 	}
 out:
 	atb_free(slot_free);
@@ -855,8 +767,6 @@ enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
 	run.recs = res->recs;
 	run.timer_fd = -1;
 	run.timer_at = -1;
-	run.epoll_fd = -1;
-	run.curl_deadline = -1;
 	s = setup(&run, limit < wl->n ? (limit > wlimit ? limit : wlimit) : wl->n, err);
 	run.t0 = atbi_monotonic_ns();
 	if (!s && nwarm)
