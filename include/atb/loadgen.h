@@ -206,7 +206,7 @@ struct atb_loadgen_record {
 	int64_t intended_ns;    /* scheduled send; closed loop: when a slot freed */
 	int64_t eligible_ns;    /* max(intended, a concurrency slot free) */
 	int64_t sent_ns;        /* handed to libcurl */
-	int64_t first_token_ns; /* first content chunk; -1 when none */
+	int64_t first_token_ns; /* first content chunk; not streaming: end_ns; -1 when none */
 	int64_t end_ns;         /* transfer finished; -1 never */
 	int64_t *token_ns;      /* arrival of every content chunk; owned */
 	size_t ntoken_ns;
