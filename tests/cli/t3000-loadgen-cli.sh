@@ -8,25 +8,8 @@
 # dispatch lag exceeds a tiny limit is flagged client_limited (exit 1).
 . "$(dirname "$0")/lib.sh"
 
-FIX=$ATB_SOURCE_DIR/tests/fixtures/loadgen
-command -v python3 >/dev/null || skip_all "python3 is needed for the test-double server"
-
-SERVER_PID=
-start_server() {
-	python3 "$FIX/fake_openai.py" --port 0 "$@" >"$TRASH/port" 2>"$TRASH/server.err" &
-	SERVER_PID=$!
-	for _ in $(seq 100); do
-		[ -s "$TRASH/port" ] && break
-		sleep 0.1
-	done
-	PORT=$(head -1 "$TRASH/port")
-	URL=http://127.0.0.1:$PORT
-}
-stop_server() {
-	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-	SERVER_PID=
-}
-trap 'stop_server; rm -rf "$TRASH"' EXIT
+. "$ATB_SOURCE_DIR/tests/fixtures/loadgen/server.sh"
+FIX=$LOADGEN_FIX
 
 test_expect "help documents every option" '
 	$ATB loadgen --help >help &&

@@ -7,25 +7,8 @@
 # by category while the run goes on, and --records written atomically.
 . "$(dirname "$0")/lib.sh"
 
-FIX=$ATB_SOURCE_DIR/tests/fixtures/loadgen
-command -v python3 >/dev/null || skip_all "python3 is needed for the test-double server"
-
-SERVER_PID=
-start_server() {
-	rm -f "$TRASH/port"
-	python3 "$FIX/fake_openai.py" --port 0 "$@" >"$TRASH/port" 2>"$TRASH/server.err" &
-	SERVER_PID=$!
-	for _ in $(seq 100); do
-		[ -s "$TRASH/port" ] && break
-		sleep 0.1
-	done
-	URL=http://127.0.0.1:$(head -1 "$TRASH/port")
-}
-stop_server() {
-	[ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null
-	SERVER_PID=
-}
-trap 'stop_server; rm -rf "$TRASH"' EXIT
+. "$ATB_SOURCE_DIR/tests/fixtures/loadgen/server.sh"
+FIX=$LOADGEN_FIX
 LG="$ATB loadgen --max-dispatch-lag-ms 1000"
 
 start_server --tokens 4
