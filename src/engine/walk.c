@@ -284,6 +284,8 @@ enum atb_status atbi_ew_json(struct atbi_ew *w, struct fy_node *n, const char *f
 				return st;
 			}
 			key = atb_strndup(ks, klen);
+			if (!key)
+				json_decref(c);
 			if (!key || json_object_set_new(v, key, c)) {
 				json_decref(v);
 				v = NULL;
