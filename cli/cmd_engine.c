@@ -21,15 +21,16 @@
 #include "banned.h"
 
 static const char engine_help[] =
-	"usage: atb engine show SPEC.yaml|TASK.yaml [--json]\n"
-	"       atb engine render TASK.yaml [--candidate SETTINGS] [--port N]\n"
-	"       atb engine ab TASK.yaml --candidate SETTINGS [--seeds N] [--seed-base S]\n"
+	"usage: atb engine show SPEC.yaml|TASK [--json]\n"
+	"       atb engine render TASK [--candidate SETTINGS] [--port N]\n"
+	"       atb engine ab TASK --candidate SETTINGS [--seeds N] [--seed-base S]\n"
 	"                     [--work-dir DIR] [--label TEXT] [--json]\n"
 	"\n"
 	"Serving engines (vLLM, SGLang, llama.cpp's server, ...) described by an\n"
 	"engine spec (engines/NAME.yaml) and measured through an engine task\n"
 	"(kind: engine); both formats are in docs/engine-spec.md, the commands in\n"
-	"docs/engine.md.\n"
+	"docs/engine.md.  TASK is an engine task's YAML file or a bundled one's\n"
+	"name (tasks/NAME/engine.yaml, e.g. engine-llamacpp-repeat).\n"
 	"\n"
 	"SETTINGS is 'name=value,name=value' over the spec's tunable flags, each\n"
 	"value checked against the flag's type and domain; '' or 'default' is the\n"
@@ -378,6 +379,7 @@ int cmd_engine(int argc, char **argv, struct cli_ctx *ctx)
 {
 	const char *sub = NULL, *path = NULL, *cand = NULL, *work_dir = NULL, *label = NULL;
 	uint64_t seeds = 0, seed_base = 1, port = 8000;
+	char found[4096];
 	int json = ctx->json, i;
 
 	if (cli_wants_help(argc, argv) || argc < 2) {
@@ -421,6 +423,9 @@ int cmd_engine(int argc, char **argv, struct cli_ctx *ctx)
 				       sub ? sub : "");
 	if (!path)
 		return cli_usage_error("engine", "%s needs a file", sub);
+	/* A bundled engine task may be named: tasks/NAME/engine.yaml. */
+	if (atb_engine_task_find(atb_home(), path, found, sizeof(found)))
+		path = found;
 	if (!strcmp(sub, "show"))
 		return do_show(path, json);
 	if (!strcmp(sub, "render"))

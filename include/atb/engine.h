@@ -180,6 +180,14 @@ struct atb_engine_task {
 int atb_engine_task_detect(const char *path);
 
 /*
+ * Find an engine task given as a path (see atb_engine_task_detect) or as a
+ * bundled task's name: home/tasks/NAME/engine.yaml or .../task.yaml with
+ * kind: engine (home NULL: atb_home()).  Writes the path into path
+ * (size bytes) and returns 1 when found; 0 otherwise.
+ */
+int atb_engine_task_find(const char *home, const char *name, char *path, size_t size);
+
+/*
  * Load an engine task and its spec: engine is engines/<name>.yaml under
  * home (NULL: atb_home()) or a path ending in .yaml relative to the task's
  * folder.  Caller owns *out (atb_engine_task_free).  Errors as

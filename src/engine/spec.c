@@ -722,6 +722,24 @@ static enum atb_status load_workload(struct atbi_ew *w, struct fy_node *n,
 	return ATB_OK;
 }
 
+int atb_engine_task_find(const char *home, const char *name, char *path, size_t size)
+{
+	static const char *const files[] = {"engine.yaml", "task.yaml"};
+	size_t i;
+
+	if (!name || !size)
+		return 0;
+	if (atb_engine_task_detect(name))
+		return snprintf(path, size, "%s", name) < (int)size;
+	if (!is_ident(name, 1))
+		return 0;
+	for (i = 0; i < 2; i++)
+		if (snprintf(path, size, "%s/tasks/%s/%s", home ? home : atb_home(), name,
+			     files[i]) < (int)size && atb_engine_task_detect(path))
+			return 1;
+	return 0;
+}
+
 /* Probe prompts from a JSONL file of {"prompt": "..."} lines. */
 static enum atb_status load_probe_file(struct atbi_ew *w, struct fy_node *n,
 				       struct atb_engine_task *t, const char *file)

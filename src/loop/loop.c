@@ -505,12 +505,15 @@ static void summary_init(struct atb_loop_summary *out, const struct atb_run_row 
 	out->best_k = -1;
 }
 
-/* A kernel task (a name or a folder) or an engine task (a YAML file with kind: engine). */
+/* A kernel task (a name or a folder) or an engine task (a YAML file with kind: engine, or
+   a bundled one's name). */
 static enum atb_status open_task(struct loop *L, const char *home, const char *task,
 				 struct atb_error *err)
 {
-	if (atb_engine_task_detect(task))
-		return atb_engine_task_load(home, task, &L->etask, err);
+	char path[PATH_MAX];
+
+	if (atb_engine_task_find(home, task, path, sizeof(path)))
+		return atb_engine_task_load(home, path, &L->etask, err);
 	return atb_task_open(home, task, &L->task, err);
 }
 

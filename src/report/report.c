@@ -153,6 +153,7 @@ enum atb_status atb_report_build(struct atb_store *s, const char *run_id, const 
 	struct atb_task *task = NULL;
 	struct atb_error terr;
 	enum atb_status st;
+	char path[4096];
 	size_t i;
 
 	*out = NULL;
@@ -197,7 +198,7 @@ enum atb_status atb_report_build(struct atb_store *s, const char *run_id, const 
 	snprintf(r->honest_label, sizeof(r->honest_label), "honest baseline");
 	snprintf(r->naive_label, sizeof(r->naive_label), "naive baseline");
 	atb_error_clear(&terr);
-	if (atb_engine_task_detect(r->run.task)) {
+	if (atb_engine_task_find(home, r->run.task, path, sizeof(path))) {
 		r->engine = 1;
 		snprintf(r->honest_label, sizeof(r->honest_label),
 			 "the engine's default configuration, requests/s");

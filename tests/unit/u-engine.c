@@ -535,3 +535,15 @@ Test(engine, test_engine__allocation_failures_over_spec_task_and_render)
 	}
 	cr_assert_fail("no run without a failed allocation in 5000 tries");
 }
+
+Test(engine, test_engine__bundled_engine_tasks_are_found_by_name)
+{
+	char path[512];
+
+	cr_assert(atb_engine_task_find(ATB_SOURCE_DIR, "engine-llamacpp-repeat", path, sizeof(path)));
+	cr_assert(strstr(path, "/tasks/engine-llamacpp-repeat/engine.yaml"), "%s", path);
+	cr_assert(atb_engine_task_find(ATB_SOURCE_DIR, ATB_SOURCE_DIR "/tests/fixtures/engine/task.yaml",
+				       path, sizeof(path)));
+	cr_assert_not(atb_engine_task_find(ATB_SOURCE_DIR, "relu", path, sizeof(path)));
+	cr_assert_not(atb_engine_task_find(ATB_SOURCE_DIR, "../etc", path, sizeof(path)));
+}
