@@ -859,11 +859,33 @@ static enum atb_status check_opts(const struct atb_suite_opts *o, struct atb_err
 	return ATB_OK;
 }
 
-static void suite_release(struct suite *S)
+static void suite_init(struct suite *S, const char *db_path, const struct atb_suite_opts *o,
+		       struct atb_suite_report *out)
 {
+	memset(S, 0, sizeof(*S));
+	memset(out, 0, sizeof(*out));
+	S->db_path = db_path;
+	S->o = o;
+	S->rep = out;
+	S->home = o->home ? o->home : atb_home();
+}
+
+/* Fill the report from the store (whatever st is, once there is a run) and release. */
+static enum atb_status suite_finish(struct suite *S, enum atb_status st, struct atb_error *err)
+{
+	if (S->run.id[0] && S->proto) {
+		struct atb_error rerr;
+		int interrupted = S->rep->interrupted;
+
+		atb_error_clear(&rerr);
+		if (fill_report(S, &rerr) && !st)
+			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
+		S->rep->interrupted = interrupted;
+	}
 	plan_release(&S->plan);
 	atb_box_free(S->box);
 	atb_protocol_free(S->proto);
+	return st;
 }
 
 static enum atb_status abs_path(const char *path, char *out, size_t size, struct atb_error *err)
@@ -892,12 +914,7 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 	int current = 0;
 	enum atb_status st;
 
-	memset(&S, 0, sizeof(S));
-	memset(out, 0, sizeof(*out));
-	S.db_path = db_path;
-	S.o = o;
-	S.rep = out;
-	S.home = o->home ? o->home : atb_home();
+	suite_init(&S, db_path, o, out);
 	st = check_opts(o, err);
 	if (!st)
 		st = abs_path(dir, S.plan.suite_dir, sizeof(S.plan.suite_dir), err);
@@ -966,17 +983,7 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 	snprintf(out->run_id, sizeof(out->run_id), "%s", S.run.id);
 	st = run_tasks(&S, err);
 out:
-	if (S.run.id[0] && S.proto) {
-		struct atb_error rerr;
-		int interrupted = out->interrupted;
-
-		atb_error_clear(&rerr);
-		if (fill_report(&S, &rerr) && !st)
-			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
-		out->interrupted = interrupted;
-	}
-	suite_release(&S);
-	return st;
+	return suite_finish(&S, st, err);
 }
 
 enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
@@ -990,12 +997,7 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 	size_t n = 0;
 	enum atb_status st;
 
-	memset(&S, 0, sizeof(S));
-	memset(out, 0, sizeof(*out));
-	S.db_path = db_path;
-	S.o = o;
-	S.rep = out;
-	S.home = o->home ? o->home : atb_home();
+	suite_init(&S, db_path, o, out);
 	snprintf(S.plan.run_id, sizeof(S.plan.run_id), "%s", run_id);
 	st = atb_store_open(db_path, ATB_STORE_READ_WRITE, &s, err);
 	if (!st)
@@ -1033,17 +1035,7 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 	if (!st && S.done < S.run.iterations)
 		st = run_tasks(&S, err);
 out:
-	if (S.proto) {
-		struct atb_error rerr;
-		int interrupted = out->interrupted;
-
-		atb_error_clear(&rerr);
-		if (fill_report(&S, &rerr) && !st)
-			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
-		out->interrupted = interrupted;
-	}
-	suite_release(&S);
-	return st;
+	return suite_finish(&S, st, err);
 }
 
 void atb_suite_report_release(struct atb_suite_report *r)
