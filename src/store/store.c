@@ -621,17 +621,55 @@ static enum atb_status prep_samples(struct atb_store *s, sqlite3_stmt **st, int 
 static void bind_sample(sqlite3_stmt *st, int row, const struct atb_sample *x)
 {
 	int p = 4 * row + 2;
+	const char *arm = atb_arm_name(x->arm);
 
-	sqlite3_bind_text(st, p, atb_arm_name(x->arm), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, p, arm, (int)strlen(arm), SQLITE_STATIC);
 	sqlite3_bind_int64(st, p + 1, x->seed);
 	sqlite3_bind_int(st, p + 2, x->trial);
 	sqlite3_bind_double(st, p + 3, x->value);  /* NaN is stored as NULL: refused */
 }
 
+static int in_key_order(const struct atb_sample *x, size_t n)
+{
+	size_t i;
+
+	for (i = 1; i < n; i++)
+		if (sample_cmp(&x[i - 1], &x[i]) > 0)
+			return 0;
+	return 1;
+}
+
+/*
+ * A copy of x in key order: a stable pass by arm first, then a sort of
+ * each arm's rows only where they are out of (seed, trial) order, so rows
+ * interleaved by arm, as a runner times them, cost O(n).
+ */
+static struct atb_sample *key_order_copy(const struct atb_sample *x, size_t n)
+{
+	struct atb_sample *y = atb_malloc(n * sizeof(*y));
+	size_t start[6] = {0}, at[5], i;
+	int r;
+
+	if (!y)
+		return NULL;
+	for (i = 0; i < n; i++)
+		start[arm_rank(x[i].arm) + 1]++;
+	for (r = 0; r < 5; r++) {
+		start[r + 1] += start[r];
+		at[r] = start[r];
+	}
+	for (i = 0; i < n; i++)
+		y[at[arm_rank(x[i].arm)]++] = x[i];
+	for (r = 0; r < 5; r++)
+		if (!in_key_order(y + start[r], start[r + 1] - start[r]))
+			qsort(y + start[r], start[r + 1] - start[r], sizeof(*y), sample_cmp);
+	return y;
+}
+
 /*
  * Insert the samples in key order, SAMPLE_BATCH rows per statement and
  * the rest one by one.  Rows already in key order (what atb measure
- * hands in) are used as they are; others are sorted in a copy.
+ * hands in) are used as they are; others are put in order in a copy.
  */
 static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 				      const struct atb_sample *x, size_t n,
@@ -643,14 +681,10 @@ static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 	size_t i, k;
 	int rc;
 
-	for (i = 1; i < n && sample_cmp(&x[i - 1], &x[i]) <= 0; i++)
-		;
-	if (i < n) {
-		sorted = atb_malloc(n * sizeof(*sorted));
+	if (!in_key_order(x, n)) {
+		sorted = key_order_copy(x, n);
 		if (!sorted)
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
-		memcpy(sorted, x, n * sizeof(*sorted));
-		qsort(sorted, n, sizeof(*sorted), sample_cmp);
 		x = sorted;
 	}
 	for (i = 0; i < n && st == ATB_OK; i += k) {

@@ -265,26 +265,35 @@ Test(store, samples_without_a_result_leave_nothing_admitted)
 
 /*
  * 2 x n_per_arm samples over seeds 100-104: in key order (arm, seed,
- * trial) when sorted, else interleaved by trial as a runner hands them in.
+ * trial) when sorted is 1, interleaved by trial as a runner hands them in
+ * when 0; when 2, interleaved, with naive rows too, all in reverse.
  */
 static struct atb_sample *many_samples(size_t n_per_arm, int sorted)
 {
-	struct atb_sample *x = atb_calloc(2 * n_per_arm, sizeof(*x));
+	struct atb_sample *x = atb_calloc(3 * n_per_arm, sizeof(*x));
 	size_t i, per_seed = n_per_arm / 5, k = 0;
 
 	cr_assert_not_null(x);
 	cr_assert_eq(n_per_arm % 5, 0);
 	for (i = 0; i < n_per_arm; i++) {
-		int64_t seed = 100 + (int64_t)(sorted ? i / per_seed : i % 5);
-		int32_t trial = (int32_t)(sorted ? i % per_seed : i / 5);
+		int in_order = sorted == 1;
+		int64_t seed = 100 + (int64_t)(in_order ? i / per_seed : i % 5);
+		int32_t trial = (int32_t)(in_order ? i % per_seed : i / 5);
 
-		x[sorted ? i : k++] = (struct atb_sample){seed, trial, ATB_ARM_BASELINE, 10.0};
-		x[sorted ? n_per_arm + i : k++] =
+		x[in_order ? i : k++] = (struct atb_sample){seed, trial, ATB_ARM_BASELINE, 10.0};
+		x[in_order ? n_per_arm + i : k++] =
 			(struct atb_sample){seed, trial, ATB_ARM_CANDIDATE, 10.0 / 1.5};
+		if (sorted == 2)
+			x[k++] = (struct atb_sample){seed, trial, ATB_ARM_NAIVE, 30.0};
+	}
+	for (i = 0; sorted == 2 && i < k / 2; i++) {
+		struct atb_sample t = x[i];
+
+		x[i] = x[k - 1 - i];
+		x[k - 1 - i] = t;
 	}
 	return x;
 }
-
 
 Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 {
@@ -482,7 +491,7 @@ Test(store, review_of_a_result_not_quarantined_cannot_enter_db)
 
 Test(store, batched_samples_are_all_stored_and_each_one_checked)
 {
-	static const size_t per_arm[] = {1000, 65, 70};
+	static const size_t per_arm[] = {1000, 65, 70, 500};
 	struct atb_ingest_outcome o;
 	struct atb_sample *x;
 	size_t i;
@@ -490,11 +499,11 @@ Test(store, batched_samples_are_all_stored_and_each_one_checked)
 
 	for (i = 0; i < sizeof(per_arm) / sizeof(per_arm[0]); i++) {
 		fx_ingest(&F, 5, 1.5);
-		x = many_samples(per_arm[i], (int)(i & 1));
+		x = many_samples(per_arm[i], i == 3 ? 2 : (int)(i & 1));
 		F.in.samples = x;
-		F.in.nsamples = 2 * per_arm[i];
+		F.in.nsamples = (i == 3 ? 3 : 2) * per_arm[i];
 		ingest_ok(&o);
-		want += (long)(2 * per_arm[i]);
+		want += (long)F.in.nsamples;
 		atb_free(x);
 	}
 	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), want);
