@@ -41,6 +41,13 @@ TestSuite(store, .init = setup, .fini = teardown);
 	"INSERT INTO sample VALUES (" JOBID(uuid) ", 'candidate', %d, " trial ", " cand ");" \
 	"INSERT INTO seed_result VALUES (" JOBID(uuid) ", %d, " base ", " cand ", " \
 	base " / " cand ")"
+/* A kernel job with seeds 1..n paired by hand (trial 0 each), no result. */
+#define JOB_PAIRED_BY_HAND(uuid, base, cand, n)                                        \
+	do {                                                                           \
+		fx_accepted(&F, JOB(uuid, "kernel", "'%s'", "'%s'"), F.digest, F.box); \
+		for (int i_ = 1; i_ <= (n); i_++)                                      \
+			fx_accepted(&F, PAIRED(uuid, "0", base, cand), i_, i_, i_);    \
+	} while (0)
 
 /* The attack must fail because the sample table has no such column. */
 #define fx_no_column(f, column, ...)                                                    \
@@ -247,9 +254,7 @@ Test(store, samples_without_a_result_leave_nothing_admitted)
 	struct atb_ingest_outcome o;
 
 	/* A job paired by hand and committed without its result admits nothing. */
-	fx_accepted(&F, JOB("n1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	for (int i = 1; i <= 5; i++)
-		fx_accepted(&F, PAIRED("n1", "0", "10.0", "8.0"), i, i, i);
+	JOB_PAIRED_BY_HAND("n1", "10.0", "8.0", 5);
 	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 0);
 	/* Once a job has its result, no sample joins it, new key or old. */
 	fx_ingest(&F, 5, 1.5);
@@ -304,9 +309,7 @@ Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 	ingest_ok(&first);
 	memcpy(uuid, first.job_uuid, sizeof(uuid));
 	/* SQL: a fully paired job whose result names the first job's baseline. */
-	fx_accepted(&F, JOB("o1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	for (int i = 1; i <= 5; i++)
-		fx_accepted(&F, PAIRED("o1", "0", "10.0", "8.0"), i, i, i);
+	JOB_PAIRED_BY_HAND("o1", "10.0", "8.0", 5);
 	fx_refused(&F, "baseline_elsewhere",
 		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
 		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
@@ -358,9 +361,7 @@ Test(store, admitted_anomaly_cannot_enter_db)
 {
 	struct atb_ingest_outcome o;
 
-	fx_accepted(&F, JOB("a1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	for (int i = 1; i <= 5; i++)
-		fx_accepted(&F, PAIRED("a1", "0", "61000.0", "1.0"), i, i, i);
+	JOB_PAIRED_BY_HAND("a1", "61000.0", "1.0", 5);
 	fx_refused(&F, "anomaly_not_quarantined",
 		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
 		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
@@ -378,8 +379,7 @@ Test(store, admitted_anomaly_cannot_enter_db)
 
 Test(store, duplicate_seed_cannot_enter_db)
 {
-	fx_accepted(&F, JOB("d1", "kernel", "'%s'", "'%s'"), F.digest, F.box);
-	fx_accepted(&F, PAIRED("d1", "0", "10.0", "8.0"), 1, 1, 1);
+	JOB_PAIRED_BY_HAND("d1", "10.0", "8.0", 1);
 	fx_refused(&F, "duplicate_seed", "INSERT INTO seed_result VALUES (" JOBID("d1")
 		   ", 1, 10.0, 8.0, 1.25)");
 	fx_refused(&F, "duplicate_seed", "INSERT OR REPLACE INTO seed_result VALUES (" JOBID("d1")
