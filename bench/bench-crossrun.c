@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 	size_t nlist = 0, i;
 	int cur = 0, rc = 0;
 
+	setvbuf(stdout, NULL, _IOLBF, 0);  /* a line per task as it ends */
 	if (runs < 2 || runs > MAX_RUNS) {
 		fprintf(stderr, "bench-crossrun: runs is 2 to %d\n", MAX_RUNS);
 		return 2;

@@ -91,7 +91,8 @@ struct measure {
 	const struct atb_box *box;
 	char runner[4096];
 	char dir[4096];                 /* work_dir/<job uuid> */
-	char so[3][4200];               /* baseline, candidate, naive */
+	char so[4][4200];               /* baseline, candidate, naive, baseline twin */
+	int twin;                       /* so[3] is a copy of so[0] (the alone job's candidate) */
 	int with_naive;
 	uint64_t *seeds;
 	size_t nseeds;
@@ -296,7 +297,7 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 		json_t *a = json_pack("{s:s, s:s}", "name", arm_label[arms[i]],
 				      m->torch ? "py" : "so",
 				      m->so[arms[i] == A_ALONE ? A_BASE : arms[i] == A_NAIVE ? 2
-					    : arms[i] == A_CAND ? 1 : 0]);
+					    : arms[i] != A_CAND ? 0 : alone && m->twin ? 3 : 1]);
 
 		if (!a || json_array_append_new(ja, a))
 			goto nomem;
@@ -530,8 +531,9 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
  * PROTO: gates.baseline_drift.tolerance -- how the paired job and the
  * baseline-alone job are run (docs/internals/gates.md, "baseline drift").
  * One fresh runner per seed for each: the paired arms (correctness on that
- * seed, then timing) into j1, the baseline alone (no candidate loaded) into
- * j2, in the order P A, A P, P A, ... over the seeds, so each seed's
+ * seed, then timing) into j1, the baseline alone (no candidate loaded; a
+ * copy of the baseline's object in the candidate's slot, so the runner does
+ * the same work in the same order) into j2, in the order P A, A P, P A, ... over the seeds, so each seed's
  * baseline beside the candidate and alone are timed seconds apart and a
  * drift of the box that is linear in time cancels over each pair of seeds.
  * A task of kind torch runs all seeds in one runner per side (each runner
@@ -547,6 +549,10 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 	static const int alone_arm[1] = {A_BASE};
 	/* kind torch: a runner imports torch (seconds), so one runner per side */
 	size_t per = m->torch ? m->nseeds : 1, k, step;
+	/* the alone runner mirrors the paired one, the baseline's twin in the
+	   candidate's slot: only the candidate's code is missing from it */
+	const int *aarms = m->twin ? arms : alone_arm;
+	size_t naarms = m->twin ? narms : 1;
 	const char *reason;
 	const json_t *ev;
 	enum atb_status st;
@@ -564,7 +570,7 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 
 			progress(m, paired ? "correctness" : "drift");
 			st = paired ? run_job(m, arms, narms, 0, k, hi, j1, err)
-				    : run_job(m, alone_arm, 1, 1, k, hi, j2, err);
+				    : run_job(m, aarms, naarms, 1, k, hi, j2, err);
 			if (!st)
 				st = surface_recheck(m, refused, err);
 			if (!st && !*refused)
@@ -595,6 +601,8 @@ static enum atb_status hash_roots(struct measure *m, struct atbi_hash_set *hs,
 		st = atbi_hash_add(hs, m->so[0], err);
 	if (!st && m->with_naive)
 		st = atbi_hash_add(hs, m->so[2], err);
+	if (!st && m->twin)
+		st = atbi_hash_add(hs, m->so[3], err);
 	atbi_hash_sort(hs);
 	return st;
 }
@@ -1093,6 +1101,24 @@ static int path_join(char *buf, size_t size, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= size;
 }
 
+/* The bytes of from into a new file to. */
+static enum atb_status copy_file(const char *from, const char *to, struct atb_error *err)
+{
+	char *data = NULL;
+	size_t len = 0;
+	enum atb_status st = atbi_read_file(from, &data, &len, err);
+	FILE *f;
+
+	if (st)
+		return st;
+	f = fopen(to, "wb");
+	st = f && fwrite(data, 1, len, f) == len ? ATB_OK : ATB_ERR_IO;
+	if (f && fclose(f) != 0)
+		st = ATB_ERR_IO;
+	atb_free(data);
+	return st ? atb_error_set(err, st, "cannot write '%s'", to) : ATB_OK;
+}
+
 static enum atb_status copy_surface(struct measure *m, const char *cand, const char *src,
 				    struct atb_error *err)
 {
@@ -1102,9 +1128,6 @@ static enum atb_status copy_surface(struct measure *m, const char *cand, const c
 	if (mkdir(src, 0700) != 0)
 		return atb_error_set(err, ATB_ERR_IO, "cannot create '%s': %s", src, strerror(errno));
 	for (i = 0; i < m->task->nsurface; i++) {
-		char *data = NULL;
-		size_t len = 0;
-		FILE *f;
 		enum atb_status st;
 
 		if (path_join(from, sizeof(from), cand, m->task->surface[i]) ||
@@ -1113,15 +1136,9 @@ static enum atb_status copy_surface(struct measure *m, const char *cand, const c
 					     cand);
 		if (access(from, F_OK) != 0)
 			continue;
-		st = atbi_read_file(from, &data, &len, err);
+		st = copy_file(from, to, err);
 		if (st)
 			return st;
-		f = fopen(to, "wb");
-		if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-			atb_free(data);
-			return atb_error_set(err, ATB_ERR_IO, "cannot write '%s'", to);
-		}
-		atb_free(data);
 	}
 	return ATB_OK;
 }
@@ -1274,6 +1291,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	for (i = 0; i < m->nseeds; i++)
 		m->seeds[i] = opts->seed_base + i;
 	if (path_join(m->dir, sizeof(m->dir), opts->work_dir, out->job_uuid) ||
+	    path_join(m->so[3], sizeof(m->so[3]), m->dir, "baseline-twin.so") ||
 	    path_join(m->so[0], sizeof(m->so[0]), m->dir, "baseline.so") ||
 	    path_join(m->so[1], sizeof(m->so[1]), m->dir, "candidate.so") ||
 	    path_join(m->so[2], sizeof(m->so[2]), m->dir, "naive.so") ||
@@ -1317,6 +1335,9 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				       &refused, err);
 		if (!st && !refused)
 			st = build_one(m, "candidate", csrc, &m->knobs, m->so[1], &refused, err);
+		if (!st && !refused)
+			st = copy_file(m->so[0], m->so[3], err);
+		m->twin = !st;
 	}
 	t_build = atbi_monotonic_ns();
 	out->build_s = (double)(t_build - t_start) / 1e9;
