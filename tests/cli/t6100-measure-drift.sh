@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # The baseline_drift gate's rule (docs/internals/gates.md, "Baseline drift"):
 # one fresh runner per seed for the paired arms and one for the baseline
-# alone, alternated P A, A P, ... over the seeds, one seed each; the drift
+# alone (the baseline's twin object in the candidate's slot, so it does the
+# same work), alternated P A, A P, ... over the seeds, one seed each; the drift
 # ratio is the median of per-seed ratios (beside / alone) and must lie within
 # 1 +/- gates.baseline_drift.tolerance.  A candidate that slows the baseline
 # beside it by about 15%, three times the tolerance, is never admitted.
@@ -39,12 +40,14 @@ attempts = out["attempts"]
 assert len(jobs) == 16 * attempts, (len(jobs), attempts)
 for a in range(attempts):
     run = jobs[16 * a:16 * (a + 1)]
-    sides = ["P" if len(j["arms"]) > 1 else "A" for j in run]
+    sos = [[arm["so"].rsplit("/", 1)[-1] for arm in j["arms"]] for j in run]
+    sides = ["A" if "baseline-twin.so" in x else "P" for x in sos]
     assert "".join(sides) == "PAAP" * 4, sides
     assert [j["seeds"] for j in run] == [[s] for s in range(1, 9) for _ in (0, 1)], run
-    for j in run:
-        if len(j["arms"]) == 1:
-            assert j["arms"][0]["name"] == "baseline" and "candidate" not in json.dumps(j["arms"])
+    for x, side in zip(sos, sides):
+        # the alone runner mirrors the paired one, without the candidate code
+        assert x == (["baseline.so", "baseline-twin.so"] if side == "A"
+                     else ["baseline.so", "candidate.so"]), x
 if out["verdict"] == "admitted":
     assert 1 / 1.05 <= out["drift_ratio"] <= 1.05, out
 else:  # a loaded box: only noise may refuse an honest candidate
