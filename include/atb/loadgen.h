@@ -81,7 +81,8 @@ enum atb_loadgen_failure {
 	ATB_LOADGEN_FAIL_TOO_LARGE = 7,  /* "too_large": response over max_response_bytes */
 	ATB_LOADGEN_FAIL_HTTP_OTHER = 8, /* "http_other": 1xx/3xx or no status */
 	ATB_LOADGEN_FAIL_OTHER = 9,      /* "other": any other transfer error */
-	ATB_LOADGEN_FAIL_COUNT = 10
+	ATB_LOADGEN_FAIL_ABORTED = 10,   /* "aborted": unfinished when should_abort stopped the run */
+	ATB_LOADGEN_FAIL_COUNT = 11
 };
 
 /* Stable lowercase name of a failure category ("ok", "connect", ...). */
@@ -134,6 +135,18 @@ struct atb_loadgen_config {
 	 */
 	void (*progress)(void *ctx, size_t done, size_t total, double elapsed_s);
 	void *progress_ctx;
+
+	/*
+	 * Abort check, for a server that may die under load: called from the
+	 * run's thread on every turn of the event loop, which then wakes at
+	 * least every 50 ms while this is set.  Nonzero stops the run at once:
+	 * transfers in flight are dropped and every unfinished request is
+	 * recorded as failed with category "aborted"; the summary's `aborted`
+	 * is set and the status is still ATB_OK.  It must be cheap and must
+	 * not call back into the load generator.  NULL = never.
+	 */
+	int (*should_abort)(void *ctx);
+	void *abort_ctx;
 };
 
 /* Fill *cfg with the defaults above (url NULL). */
@@ -253,6 +266,7 @@ struct atb_loadgen_summary {
 	 */
 	int client_limited;     /* bool */
 	double max_dispatch_lag_ms; /* the limit applied (0 = none) */
+	int aborted;            /* bool: cfg->should_abort stopped the run */
 };
 
 struct atb_loadgen_result;

@@ -215,19 +215,59 @@ static void settle(void)
 	nanosleep(&ts, NULL);
 }
 
-/* A dead engine is refused (engine_died; the baseline's: engine_baseline). */
-static enum atb_status check_alive(struct ab *A, struct atb_engine_proc *proc, int arm,
-				   uint64_t seed, const char *dir, int *refused)
+/*
+ * A dead engine is refused (engine_died; the baseline's: engine_baseline),
+ * with `when` (may be "") after the log's tail.
+ */
+static enum atb_status check_alive_at(struct ab *A, struct atb_engine_proc *proc, int arm,
+				      uint64_t seed, const char *dir, const char *when,
+				      int *refused)
 {
 	char why[700], reason[900];
 
 	if (atb_engine_alive(proc, why, sizeof(why)))
 		return ATB_OK;
-	snprintf(reason, sizeof(reason), "%s configuration, seed %" PRIu64 ": %s", arm_name(arm),
-		 seed, why);
+	snprintf(reason, sizeof(reason), "%s configuration, seed %" PRIu64 ": %s%s",
+		 arm_name(arm), seed, why, when);
 	*refused = 1;
 	return refuse(A, arm == ARM_A ? ATB_GATE_ENGINE_BASELINE : ATB_GATE_ENGINE_DIED, reason,
 		      json_pack("{s:s}", "log_dir", dir));
+}
+
+static enum atb_status check_alive(struct ab *A, struct atb_engine_proc *proc, int arm,
+				   uint64_t seed, const char *dir, int *refused)
+{
+	return check_alive_at(A, proc, arm, seed, dir, "", refused);
+}
+
+/* The load generator's abort check: waitpid(WNOHANG) at most every 10 ms. */
+struct watch {
+	struct atb_engine_proc *proc;
+	int64_t last_ns;
+};
+
+static int engine_dead(void *ctx)
+{
+	struct watch *w = ctx;
+	int64_t now = atbi_monotonic_ns();
+
+	if (now - w->last_ns < 10000000)
+		return 0;
+	w->last_ns = now;
+	return !atb_engine_alive(w->proc, NULL, 0);
+}
+
+/* "5.0 s open loop" or "closed loop": what a death cut short. */
+static const char *schedule_text(const struct atb_loadgen_workload *wl, char *buf, size_t size)
+{
+	size_t n = atb_loadgen_workload_count(wl);
+	int64_t last = n ? atb_loadgen_workload_get(wl, n - 1)->intended_ns : -1;
+
+	if (last < 0)
+		snprintf(buf, size, "closed loop");
+	else
+		snprintf(buf, size, "%.1f s open loop", (double)last / 1e9);
+	return buf;
 }
 
 /*
@@ -243,7 +283,11 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	const struct atb_loadgen_summary *sum;
 	struct atbi_subst sub = {NULL, "127.0.0.1", 0, NULL};
 	char dir[PATH_MAX], path[PATH_MAX + 16], why[900], fails[160], *model = NULL;
-	double before[64], after[64];
+	char when[160] = "", sched[48];
+	struct atb_loadgen_workload *wl = NULL;
+	struct watch watch;
+	int64_t load_t0;
+	double before[64], after[64], load_s;
 	uint64_t seed = A->o->seed_base + si;
 	enum atb_status st;
 	json_t *ps;
@@ -308,7 +352,15 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	cfg.max_dispatch_lag_ms = A->p->engine.max_dispatch_lag_ms;  /* PROTO: engine.max_dispatch_lag_ms */
 	read_counters(proc, spec, before);
 	phase(A, "seed %zu/%zu %s: load", si + 1, A->nseeds, arm_name(arm));
-	st = atb_loadgen_run(&cfg, &res, A->err);
+	/* Death during the load stops it at once (engine_died within ~50 ms). */
+	watch = (struct watch){proc, 0};
+	cfg.should_abort = engine_dead;
+	cfg.abort_ctx = &watch;
+	st = atb_loadgen_workload_new(&cfg, &wl, A->err);
+	load_t0 = atbi_monotonic_ns();
+	if (!st)
+		st = atb_loadgen_run_workload(&cfg, wl, &res, A->err);
+	load_s = (double)(atbi_monotonic_ns() - load_t0) / 1e9;
 	if (st)
 		goto out;
 	sum = atb_loadgen_result_summary(res);
@@ -316,7 +368,12 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 		(void)atb_loadgen_result_write_records(res, path, NULL);
 
 	/* Death between or during requests: waitpid(WNOHANG), with the log's tail. */
-	if ((st = check_alive(A, proc, arm, seed, dir, refused)) || *refused)
+	if (sum->aborted) {
+		snprintf(when, sizeof(when), " (caught %.2f s into the load, %zu of %zu measured "
+			 "requests finished, schedule %s)", load_s, sum->completed, sum->requests,
+			 schedule_text(wl, sched, sizeof(sched)));
+	}
+	if ((st = check_alive_at(A, proc, arm, seed, dir, when, refused)) || *refused)
 		goto out;
 	if (sum->failed) {
 		settle();
@@ -359,6 +416,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 out:
 	atb_free(model);
 	atb_loadgen_result_free(res);
+	atb_loadgen_workload_free(wl);
 	phase(A, "seed %zu/%zu %s: stop", si + 1, A->nseeds, arm_name(arm));
 	atb_engine_stop(proc);
 	A->arms_done++;

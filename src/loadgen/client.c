@@ -82,6 +82,7 @@ struct run {
 	size_t done;          /* transfers finished, for progress */
 	int64_t progress_ns;  /* when progress was last reported */
 	int64_t timer_at;     /* what the timerfd is armed for; -1 disarmed */
+	int aborted;          /* cfg->should_abort said stop */
 };
 
 static int64_t now_ns(const struct run *run)
@@ -640,7 +641,13 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 		int still;
 		struct curl_waitfd wfd = {run->timer_fd, CURL_WAIT_POLLIN, 0};
 		uint64_t ticks;
-		int timeout_ms = 1000;
+		int timeout_ms = cfg->should_abort ? 50 : 1000;
+
+		/* A dead server is seen within one turn, not at the schedule's end. */
+		if (cfg->should_abort && cfg->should_abort(cfg->abort_ctx)) {
+			run->aborted = 1;
+			break;
+		}
 
 		while (next < end && run->in_flight < limit) {
 			struct atb_loadgen_record *r = &run->recs[next];
@@ -691,7 +698,9 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 		if (wake >= 0) {
 			int64_t d = wake - now_ns(run);
 
-			timeout_ms = d <= 0 ? 0 : (int)(d / 1000000) + 1;
+			d = d <= 0 ? 0 : d / 1000000 + 1;
+			if (d < timeout_ms)
+				timeout_ms = (int)d;
 		}
 		if (timeout_ms &&
 		    curl_multi_poll(run->multi, &wfd, 1, timeout_ms, NULL) != CURLM_OK) {
@@ -708,6 +717,22 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 out:
 	atb_free(slot_free);
 	return s;
+}
+
+/* After an abort: every request not finished failed as "aborted". */
+static void mark_aborted(struct run *run)
+{
+	size_t i;
+
+	for (i = 0; i < run->wl->n; i++) {
+		struct atb_loadgen_record *r = &run->recs[i];
+
+		if (r->end_ns >= 0 || r->failure != ATB_LOADGEN_OK)
+			continue;
+		r->failure = ATB_LOADGEN_FAIL_ABORTED;
+		snprintf(r->error, sizeof(r->error), "%s",
+			 r->sent_ns >= 0 ? "run aborted while in flight" : "run aborted before sending");
+	}
 }
 
 enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
@@ -773,13 +798,17 @@ enum atb_status atb_loadgen_run_workload(const struct atb_loadgen_config *cfg,
 		s = run_phase(&run, 0, nwarm, 1, wlimit, 0, err);
 	measured_start = now_ns(&run);
 	run.peak = 0;
-	if (!s)
+	if (!s && !run.aborted)
 		s = run_phase(&run, nwarm, wl->n - nwarm, closed, limit, measured_start, err);
 	if (!s)
 		progress(&run, 1);
 	teardown(&run);
+	if (!s && run.aborted)
+		mark_aborted(&run);
 	if (!s)
 		s = atbi_loadgen_summarize(cfg, res, measured_start, run.peak, err);
+	if (!s)
+		res->summary.aborted = run.aborted;
 	for (i = 0; i < res->n; i++) {
 		if (!res->recs[i].text)
 			res->recs[i].text = atb_strdup("");

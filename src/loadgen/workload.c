@@ -66,6 +66,7 @@ const char *atb_loadgen_failure_name(enum atb_loadgen_failure f)
 	static const char *const names[ATB_LOADGEN_FAIL_COUNT] = {
 		"ok", "connect", "http_4xx", "http_5xx", "timeout", "reset",
 		"malformed_event", "too_large", "http_other", "other",
+		"aborted",
 	};
 
 	if ((unsigned)f >= ATB_LOADGEN_FAIL_COUNT)

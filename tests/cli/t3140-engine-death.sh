@@ -1,0 +1,46 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Death detected mid-run, on the TEST DOUBLE engine (tests/fixtures/engine/
+# double_engine.py, a fake server, not an engine): the candidate dies a few
+# requests into a 5 s open-loop schedule (task-long.yaml); the load
+# generator's abort hook (waitpid on the engine while the workload runs)
+# stops the run at once, and the refusal engine_died is stored with the log's
+# tail and when it was caught: within a second of the last answer, not at
+# the end of the schedule.
+. "$(dirname "$0")/lib.sh"
+
+command -v python3 >/dev/null || skip_all "python3 is needed for the test double engine"
+TASK=$ATB_SOURCE_DIR/tests/fixtures/engine/task-long.yaml
+
+test_expect "planted: a candidate dying 5 requests into a 5 s schedule is caught within a second" '
+	mkdir w &&
+	expect_exit 2 "$ATB" --db atb.db --json engine ab "$TASK" --candidate die_after=12 \
+		--seeds 2 --work-dir w &&
+	cp "$TRASH/out" j &&
+	python3 - <<-PY
+	import json, re
+	d = json.load(open("j"))
+	assert d["verdict"] == "rejected" and d["gate"] == "engine_died", d
+	r = d["reason"]
+	assert "simulated crash after 12 requests" in r, r
+	assert "schedule 5.0 s open loop" in r, r
+	caught = float(re.search(r"caught ([0-9.]+) s into the load", r).group(1))
+	recs = [json.loads(l) for l in open("w/seed-1-candidate/records.jsonl")]
+	ok_end = max(x["end_ns"] for x in recs if x["failure"] == "ok") / 1e9
+	aborted = [x for x in recs if x["failure"] == "aborted"]
+	# caught within a second of its last answer, long before the schedule ends
+	assert caught - ok_end < 1.0 and caught < 2.5, (caught, ok_end)
+	assert len(aborted) > 80, len(aborted)
+	PY
+'
+
+if command -v sqlite3 >/dev/null; then
+	test_expect "the refusal is stored as engine_died with the log tail, nothing admitted" '
+		sqlite3 atb.db "select rule, reason from rejection" >rules &&
+		expect_grep "gate:engine_died" rules &&
+		expect_grep "fatal: simulated crash" rules &&
+		test "$(sqlite3 atb.db "select count(*) from result")" = 0
+	'
+fi
+
+test_done
