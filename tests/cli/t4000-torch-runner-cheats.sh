@@ -112,6 +112,12 @@ test_expect "type, shape and dtype are checked before values" '
 		(.buffers[0].why|contains(\"dtype torch.float16\"))]|all" wrong_dtype.ev >/dev/null
 '
 
+test_expect "a candidate that raises fails correctness with the exception, exit 0" '
+	run raises && [ "$(cat raises.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|(.pass|not) and .kernel_status==1 and
+		(.buffers[0].why|test(\"Error\"))]|all" raises.ev >/dev/null
+'
+
 test_expect "a candidate without class ModelNew: no_symbol, exit 3" '
 	run no_class && [ "$(cat no_class.rc)" = 3 ] &&
 	jq -se "map(select(.event==\"error\"))[0].reason==\"no_symbol\"" no_class.ev >/dev/null
