@@ -43,12 +43,12 @@ def main():
     ap.add_argument("kind", choices=["repetitive", "random"])
     ap.add_argument("out")
     ap.add_argument("--model-seed", type=int, default=1)
-    ap.add_argument("--vocab", type=int, default=4096)
+    ap.add_argument("--vocab", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--count", type=int, default=16)
-    ap.add_argument("--len", type=int, default=96, dest="length")
+    ap.add_argument("--len", type=int, default=48, dest="length")
     ap.add_argument("--repeat", type=int, default=8)
-    ap.add_argument("--output", type=int, default=64)
+    ap.add_argument("--output", type=int, default=32)
     a = ap.parse_args()
     if a.output > a.length - a.repeat:
         sys.exit("make-workload: --output %d over --len - --repeat = %d: the answer "
