@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ATB=${1:-${ATB:-build/release/atb}}
 N=${2:-40}
-LEN=${3:-16:768}
+LEN=${3:-8:256}
 . tools/engine/env.sh
 if [ -n "$ENGINE_MISSING" ]; then
 	echo "bench-engine-ttft: not measured: $ENGINE_MISSING"
@@ -58,17 +58,25 @@ python3 - "$tmp/records.jsonl" "$tmp/server.log" "$WARM" <<'EOF'
 import json, re, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 recs.sort(key=lambda r: r["index"])
-server = [float(m.group(1)) for m in
+server = [(float(m.group(1)), int(m.group(2))) for m in
           re.finditer(r"prompt eval time =\s*([0-9.]+) ms /\s*(\d+) tokens", open(sys.argv[2]).read())]
 warm = int(sys.argv[3])
-if len(server) != len(recs):
-    sys.exit("bench-engine-ttft: %d records but %d server timings" % (len(recs), len(server)))
-rows = []
-for r, s in zip(recs[warm:], server[warm:]):
-    if r["failure"] != "ok" or r["first_token_ns"] < 0:
+# a request that failed before reaching the server (connection reset) has no
+# server line: match the successful records in order, checking token counts
+ok = [r for r in recs if r["failure"] == "ok" and r["first_token_ns"] >= 0]
+if len(ok) != len(server):
+    sys.exit("bench-engine-ttft: %d successful records but %d server timings" % (len(ok), len(server)))
+rows, mismatched = [], 0
+for r, (s, n) in zip(ok, server):
+    if r["warmup"]:
+        continue
+    if r["tokens_in"] != n:
+        mismatched += 1
         continue
     c = (r["first_token_ns"] - r["sent_ns"]) / 1e6
     rows.append((r["tokens_in"], c, s, c - s, s / c))
+print("failed requests (not matched): %d; token-count mismatches: %d"
+      % (len(recs) - len(ok), mismatched))
 print("%8s %12s %12s %10s %8s" % ("tok_in", "atb_ttft_ms", "server_ms", "diff_ms", "ratio"))
 for t, c, s, d, q in rows:
     print("%8d %12.3f %12.3f %10.3f %8.4f" % (t, c, s, d, q))
