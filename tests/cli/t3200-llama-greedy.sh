@@ -9,7 +9,10 @@
 #    and on the random prompts of tasks/engine-llamacpp-*;
 #  - on the repetitive prompts the server drafts and accepts tokens (its
 #    own timings: draft_n, draft_n_accepted), on the random ones it finds
-#    nothing to draft: the treatment is delivered only where it can work.
+#    nothing to draft: the treatment is delivered only where it can work;
+#  - spec_ngram_size_n=0, inside engines/llamacpp.yaml's domain, renders to a
+#    flag the server refuses at start with its own message (what a search
+#    must count as an unusable iteration).
 # The timed A/B, search and death tests are in tools/engine/pending/ (see
 # docs/engines-real.md: too noisy on this busy box to pass reliably yet).
 . "$(dirname "$0")/lib.sh"
@@ -65,6 +68,14 @@ test_expect "n-gram speculation: same greedy text, drafts accepted on repetitive
 test_expect "on random prompts speculation finds nothing to accept; without it, no drafts" '
 	jq -s -e "all(.[]; .accepted == 0)" s1 &&
 	jq -s -e "all(.[]; .draft == 0)" a1 r1
+'
+
+test_expect "a value in the spec's domain that the server refuses at start, with its message" '
+	"$ATB" engine render "$LLAMA_TASKS/engine-llamacpp-repeat/engine.yaml" \
+		--candidate spec_ngram_size_n=0 >argv &&
+	expect_grep "--spec-ngram-simple-size-n" argv &&
+	expect_exit 1 "$LLAMA_SERVER" --model "$ATB_TINY_GGUF" --spec-ngram-simple-size-n 0 &&
+	expect_grep "ngram size N must be between 1 and 1024" "$TRASH/err"
 '
 
 test_done
