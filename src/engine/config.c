@@ -37,7 +37,7 @@ static enum atb_status check_value(const struct atb_engine_flag *f, const char *
 				   char norm[ATB_ENGINE_VALUE_MAX], struct atb_error *err)
 {
 	char *end;
-	double d;
+	double d = 0;
 	size_t i;
 
 	if (strlen(value) >= ATB_ENGINE_VALUE_MAX)
