@@ -651,7 +651,7 @@ static enum atb_status run_phase(struct run *run, size_t first, size_t count, in
 
 		while (next < end && run->in_flight < limit) {
 			struct atb_loadgen_record *r = &run->recs[next];
-			struct xfer *x;
+			struct xfer *x = NULL;
 
 			if (closed) {
 				r->intended_ns = slot_free[head];

@@ -206,7 +206,7 @@ enum atb_status atb_loadgen_arrival_parse(const char *text, enum atb_loadgen_arr
 					  struct atb_error *err)
 {
 	static const char *const names[] = {"poisson", "gamma", "constant", "closed"};
-	int v;
+	int v = 0;
 	enum atb_status s = parse_name(text, names, 4, &v, "arrival process",
 				       "poisson, gamma, constant or closed", err);
 
@@ -219,7 +219,7 @@ enum atb_status atb_loadgen_endpoint_parse(const char *text, enum atb_loadgen_en
 					   struct atb_error *err)
 {
 	static const char *const names[] = {"completions", "chat"};
-	int v;
+	int v = 0;
 	enum atb_status s = parse_name(text, names, 2, &v, "endpoint", "completions or chat", err);
 
 	if (!s)
@@ -231,7 +231,7 @@ enum atb_status atb_loadgen_prompts_parse(const char *text, enum atb_loadgen_pro
 					  struct atb_error *err)
 {
 	static const char *const names[] = {"synthetic", "repetitive", "random"};
-	int v;
+	int v = 0;
 	enum atb_status s = parse_name(text, names, 3, &v, "prompt kind",
 				       "synthetic, repetitive, random or a .jsonl path", err);
 
