@@ -324,7 +324,7 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 	struct sigaction sa, old_int, old_term;
 	const char *dir = NULL, *resume = NULL;
 	int json = ctx->json, i, rc;
-	double x;
+	double x = 0;
 	enum atb_status st;
 
 	if (cli_wants_help(argc, argv)) {

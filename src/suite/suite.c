@@ -177,7 +177,10 @@ static enum atb_status copy_candidate(const char *from, const char *cand_dir,
 	st = atbi_read_file(from, &text, &len, err);
 	if (st)
 		return st;
-	snprintf(path, sizeof(path), "%s/model_new.py", cand_dir);
+	if ((size_t)snprintf(path, sizeof(path), "%s/model_new.py", cand_dir) >= sizeof(path)) {
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_USAGE, "path too long: '%s'", cand_dir);
+	}
 	f = fopen(path, "wb");
 	if (!f || fwrite(text, 1, len, f) != len || fclose(f) != 0) {
 		if (f)
