@@ -436,6 +436,41 @@ void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, do
 		}
 }
 
+json_t *runner_buffer_json(const char *name, enum atb_dtype d, const struct runner_cmp *c,
+			   double atol, double rtol)
+{
+	return json_pack("{s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:f, s:f}",
+			 "name", name, "dtype", atb_dtype_name(d),
+			 "pass", !c->nbad, "max_abs_err", runner_real(c->max_abs),
+			 "max_rel_err", runner_real(c->max_rel),
+			 "first_bad_index", (json_int_t)c->first_bad,
+			 "bad_count", (json_int_t)c->nbad, "nan_count", (json_int_t)c->nnan,
+			 "atol", atol, "rtol", rtol);
+}
+
+void runner_cmp_init(struct runner_cmp *worst)
+{
+	memset(worst, 0, sizeof(*worst));
+	worst->first_bad = -1;
+}
+
+void runner_cmp_merge(struct runner_cmp *worst, const char **worst_name,
+		      const struct runner_cmp *c, const char *name)
+{
+	if (c->max_abs > worst->max_abs)
+		worst->max_abs = c->max_abs;
+	if (c->max_rel > worst->max_rel)
+		worst->max_rel = c->max_rel;
+	worst->nnan += c->nnan;
+	worst->nbad += c->nbad;
+	if (worst->first_bad < 0 && c->first_bad >= 0) {
+		worst->first_bad = c->first_bad;
+		worst->bad_ref = c->bad_ref;
+		worst->bad_got = c->bad_got;
+		*worst_name = name;
+	}
+}
+
 int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runner_set *set,
 			 const struct runner_bufs *ref, const struct runner_bufs *got,
 			 json_t *arr, struct runner_cmp *worst, const char **worst_name)
@@ -443,10 +478,8 @@ int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runn
 	size_t i;
 	int pass = 1;
 
-	if (worst) {
-		memset(worst, 0, sizeof(*worst));
-		worst->first_bad = -1;
-	}
+	if (worst)
+		runner_cmp_init(worst);
 	for (i = 0; i < job->nbuffers; i++) {
 		const struct atb_runner_buffer *bf = &job->buffers[i];
 		double atol, rtol, *extra;
@@ -466,33 +499,14 @@ int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runn
 		if (c.nbad)
 			pass = 0;
 		if (arr) {
-			json_t *o = json_pack(
-				"{s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:f, s:f}",
-				"name", bf->name, "dtype", atb_dtype_name(bf->dtype),
-				"pass", !c.nbad, "max_abs_err", runner_real(c.max_abs),
-				"max_rel_err", runner_real(c.max_rel),
-				"first_bad_index", (json_int_t)c.first_bad,
-				"bad_count", (json_int_t)c.nbad, "nan_count", (json_int_t)c.nnan,
-				"atol", atol, "rtol", rtol);
+			json_t *o = runner_buffer_json(bf->name, bf->dtype, &c, atol, rtol);
 
 			if (o && extra)
 				json_object_set_new(o, "reduction_length", json_integer((json_int_t)klen));
 			json_array_append_new(arr, o);
 		}
-		if (worst) {
-			if (c.max_abs > worst->max_abs)
-				worst->max_abs = c.max_abs;
-			if (c.max_rel > worst->max_rel)
-				worst->max_rel = c.max_rel;
-			worst->nnan += c.nnan;
-			worst->nbad += c.nbad;
-			if (worst->first_bad < 0 && c.first_bad >= 0) {
-				worst->first_bad = c.first_bad;
-				worst->bad_ref = c.bad_ref;
-				worst->bad_got = c.bad_got;
-				*worst_name = bf->name;
-			}
-		}
+		if (worst)
+			runner_cmp_merge(worst, worst_name, &c, bf->name);
 	}
 	return pass;
 }
@@ -545,8 +559,8 @@ int runner_check_reuse(const struct atb_runner_job *job, const struct atb_runner
 	};
 	size_t i;
 
+	memset(res, 0, sizeof(*res));
 	res->follows = 1;
-	res->failed_step = NULL;
 	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
 		const struct runner_bufs *got = NULL;
 		int krc = 0;
@@ -560,10 +574,57 @@ int runner_check_reuse(const struct atb_runner_job *job, const struct atb_runner
 			res->failed_step = steps[i].step;
 		if (res->failed_step) {
 			res->follows = 0;
-			return 0;
+			break;
 		}
 	}
+	if (res->follows || i != 1)
+		return 0;
+	/*
+	 * PROTO: gates result_reuse -- wrong on B in A's old buffers.  A cache
+	 * is right on B in buffers it has never seen; a kernel that is plainly
+	 * wrong on B (precision lost, a bf16 tile) is wrong there too.  Slot 1
+	 * has not been used yet: fresh allocations, poisoned by run.  Wrong
+	 * there, and not A's result handed back (a cache keyed on the shape
+	 * alone), it is a correctness failure on B, not result reuse.
+	 */
+	{
+		const struct runner_bufs *got = NULL;
+		int krc = 0;
+
+		if (run(ctx, 1, in_b, &got, &krc))
+			return -1;
+		if (!krc && runner_outputs_match(job, set, ref_b, got, NULL, NULL, NULL))
+			return 0;
+		if (!krc && runner_outputs_match(job, set, ref_a, got, NULL, NULL, NULL))
+			return 0;
+		res->buffers = json_array();
+		if (!res->buffers)
+			return -1;
+		runner_outputs_match(job, set, ref_b, got, res->buffers, &res->worst,
+				     &res->worst_name);
+		res->kernel_status = krc;
+		res->wrong_fresh = 1;
+		res->follows = 1;
+		res->failed_step = NULL;
+	}
 	return 0;
+}
+
+void runner_reuse_settle(const struct atb_runner_job *job, struct runner_facts *f,
+			 const char **reuse_on)
+{
+	if (!f->reuse.wrong_fresh) {
+		f->reuse_checked = 1;
+		*reuse_on = runner_input_name(job, f->dist);
+		return;
+	}
+	f->pass = 0;
+	f->kernel_status = f->reuse.kernel_status;
+	f->worst = f->reuse.worst;
+	f->worst_name = f->reuse.worst_name;
+	json_decref(f->buffers);
+	f->buffers = f->reuse.buffers;
+	f->reuse.buffers = NULL;
 }
 
 /* ---- events ------------------------------------------------------------- */
@@ -609,10 +670,14 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 		       "output_aliasing", f->aliasing ? f->aliasing : json_null());
 	/* json_pack's "o" steals even when the pack fails. */
 	f->buffers = f->mutated = f->aliasing = NULL;
-	if (ev && json_object_set_new(json_object_get(json_object_get(ev, "gates"),
-						      "result_reuse"),
-				      "checked_on", f->reuse_checked_on
-					      ? json_string(f->reuse_checked_on) : json_null())) {
+	if (ev && (json_object_set_new(json_object_get(json_object_get(ev, "gates"),
+						       "result_reuse"),
+				       "checked_on", f->reuse_checked_on
+					       ? json_string(f->reuse_checked_on) : json_null()) ||
+		   json_object_set_new(json_object_get(json_object_get(ev, "gates"),
+						       "result_reuse"),
+				       "wrong_in_fresh_buffers",
+				       json_boolean(f->reuse.wrong_fresh)))) {
 		json_decref(ev);
 		ev = NULL;
 	}

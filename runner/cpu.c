@@ -204,8 +204,7 @@ static int check_input_set(const struct rt *rt, uint64_t seed, size_t si, int di
 				runner_emit_error(r == -2 ? "reference_failed" : "nomem", msg);
 				goto out;
 			}
-			f.reuse_checked = 1;
-			reuse_on[ai] = runner_input_name(job, dist);
+			runner_reuse_settle(job, &f, &reuse_on[ai]);
 		}
 		f.reuse_checked_on = reuse_on[ai];
 		f.aliasing = json_pack("{s:b, s:s}", "checked", 0, "reason",

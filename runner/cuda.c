@@ -380,8 +380,7 @@ static int check_input_set(struct crt *rt, uint64_t seed, size_t si, int dist,
 					 : rt->sticky ? "kernel_fault" : "cuda";
 				goto out;
 			}
-			f.reuse_checked = 1;
-			reuse_on[ai] = runner_input_name(job, dist);
+			runner_reuse_settle(job, &f, &reuse_on[ai]);
 		}
 		f.reuse_checked_on = reuse_on[ai];
 		if (runner_facts_failed(&f))

@@ -209,6 +209,21 @@ void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, do
 			  double *rtol);
 
 /*
+ * One output's comparison as the correctness event's per-buffer object
+ * (name, dtype, pass, errors, counts, atol, rtol).  NULL when out of memory.
+ */
+json_t *runner_buffer_json(const char *name, enum atb_dtype d, const struct runner_cmp *c,
+			   double atol, double rtol);
+
+/* Fold c (of the output named name) into worst: largest errors, summed
+ * counts, the first bad element with its buffer's name in *worst_name. */
+void runner_cmp_merge(struct runner_cmp *worst, const char **worst_name,
+		      const struct runner_cmp *c, const char *name);
+
+/* worst set to "nothing compared yet" (first_bad -1). */
+void runner_cmp_init(struct runner_cmp *worst);
+
+/*
  * Does every output (out and inout) of got match ref?  When arr is given,
  * appends one object per output (name, dtype, pass, errors, counts, atol,
  * rtol); when worst is given, fills the largest errors, the summed counts
@@ -227,10 +242,21 @@ json_t *runner_mutated_inputs(const struct atb_runner_job *job,
 			      char (*before)[ATB_SHA256_HEX_LEN + 1],
 			      char (*after)[ATB_SHA256_HEX_LEN + 1]);
 
-/* The result-reuse facts of one arm. */
+/*
+ * The result-reuse facts of one arm.  When the outputs were wrong with
+ * the second inputs in the old buffers and wrong again with them in fresh
+ * buffers (and not the first inputs' stale result), the kernel is simply
+ * wrong on those inputs: wrong_fresh is 1, follows stays 1, and the
+ * mismatch of the fresh call is kept for the correctness event.
+ */
 struct runner_reuse {
 	int follows;               /* 1: the outputs followed the inputs */
 	const char *failed_step;   /* static text; NULL when none failed */
+	int wrong_fresh;           /* 1: wrong in fresh buffers too: correctness */
+	int kernel_status;         /* the fresh call's, when wrong_fresh */
+	struct runner_cmp worst;   /* the fresh call's mismatch, when wrong_fresh */
+	const char *worst_name;
+	json_t *buffers;           /* per-output objects, owned; NULL unless wrong_fresh */
 };
 
 /*
@@ -282,6 +308,16 @@ struct runner_facts {
 
 /* Did any fact fail: outputs, an input mutated, reuse, or an aliasing overlap? */
 int runner_facts_failed(const struct runner_facts *f);
+
+/*
+ * After the reuse steps of f's arm: a reuse result that was a wrong kernel
+ * (wrong_fresh) becomes f's correctness failure (pass 0, the fresh call's
+ * mismatch and buffers, reuse not counted as checked, *reuse_on left NULL
+ * so a later input set checks again); otherwise reuse is marked checked
+ * on f's input set, named in *reuse_on.
+ */
+void runner_reuse_settle(const struct atb_runner_job *job, struct runner_facts *f,
+			 const char **reuse_on);
 
 /*
  * The correctness event of f (docs/internals/runner.md), stealing its json

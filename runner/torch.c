@@ -398,10 +398,8 @@ static int compare_call(const struct atb_runner_job *job, const json_t *call, js
 	size_t i;
 	int pass = 1;
 
-	if (worst) {
-		memset(worst, 0, sizeof(*worst));
-		worst->first_bad = -1;
-	}
+	if (worst)
+		runner_cmp_init(worst);
 	if (json_integer_value(json_object_get(call, "kernel_status"))) {
 		const char *raised = json_string_value(json_object_get(call, "raised"));
 
@@ -443,29 +441,50 @@ static int compare_call(const struct atb_runner_job *job, const json_t *call, js
 		if (c.nbad)
 			pass = 0;
 		if (arr)
-			json_array_append_new(arr, json_pack(
-				"{s:s, s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:f, s:f}", "name", name,
-				"dtype", atb_dtype_name(dt), "pass", !c.nbad,
-				"max_abs_err", runner_real(c.max_abs), "max_rel_err",
-				runner_real(c.max_rel), "first_bad_index", (json_int_t)c.first_bad,
-				"bad_count", (json_int_t)c.nbad, "nan_count", (json_int_t)c.nnan,
-				"atol", atol, "rtol", rtol));
-		if (worst) {
-			if (c.max_abs > worst->max_abs)
-				worst->max_abs = c.max_abs;
-			if (c.max_rel > worst->max_rel)
-				worst->max_rel = c.max_rel;
-			worst->nnan += c.nnan;
-			worst->nbad += c.nbad;
-			if (worst->first_bad < 0 && c.first_bad >= 0) {
-				worst->first_bad = c.first_bad;
-				worst->bad_ref = c.bad_ref;
-				worst->bad_got = c.bad_got;
-				*worst_name = name;
-			}
-		}
+			json_array_append_new(arr, runner_buffer_json(name, dt, &c, atol, rtol));
+		if (worst)
+			runner_cmp_merge(worst, worst_name, &c, name);
 	}
 	return pass;
+}
+
+/*
+ * PROTO: gates result_reuse -- wrong on B in A's old tensors: the rule of
+ * runner_check_reuse.  Step 2 (fresh_inputs_b) ran B in fresh tensors;
+ * wrong there too, and not A's outputs handed back (compared with step 0's
+ * reference), it is a correctness failure on B.  0, or -1 out of memory.
+ */
+static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse *res)
+{
+	const json_t *sa = json_array_get(steps, 0), *sb = json_array_get(steps, 2);
+	json_t *stale, *o;
+	size_t i;
+	int was_a;
+
+	if (!sa || !sb || compare_call(rt->job, sb, NULL, NULL, NULL))
+		return 0;
+	/* B's outputs from fresh tensors against A's reference: A's result? */
+	stale = json_deep_copy(sb);
+	if (!stale)
+		return -1;
+	json_array_foreach(json_object_get(stale, "outputs"), i, o)
+		json_object_set(o, "ref", json_object_get(json_array_get(json_object_get(sa,
+						"outputs"), i), "ref"));
+	was_a = json_array_size(json_object_get(sa, "outputs")) ==
+		json_array_size(json_object_get(sb, "outputs")) &&
+		compare_call(rt->job, stale, NULL, NULL, NULL);
+	json_decref(stale);
+	if (was_a)
+		return 0;
+	res->buffers = json_array();
+	if (!res->buffers)
+		return -1;
+	compare_call(rt->job, sb, res->buffers, &res->worst, &res->worst_name);
+	res->kernel_status = (int)json_integer_value(json_object_get(sb, "kernel_status"));
+	res->wrong_fresh = 1;
+	res->follows = 1;
+	res->failed_step = NULL;
+	return 0;
 }
 
 /* PROTO: gates result_reuse -- the first step whose outputs are wrong. */
@@ -477,8 +496,8 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 	size_t i, k;
 
 	*keep = a;
+	memset(res, 0, sizeof(*res));
 	res->follows = 1;
-	res->failed_step = NULL;
 	if (!a)
 		return -1;
 	if (answer_error(a))
@@ -496,7 +515,9 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 				res->failed_step = steps[k];
 		break;
 	}
-	return 0;
+	if (res->follows || i != 1)
+		return 0;
+	return reuse_fresh(rt, json_object_get(a, "steps"), res);
 }
 
 /*
@@ -549,8 +570,7 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 				json_decref(f.aliasing);
 				return -1;
 			}
-			f.reuse_checked = 1;
-			reuse_on[ai] = runner_input_name(job, dist);
+			runner_reuse_settle(job, &f, &reuse_on[ai]);
 		}
 		f.reuse_checked_on = reuse_on[ai];
 		if (runner_facts_failed(&f))

@@ -82,6 +82,22 @@ test_expect "a static result cache is caught by the result-reuse check" '
 	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" ".gates.result_reuse.failed_step==\"same_buffers_new_inputs\""
 '
 
+# PROTO: gates result_reuse -- a kernel wrong on the second inputs in fresh
+# buffers too is wrong, not a cache: one element a set, so a seed's first
+# inputs are right and its second ones wrong often enough in six seeds.
+test_expect "precision loss wrong on the reuse inputs is filed as correctness, not reuse" '
+	job relu_lossy ".sets=[{\"name\":\"n1\",\"ints\":[1],\"counts\":[1,1]}] | .seeds=[1,2,3,4,5,6]" |
+		"$RUNNER" >relu_lossy.ev 2>relu_lossy.err &&
+	ev_check relu_lossy.ev ".event==\"correctness\" and .gates.result_reuse.wrong_in_fresh_buffers" \
+		".pass==false and .first_bad.index==0 and .bad_count==1 and .gates.result_reuse.follows_inputs
+		 and .gates.result_reuse.checked==false" &&
+	[ "$(jq -s "map(select(.event==\"correctness\" and .gates.result_reuse.follows_inputs==false)) | length" relu_lossy.ev)" = 0 ]
+'
+
+test_expect "a cache keyed on pointers stays result reuse when fresh buffers are asked" '
+	ev_check relu_cache.ev ".event==\"correctness\" and .gates.result_reuse.checked" ".gates.result_reuse.wrong_in_fresh_buffers==false"
+'
+
 test_expect "the relu identity passes on [0,1) but fails on the signed distributions" '
 	run_job relu_identity &&
 	[ "$(jq -s "map(select(.event==\"correctness\" and .input==\"task\" and .pass==false)) | length" relu_identity.ev)" = 0 ] &&
