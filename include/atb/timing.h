@@ -28,6 +28,12 @@
  * or a negative value when the timer failed.  flush evicts the caches
  * before a timed call (PROTO: timing.cache_flush); it may be NULL when
  * flushing is impossible.  resolution_ns is the clock's resolution.
+ * sync waits until every call made so far has completed (a device timer
+ * synchronises its stream; the cpu timer's returns at once, a call being
+ * complete when it returns): 0, or -1 when the timer failed.  NULL is a
+ * no-op.  The core syncs inside the warm-up, so launches never queue up
+ * ahead of the device and warm-up time is device-complete time
+ * (PROTO: timing.warmup.min_time_ms).
  */
 struct atb_timer_ops {
 	const char *name;                       /* "cpu", "cuda_events" */
@@ -37,6 +43,7 @@ struct atb_timer_ops {
 	void (*flush)(void *state);
 	int64_t (*resolution_ns)(void *state);
 	void (*release)(void *state);           /* frees state */
+	int (*sync)(void *state);               /* NULL: nothing to wait for */
 };
 
 /* A timer: its operations and their state.  Handle; atb_timer_free. */

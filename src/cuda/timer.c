@@ -91,6 +91,19 @@ static int64_t ct_elapsed(void *state)
 	return t->failed ? -1 : ns;
 }
 
+/* Everything queued on the stream so far (the warm-up's launches) done. */
+static int ct_sync(void *state)
+{
+	struct cuda_timer *t = state;
+	struct atb_error e;
+
+	if (t->failed)
+		return -1;
+	atb_error_clear(&e);
+	keep(t, atb_cuda_stream_sync(t->c, &e), &e);
+	return t->failed ? -1 : 0;
+}
+
 static int64_t ct_resolution(void *state)
 {
 	(void)state;
@@ -116,6 +129,7 @@ static const struct atb_timer_ops cuda_ops = {
 	.flush = ct_flush,
 	.resolution_ns = ct_resolution,
 	.release = ct_release,
+	.sync = ct_sync,
 };
 
 enum atb_status atb_cuda_timer_new(struct atb_cuda *c, size_t flush_bytes, uint64_t spin_ns,

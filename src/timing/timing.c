@@ -104,6 +104,13 @@ static void cpu_release(void *state)
 	atb_free(c);
 }
 
+/* A cpu call is complete when it returns: nothing to wait for. */
+static int cpu_sync(void *state)
+{
+	(void)state;
+	return 0;
+}
+
 static const struct atb_timer_ops cpu_ops = {
 	.name = "cpu",
 	.start = cpu_start,
@@ -112,6 +119,7 @@ static const struct atb_timer_ops cpu_ops = {
 	.flush = cpu_flush,
 	.resolution_ns = cpu_resolution_ns,
 	.release = cpu_release,
+	.sync = cpu_sync,
 };
 
 enum atb_status atb_timer_cpu_new(size_t flush_bytes, struct atb_timer **out,
@@ -338,22 +346,54 @@ static enum atb_status check_config(const struct atb_timing_config *c, size_t na
 	return ATB_OK;
 }
 
-static enum atb_status warm_up(const struct atb_timing_config *cfg, size_t arm,
-			       atb_timing_call_fn call, void *ctx,
+static int timer_sync(struct atb_timer *timer)
+{
+	return timer->ops->sync ? timer->ops->sync(timer->state) : 0;
+}
+
+/*
+ * PROTO: timing.warmup.min_iterations, timing.warmup.min_time_ms -- in
+ * device-complete time.  A device call returns when it is queued, so a
+ * warm-up that only watched the host clock queued a thousand launches in
+ * its 20 ms and the first timed trials waited behind them.  Calls go in
+ * batches, each ended by the timer's sync, and the clock is read only after
+ * a sync; a batch is at most twice the last one and no more than the
+ * remaining time at the observed rate, so the overshoot is bounded.
+ */
+static enum atb_status warm_up(const struct atb_timing_config *cfg, struct atb_timer *timer,
+			       size_t arm, atb_timing_call_fn call, void *ctx,
 			       struct atb_timing_arm *a, struct atb_error *err)
 {
-	/* PROTO: timing.warmup.min_iterations, timing.warmup.min_time_ms */
 	int64_t t0 = atbi_monotonic_ns(), now = t0;
-	int it = 0;
+	int64_t it = 0, batch = 1, k;
 
+	if (timer_sync(timer))
+		return atb_error_set(err, ATB_ERR_SYSTEM, "timer '%s' failed before warm-up",
+				     timer->ops->name);
 	while (it < cfg->warmup_min_iterations || now - t0 < cfg->warmup_min_time_ns) {
-		if (call(ctx, arm))
-			return atb_error_set(err, ATB_ERR_CHECK,
-					     "arm %zu failed during warm-up", arm);
-		it++;
+		int64_t left_ns, rate_ns;
+
+		for (k = 0; k < batch; k++)
+			if (call(ctx, arm))
+				return atb_error_set(err, ATB_ERR_CHECK,
+						     "arm %zu failed during warm-up", arm);
+		it += batch;
+		if (timer_sync(timer))
+			return atb_error_set(err, ATB_ERR_SYSTEM,
+					     "timer '%s' failed during warm-up", timer->ops->name);
 		now = atbi_monotonic_ns();
+		rate_ns = (now - t0) / it;
+		left_ns = cfg->warmup_min_time_ns - (now - t0);
+		/* Calls the time still needs (twice the last batch at most), or
+		 * the iterations still missing, whichever is more. */
+		batch = left_ns <= 0 ? 0 : rate_ns > 0 && left_ns / rate_ns + 1 < 2 * batch
+			? left_ns / rate_ns + 1 : 2 * batch;
+		if (cfg->warmup_min_iterations - it > batch)
+			batch = cfg->warmup_min_iterations - it;
+		if (batch < 1)
+			batch = 1;
 	}
-	a->warmup_iterations = it;
+	a->warmup_iterations = (int)it;
 	a->warmup_ns = now - t0;
 	return ATB_OK;
 }
@@ -462,7 +502,7 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 
 	t_start = atbi_monotonic_ns();
 	for (i = 0; i < narms; i++) {
-		st = warm_up(cfg, i, call, ctx, &out->arms[i], err);
+		st = warm_up(cfg, timer, i, call, ctx, &out->arms[i], err);
 		if (st)
 			goto done;
 	}

@@ -356,3 +356,81 @@ Test(timing, incremental_ci_index_agrees_with_stats)
 		}
 	}
 }
+
+/*
+ * A device-like fake: a call only queues work (20 us of it); sync waits for
+ * the queue.  PROTO: timing.warmup.min_time_ms -- the warm-up ends with the
+ * queue drained, counts device-complete time, and never lets more launches
+ * pile up than the time asks for.
+ */
+struct queue_fake {
+	struct fake f;
+	int pending, max_pending, syncs;
+	int pending_at_first_timed;   /* -1 until the first timed call */
+};
+
+static int q_sync(void *st)
+{
+	struct queue_fake *q = st;
+	struct timespec ts = {0, 20000L * q->pending};
+
+	while (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	nanosleep(&ts, NULL);
+	q->pending = 0;
+	q->syncs++;
+	return 0;
+}
+
+static int queued_call(void *ctx, size_t arm)
+{
+	struct queue_fake *q = ctx;
+
+	(void)arm;
+	if (q->f.running && q->pending_at_first_timed < 0)
+		q->pending_at_first_timed = q->pending;
+	if (++q->pending > q->max_pending)
+		q->max_pending = q->pending;
+	q->f.next_ns = 1000;
+	return 0;
+}
+
+static const struct atb_timer_ops queue_ops = {
+	.name = "queue", .start = f_start, .stop = f_stop, .elapsed_ns = f_elapsed,
+	.flush = f_flush, .resolution_ns = f_res, .release = NULL, .sync = q_sync,
+};
+
+Test(timing, warmup_syncs_the_device_and_counts_device_time)
+{
+	struct queue_fake q = {.pending_at_first_timed = -1};
+	struct atb_timer t = {.ops = &queue_ops, .state = &q};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	c.warmup_min_time_ns = 5000000;
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 1, queued_call, &q, &r, &e), ATB_OK);
+	cr_assert_geq(q.syncs, 2);
+	cr_assert_eq(q.pending_at_first_timed, 0, "the first timed call waited behind %d",
+		     q.pending_at_first_timed);
+	cr_assert_geq(r.arms[0].warmup_ns, 5000000);
+	/* 5 ms of 20 us calls is 250; batches at most double: well under 1000. */
+	cr_assert_lt(r.arms[0].warmup_iterations, 1000, "%d warm-up calls",
+		     r.arms[0].warmup_iterations);
+	cr_assert_lt(q.max_pending, 1000);
+	atb_timing_seed_release(&r);
+}
+
+Test(timing, cpu_timer_sync_is_a_noop)
+{
+	struct atb_timer *t = NULL;
+	struct atb_error e;
+
+	cr_assert_eq(atb_timer_cpu_new(0, &t, &e), ATB_OK);
+	cr_assert_not_null(t->ops->sync);
+	cr_assert_eq(t->ops->sync(t->state), 0);
+	atb_timer_free(t);
+}
