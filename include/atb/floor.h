@@ -10,7 +10,8 @@
  * measured as upper bounds of what any candidate could reach: every core
  * busy, the widest vector unit the CPU has (function multiversioning picks
  * AVX-512, AVX2+FMA or the baseline ISA at run time), the best of several
- * repetitions.
+ * repetitions, and atb_floor_remeasure_cpu to measure again (longer) when a
+ * candidate beats a floor measured while the box was busy.
  *
  * On a GPU (tasks of kind cuda) the same two numbers come from the device:
  * atb_floor_measure_gpu times a large device-to-device copy (bytes read plus
@@ -38,13 +39,34 @@ struct atb_floor_caps {
 };
 
 /*
- * Measure this box's CPU memory bandwidth and fp32 peak.  Takes about a
- * second.  work_bytes is the size of each streamed buffer (0: 256 MiB; it
- * must exceed the last-level cache several times).  Errors: ATB_ERR_NOMEM,
+ * Measure this box's CPU memory bandwidth and fp32 peak: the best rate of
+ * each core over at least 5 repetitions, more while they still find a
+ * faster one (up to 20, or about 1.5 s), summed over the cores.  The caps
+ * bound speed from above, so the maximum observed is the one kept.
+ * work_bytes is the size of each streamed buffer (0: 256 MiB; it must
+ * exceed the last-level cache several times).  Errors: ATB_ERR_NOMEM,
  * ATB_ERR_SYSTEM (threads).
  */
 enum atb_status atb_floor_measure_cpu(uint64_t work_bytes, struct atb_floor_caps *out,
 				      struct atb_error *err);
+
+/*
+ * Measure again, longer (at least 10 repetitions, up to 40 or about 4 s),
+ * and raise *caps to the higher of each rate (atb_floor_caps_merge): caps
+ * only go up, so the floor only goes down.  For the physical-floor gate:
+ * when a candidate beats the floor computed from caps measured earlier (on
+ * a box that was busy then), re-measure once and judge it against the new
+ * floor; a candidate that still beats it skipped work.  *caps is unchanged
+ * on failure.  Errors: as atb_floor_measure_cpu.
+ */
+enum atb_status atb_floor_remeasure_cpu(uint64_t work_bytes, struct atb_floor_caps *caps,
+					struct atb_error *err);
+
+/*
+ * Raise caps to the higher bandwidth and peak of caps and again (threads
+ * likewise; method becomes again's when it raised anything).
+ */
+void atb_floor_caps_merge(struct atb_floor_caps *caps, const struct atb_floor_caps *again);
 
 /*
  * The floor in ns for a call that moves bytes and does flops:

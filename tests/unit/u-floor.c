@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Tests for the physical floor's box measurements and arithmetic. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -46,7 +47,7 @@ Test(floor, allocation_failure_is_reported)
 	struct atb_error e = {0};
 	long k;
 
-	for (k = 1; k <= 4; k++) {
+	for (k = 1; k <= 5; k++) {
 		atb_alloc_fail_at(k);
 		cr_assert_eq(atb_floor_measure_cpu(8u << 20, &c, &e), ATB_ERR_NOMEM, "k=%ld", k);
 	}
@@ -105,4 +106,65 @@ Test(floor, gpu_measure_on_this_machine)
 		    "bf16 %.4g flop/s (%s)", g.copy_bw_bytes_per_s, g.attr_bw_bytes_per_s,
 		    g.gemm_flops_per_s_fp32, g.gemm_flops_per_s_fp16, g.gemm_flops_per_s_bf16,
 		    g.method);
+}
+
+/* The caps bound speed from above: a merge keeps the higher of each rate. */
+Test(floor, merge_keeps_the_maximum_of_each_rate)
+{
+	struct atb_floor_caps c = {.mem_bw_bytes_per_s = 3.17e9, .peak_flops_per_s = 5e10,
+				   .threads = 2, .isa = "avx2", .method = "first"};
+	struct atb_floor_caps again = {.mem_bw_bytes_per_s = 9e9, .peak_flops_per_s = 4e10,
+				       .threads = 2, .isa = "avx2", .method = "again"};
+
+	atb_floor_caps_merge(&c, &again);
+	cr_assert_float_eq(c.mem_bw_bytes_per_s, 9e9, 1);
+	cr_assert_float_eq(c.peak_flops_per_s, 5e10, 1);
+	cr_assert_str_eq(c.method, "again");
+	again.mem_bw_bytes_per_s = 1e9;
+	again.peak_flops_per_s = 1e9;
+	snprintf(again.method, sizeof(again.method), "slower");
+	atb_floor_caps_merge(&c, &again);
+	cr_assert_float_eq(c.mem_bw_bytes_per_s, 9e9, 1);
+	cr_assert_float_eq(c.peak_flops_per_s, 5e10, 1);
+	cr_assert_str_eq(c.method, "again");
+}
+
+/*
+ * PROTO: gates.physical_floor -- a floor measured while the box was busy
+ * (here: caps far too low) is raised by a re-measurement, so an honest
+ * kernel that beat it is judged against the real one; caps measured high
+ * are never lowered.
+ */
+Test(floor, remeasure_raises_caps_measured_under_load_and_never_lowers)
+{
+	struct atb_floor_caps low = {.mem_bw_bytes_per_s = 1e6, .peak_flops_per_s = 1e6,
+				     .threads = 1, .isa = "baseline", .method = "busy box"};
+	struct atb_floor_caps high = {.mem_bw_bytes_per_s = 1e15, .peak_flops_per_s = 1e18,
+				      .threads = 1, .isa = "baseline", .method = "kept"};
+	struct atb_error e = {0};
+	double floor_before = atb_floor_ns(&low, 8 << 20, 0);
+
+	cr_assert_eq(atb_floor_remeasure_cpu(16u << 20, &low, &e), ATB_OK, "%s", e.msg);
+	cr_assert_gt(low.mem_bw_bytes_per_s, 1e8);
+	cr_assert_gt(low.peak_flops_per_s, 1e8);
+	cr_assert(strstr(low.method, "re-measured"), "%s", low.method);
+	cr_assert_lt(atb_floor_ns(&low, 8 << 20, 0), floor_before);
+	/* The same re-measurement merged into caps measured high lowers nothing. */
+	atb_floor_caps_merge(&high, &low);
+	cr_assert_float_eq(high.mem_bw_bytes_per_s, 1e15, 1);
+	cr_assert_float_eq(high.peak_flops_per_s, 1e18, 1);
+	cr_assert_str_eq(high.method, "kept");
+}
+
+Test(floor, remeasure_failure_leaves_caps_unchanged)
+{
+	struct atb_floor_caps c = {.mem_bw_bytes_per_s = 2e9, .peak_flops_per_s = 3e9,
+				   .method = "before"};
+	struct atb_error e = {0};
+
+	atb_alloc_fail_at(1);
+	cr_assert_eq(atb_floor_remeasure_cpu(8u << 20, &c, &e), ATB_ERR_NOMEM);
+	atb_alloc_fail_at(0);
+	cr_assert_float_eq(c.mem_bw_bytes_per_s, 2e9, 1);
+	cr_assert_str_eq(c.method, "before");
 }
