@@ -6,13 +6,13 @@
 
 test_expect "show sgemm as text" '
 	expect_exit 0 "$ATB" task show sgemm &&
-	expect_grep "timing set   M=320 N=320 K=320" "$TRASH/out" &&
+	expect_grep "timing set   M=192 N=192 K=192" "$TRASH/out" &&
 	expect_grep "M=67 N=45 K=31" "$TRASH/out" &&
-	expect_grep "[M, K] = 102400 elements" "$TRASH/out" &&
+	expect_grep "[M, K] = 36864 elements" "$TRASH/out" &&
 	expect_grep "cache-blocked i-k-j" "$TRASH/out" &&
 	expect_grep "why" "$TRASH/out" &&
 	expect_grep "TILE_I" "$TRASH/out" &&
-	expect_grep "flops 2*M*N*K = 65536000" "$TRASH/out"
+	expect_grep "flops 2*M*N*K = 14155776" "$TRASH/out"
 '
 
 test_expect "show relu --json: its own generator is [0, 1)" '

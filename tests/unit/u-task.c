@@ -140,10 +140,10 @@ Test(task, sgemm_instance)
 	cr_assert_eq(atb_task_instantiate(t, 0, &in, &err), ATB_OK);
 	cr_expect_eq(in.nints, 3);
 	cr_expect_str_eq(in.int_names[2], "K");
-	cr_expect_eq(in.buffers[0].count, 320 * 320);
+	cr_expect_eq(in.buffers[0].count, 192 * 192);
 	cr_expect_eq(in.buffers[2].role, ATB_ROLE_OUT);
-	cr_expect_eq(in.floor_flops, 2LL * 320 * 320 * 320);
-	cr_expect_eq(in.floor_bytes, 4LL * 3 * 320 * 320);
+	cr_expect_eq(in.floor_flops, 2LL * 192 * 192 * 192);
+	cr_expect_eq(in.floor_bytes, 4LL * 3 * 192 * 192);
 	cr_assert_eq(atb_task_instantiate(t, 1, &in, &err), ATB_OK);
 	cr_expect_eq(in.buffers[2].dims[0], 67);
 	cr_expect_eq(in.buffers[2].dims[1], 45);
@@ -232,9 +232,9 @@ Test(task, expressions)
 	int64_t v;
 
 	cr_expect_eq(atb_task_eval(t, &t->sets[0], "2*(M + K) - N/2 % 7", &v, &err), ATB_OK);
-	cr_expect_eq(v, 2 * (320 + 320) - (320 / 2) % 7);
+	cr_expect_eq(v, 2 * (192 + 192) - (192 / 2) % 7);
 	cr_expect_eq(atb_task_eval(t, &t->sets[0], "-M*-2", &v, &err), ATB_OK);
-	cr_expect_eq(v, 640);
+	cr_expect_eq(v, 384);
 	cr_expect_eq(atb_task_eval(t, &t->sets[0], "M/(N-N)", &v, &err), ATB_ERR_SCHEMA);
 	cr_expect_not_null(strstr(err.msg, "division by zero"));
 	cr_expect_eq(atb_task_eval(t, &t->sets[0], "9223372036854775807+1", &v, &err),
