@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "atb/engine.h"
 #include "atb/protocol.h"
 #include "atb/task.h"
 #include "cli.h"
@@ -27,15 +28,25 @@ static const char task_help[] =
 	"Tasks are what atb tunes: a folder with a task.yaml (see\n"
 	"docs/task-format.md) and its kernel sources.  Bundled tasks live under\n"
 	"$ATB_HOME/tasks/; NAME is a folder there, PATH (anything with a '/' or\n"
-	"ending in .yaml) is a task folder or task.yaml anywhere.\n"
+	"ending in .yaml) is a task folder or task.yaml anywhere.  Engine tasks\n"
+	"(kind engine: a folder with an engine.yaml, or a task.yaml of kind\n"
+	"engine; see docs/engine-spec.md) are listed and shown beside kernel\n"
+	"tasks; 'atb engine' and 'atb run' measure them, 'check' is for kernel\n"
+	"tasks only.\n"
 	"\n"
 	"  list    the bundled tasks, one a line: name, kind, description\n"
+	"          (kernel and engine tasks, sorted by name; an engine task\n"
+	"          whose file does not load is listed with its error)\n"
 	"  show    everything a task declares: parameters and correctness\n"
 	"          parameter sets, buffers with their element counts and input\n"
 	"          generators for each set, the honest baseline and why it is the\n"
 	"          honest one, the naive starting point, the modification surface,\n"
 	"          the candidate template, its knobs and flag choices, and the\n"
-	"          physical floor (bytes, flops) of each set\n"
+	"          physical floor (bytes, flops) of each set; for an engine\n"
+	"          task: its description and file, the engine spec (name, file,\n"
+	"          whether it runs here), the model, the workload, the probe set\n"
+	"          and the search space (each search flag's type, domain, default\n"
+	"          and how it renders on the command line)\n"
 	"  check   validate task.yaml, then build the honest baseline, the naive\n"
 	"          baseline and the candidate template with its default knobs,\n"
 	"          each with the protocol's compiler and flags, into a temporary\n"
@@ -46,7 +57,9 @@ static const char task_help[] =
 	"  --json           machine-readable output (also `atb --json task ...`);\n"
 	"                   show --json gives, per parameter set, the scalar values\n"
 	"                   in kernel ABI order and each buffer's dtype, role,\n"
-	"                   dims, element count and generator\n"
+	"                   dims, element count and generator; for an engine\n"
+	"                   task the same fields as the text, with the workload as\n"
+	"                   an object and the probe prompts in full\n"
 	"  --protocol FILE  check: build with this protocol file instead of the\n"
 	"                   current frozen protocol of $ATB_HOME/protocol/\n"
 	"  --keep           check: keep the build folder and print its path\n"
@@ -101,37 +114,94 @@ static void json_print(json_t *j)
 	json_decref(j);
 }
 
+/* One engine task's row of 'list': its description, or why it does not load. */
+static json_t *engine_row(const char *name, char *desc, size_t size)
+{
+	struct atb_engine_task *t = NULL;
+	struct atb_error err = {0};
+	char path[4096];
+	json_t *row;
+
+	if (!atb_engine_task_find(atb_home(), name, path, sizeof(path)))
+		return NULL;
+	if (atb_engine_task_load(atb_home(), path, &t, &err))
+		snprintf(desc, size, "(does not load: %s)", err.msg);
+	else
+		snprintf(desc, size, "%s", t->description ? t->description : "");
+	row = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "kind", "engine", "description",
+			desc, "path", path);
+	if (row && !t)
+		json_object_set_new(row, "error", json_string(err.msg));
+	atb_engine_task_free(t);
+	return row;
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "name")),
+		      json_string_value(json_object_get(*(json_t *const *)b, "name")));
+}
+
 static int task_list(struct opts *o)
 {
 	struct atb_error err = {0};
-	char **names;
-	size_t n, i;
-	json_t *arr = NULL;
+	char **names = NULL, **enames = NULL, desc[1200];
+	size_t n = 0, en = 0, i, nrows = 0;
+	json_t *rows = json_array(), *arr, *row, **sorted;
+	int rc = CLI_OK;
 
-	if (atb_task_list(atb_home(), &names, &n, &err))
+	if (atb_task_list(atb_home(), &names, &n, &err) ||
+	    atb_engine_task_list(atb_home(), &enames, &en, &err)) {
+		atb_task_list_free(names, n);
+		json_decref(rows);
 		return cli_fail(&err);
-	if (o->json)
-		arr = json_array();
+	}
+	for (i = 0; i < en; i++)
+		if ((row = engine_row(enames[i], desc, sizeof(desc))))
+			json_array_append_new(rows, row);
 	for (i = 0; i < n; i++) {
 		struct atb_task *t;
 
+		if (atb_engine_task_find(atb_home(), names[i], desc, sizeof(desc)))
+			continue;   /* a task.yaml of kind engine: listed above */
 		if (atb_task_open(atb_home(), names[i], &t, &err)) {
-			atb_task_list_free(names, n);
-			json_decref(arr);
-			return cli_fail(&err);
+			rc = cli_fail(&err);
+			goto out;
 		}
-		if (o->json)
-			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:s}", "name", t->name,
-							     "kind", t->kind, "description",
-							     t->description, "path", t->dir));
-		else
-			printf("%-12s %-4s %s\n", t->name, t->kind, t->description);
+		json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:s}", "name", t->name,
+						      "kind", t->kind, "description",
+						      t->description, "path", t->dir));
 		atb_task_free(t);
 	}
-	atb_task_list_free(names, n);
+	nrows = json_array_size(rows);
+	sorted = atb_calloc(nrows ? nrows : 1, sizeof(*sorted));
+	if (!sorted) {
+		fprintf(stderr, "atb: out of memory\n");
+		rc = CLI_RUNTIME;
+		goto out;
+	}
+	json_array_foreach(rows, i, row)
+		sorted[i] = row;
+	qsort(sorted, nrows, sizeof(*sorted), cmp_row);
+	arr = json_array();
+	for (i = 0; i < nrows; i++) {
+		if (o->json)
+			json_array_append(arr, sorted[i]);
+		else
+			printf("%-12s %-4s %s\n", json_string_value(json_object_get(sorted[i], "name")),
+			       json_string_value(json_object_get(sorted[i], "kind")),
+			       json_string_value(json_object_get(sorted[i], "description")));
+	}
+	atb_free(sorted);
 	if (o->json)
 		json_print(json_pack("{s:o}", "tasks", arr));
-	return CLI_OK;
+	else
+		json_decref(arr);
+out:
+	atb_task_list_free(names, n);
+	atb_engine_task_list_free(enames, en);
+	json_decref(rows);
+	return rc;
 }
 
 static json_t *generator_json(const struct atb_distribution *d)
@@ -322,12 +392,107 @@ static int show_text(const struct atb_task *t)
 	return CLI_OK;
 }
 
+static const char *const flag_types[] = {"bool", "int", "float", "enum", "string"};
+static const char *const flag_renders[] = {"value", "equals", "switch", "bool_pair", "list",
+					   "json"};
+
+/* A search flag's domain as text: "[1, 64] log", "{a|b|c}", "true|false", "any". */
+static void domain_text(const struct atb_engine_flag *f, char *buf, size_t size)
+{
+	size_t i, k = 0;
+
+	buf[0] = '\0';
+	if (f->has_range)
+		k += (size_t)snprintf(buf, size, "[%g, %g]%s", f->min, f->max, f->log ? " log" : "");
+	for (i = 0; i < f->nvalues && k < size; i++)
+		k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? "|" : k ? " {" : "{",
+				      f->values[i]);
+	if (f->nvalues && k < size)
+		snprintf(buf + k, size - k, "}");
+	if (!buf[0])
+		snprintf(buf, size, "%s", f->type == ATB_ENGINE_BOOL ? "true|false" : "any");
+}
+
+static void flag_cli_text(const struct atb_engine_flag *f, char *buf, size_t size)
+{
+	if (f->render == ATB_RENDER_JSON)
+		snprintf(buf, size, "%s {\"%s\": ...}", f->json_cli, f->json_key);
+	else if (f->render == ATB_RENDER_BOOL_PAIR)
+		snprintf(buf, size, "%s / %s", f->cli, f->negative);
+	else
+		snprintf(buf, size, "%s", f->cli ? f->cli : "");
+}
+
+static int show_engine(const char *path, int json)
+{
+	struct atb_engine_task *t = NULL;
+	struct atb_error err = {0};
+	char dom[1024], cli[300];
+	size_t i;
+
+	if (atb_engine_task_load(atb_home(), path, &t, &err))
+		return cli_fail(&err);
+	if (json) {
+		json_t *space = json_array(), *probes = json_array();
+
+		for (i = 0; i < t->nsearch; i++) {
+			const struct atb_engine_flag *f = atb_engine_spec_flag(t->spec, t->search[i]);
+
+			domain_text(f, dom, sizeof(dom));
+			flag_cli_text(f, cli, sizeof(cli));
+			json_array_append_new(space, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s?}",
+							       "name", f->name, "type",
+							       flag_types[f->type], "domain", dom,
+							       "render", flag_renders[f->render],
+							       "cli", cli, "default",
+							       f->default_text));
+		}
+		for (i = 0; i < t->nprobes; i++)
+			json_array_append_new(probes, json_string(t->probes[i]));
+		json_print(json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:b}, s:s, s:o, s:{s:s, "
+				     "s:i, s:o}, s:o}",
+				     "name", t->name, "kind", "engine", "description",
+				     t->description ? t->description : "", "yaml", t->path,
+				     "engine", "name", t->spec->name, "path", t->spec->path,
+				     "run_here", t->spec->run_here, "model", t->model, "workload",
+				     json_loads(t->workload_json, 0, NULL), "probes", "api",
+				     t->probe_api, "max_tokens", t->probe_max_tokens, "prompts",
+				     probes, "search", space));
+	} else {
+		printf("task         %s (engine)\n", t->name);
+		printf("description  %s\n", t->description ? t->description : "");
+		printf("file         %s\n", t->path);
+		printf("engine       %s (%s)%s\n", t->spec->name, t->spec->path,
+		       t->spec->run_here ? "" : ", specified from its documentation, not run here");
+		printf("model        %s\n", t->model);
+		printf("workload     %s\n", t->workload_json);
+		printf("probes       %zu prompts, %s, max_tokens %d, greedy\n", t->nprobes,
+		       t->probe_api, t->probe_max_tokens);
+		printf("search       %zu flags (the baseline is the engine's default: none passed)\n",
+		       t->nsearch);
+		for (i = 0; i < t->nsearch; i++) {
+			const struct atb_engine_flag *f = atb_engine_spec_flag(t->spec, t->search[i]);
+
+			domain_text(f, dom, sizeof(dom));
+			flag_cli_text(f, cli, sizeof(cli));
+			printf("  %-22s %-6s %s  default %s  (%s %s)\n", f->name, flag_types[f->type],
+			       dom, f->default_text ? f->default_text : "(engine's own)",
+			       flag_renders[f->render], cli);
+		}
+	}
+	atb_engine_task_free(t);
+	return CLI_OK;
+}
+
 static int task_show(struct opts *o)
 {
 	struct atb_error err = {0};
 	struct atb_task *t;
+	char path[4096];
 	int rc;
 
+	if (atb_engine_task_find(atb_home(), o->target, path, sizeof(path)))
+		return show_engine(path, o->json);
 	if (atb_task_open(atb_home(), o->target, &t, &err))
 		return cli_fail(&err);
 	rc = o->json ? show_json(t) : show_text(t);
@@ -373,6 +538,10 @@ static int task_check(struct opts *o)
 	int failed = 0, rc = CLI_OK, step;
 	enum atb_status worst = ATB_OK;
 
+	if (atb_engine_task_find(atb_home(), o->target, so, sizeof(so)))
+		return cli_usage_error("task", "'%s' is an engine task: 'check' builds kernel tasks "
+				       "('atb engine show %s' checks an engine task)", o->target,
+				       o->target);
 	if (atb_task_open(atb_home(), o->target, &t, &err))
 		return cli_fail(&err);
 	if (o->protocol ? atb_protocol_load_file(o->protocol, &p, &err)

@@ -170,6 +170,7 @@ struct atb_engine_task {
 	size_t nprobes;
 	char **search;            /* flag names a search may change */
 	size_t nsearch;
+	char *description;        /* NULL when the task has none */
 };
 
 /*
@@ -186,6 +187,18 @@ int atb_engine_task_detect(const char *path);
  * (size bytes) and returns 1 when found; 0 otherwise.
  */
 int atb_engine_task_find(const char *home, const char *name, char *path, size_t size);
+
+/*
+ * Names of the bundled engine tasks: folders under home/tasks/ (home
+ * NULL: atb_home()) holding an engine.yaml or a task.yaml of kind engine
+ * (see atb_engine_task_find), sorted.  Caller owns *names and each string
+ * (atb_engine_task_list_free); *names NULL and *n 0 when none or on
+ * failure.  A missing tasks folder is no task, not an error.
+ * ATB_ERR_IO (the folder cannot be read), ATB_ERR_NOMEM.
+ */
+enum atb_status atb_engine_task_list(const char *home, char ***names, size_t *n,
+				     struct atb_error *err);
+void atb_engine_task_list_free(char **names, size_t n);
 
 /*
  * Load an engine task and its spec: engine is engines/<name>.yaml under

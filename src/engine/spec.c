@@ -8,6 +8,8 @@
  * engines (proc.c).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -572,6 +574,7 @@ void atb_engine_task_free(struct atb_engine_task *t)
 	atb_free(t->probe_api);
 	atbi_strv_free(t->probes, t->nprobes);
 	atbi_strv_free(t->search, t->nsearch);
+	atb_free(t->description);
 	atb_free(t);
 }
 
@@ -740,6 +743,61 @@ int atb_engine_task_find(const char *home, const char *name, char *path, size_t 
 	return 0;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void atb_engine_task_list_free(char **names, size_t n)
+{
+	atbi_strv_free(names, n);
+}
+
+enum atb_status atb_engine_task_list(const char *home, char ***names, size_t *n,
+				     struct atb_error *err)
+{
+	char dir[PATH_MAX], path[PATH_MAX], **v = NULL, **nv;
+	size_t cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	*names = NULL;
+	*n = 0;
+	home = home ? home : atb_home();
+	if (snprintf(dir, sizeof(dir), "%s/tasks", home) >= (int)sizeof(dir))
+		return atb_error_set(err, ATB_ERR_USAGE, "home '%s' is too long", home);
+	d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? ATB_OK :
+		       atb_error_set(err, ATB_ERR_IO, "cannot read folder '%s': %s", dir,
+				     strerror(errno));
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || !atb_engine_task_find(home, de->d_name, path,
+								   sizeof(path)))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 8;
+			nv = atb_realloc(v, cap * sizeof(*v));
+			if (!nv)
+				goto nomem;
+			v = nv;
+		}
+		if (!(v[*n] = atb_strdup(de->d_name)))
+			goto nomem;
+		(*n)++;
+	}
+	closedir(d);
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_name);
+	*names = v;
+	return ATB_OK;
+nomem:
+	closedir(d);
+	atbi_strv_free(v, *n);
+	*n = 0;
+	return nomem(err);
+}
+
 /* Probe prompts from a JSONL file of {"prompt": "..."} lines. */
 static enum atb_status load_probe_file(struct atbi_ew *w, struct fy_node *n,
 				       struct atb_engine_task *t, const char *file)
@@ -812,7 +870,7 @@ static enum atb_status load_task_doc(struct atbi_ew *w, struct fy_node *root, co
 		goto out;
 	}
 	if ((st = atbi_ew_str(w, root, "", "name", 1, &t->name)) ||
-	    (st = atbi_ew_str(w, root, "", "description", 0, &scratch)) ||
+	    (st = atbi_ew_str(w, root, "", "description", 0, &t->description)) ||
 	    (st = atbi_ew_str(w, root, "", "engine", 1, &engine)) ||
 	    (st = atbi_ew_str(w, root, "", "model", 1, &t->model)) ||
 	    (st = atbi_ew_template(w, atbi_ew_get(root, "model"), "model", t->model)) ||
@@ -892,8 +950,13 @@ static enum atb_status load_task_doc(struct atbi_ew *w, struct fy_node *root, co
 				 "engine '%s' is neither a name nor a path ending in .yaml", engine);
 		goto out;
 	}
-	if ((st = atb_engine_spec_load(path, &t->spec, w->err)))
+	if ((st = atb_engine_spec_load(path, &t->spec, w->err))) {
+		/* a spec that is not there is the task's error: name its field */
+		if (ATB_PRIMARY(st) == ATB_ERR_NOT_FOUND)
+			st = atbi_ew_bad(w, atbi_ew_get(root, "engine"), "engine",
+					 "no engine spec '%s' (looked for '%s')", engine, path);
 		goto out;
+	}
 	if ((n = atbi_ew_get(root, "search"))) {
 		if ((st = atbi_ew_keys(w, n, "search", skeys)) ||
 		    (st = atbi_ew_strlist(w, n, "search", "flags", 1, &t->search, &t->nsearch)))

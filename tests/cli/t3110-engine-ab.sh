@@ -6,7 +6,8 @@
 # stored reason and nothing admitted: truncated, padded and altered greedy
 # outputs (output_equivalence), exit at start on a bad flag, never ready,
 # port already taken (engine_start), death mid-run (engine_died), HTTP 500
-# (engine_errors).  An honest lossless 2x decode speed-up is admitted, with
+# and 400 (on the probes), malformed events and connections reset mid-stream
+# (on the load), each engine_errors with the failures counted by category.  An honest lossless 2x decode speed-up is admitted, with
 # per-seed ratios, CIs and latency ratios in the stored statistics.
 . "$(dirname "$0")/lib.sh"
 
@@ -32,6 +33,10 @@ engine_start|never_ready=true|engine not ready after 3 s
 engine_died|die_after=20|exited with status 3: double: listening on 127.0.0.1:
 engine_died|die_after=20|fatal: simulated crash after 20 requests
 engine_errors|fail_500=true|failed (http 500)
+engine_errors|fail_500=true|5 of 5 probes failed (http_5xx:5)
+engine_errors|fail_4xx=true|5 of 5 probes failed (http_4xx:5)
+engine_errors|malformed=true|requests failed (malformed_event:32)
+engine_errors|reset_after=2|requests failed (reset:
 CASES
 
 test_expect "a port already taken is named" '
@@ -56,7 +61,7 @@ if command -v sqlite3 >/dev/null; then
 		expect_grep "3 gate:output_equivalence" rules &&
 		expect_grep "3 gate:engine_start" rules &&
 		expect_grep "2 gate:engine_died" rules &&
-		expect_grep "1 gate:engine_errors" rules &&
+		expect_grep "5 gate:engine_errors" rules &&
 		test "$(sqlite3 atb.db "select count(*) from result")" = 0
 	'
 fi

@@ -498,6 +498,65 @@ Test(engine, test_engine__noise_over_the_cv_cap_is_refused, .timeout = 300)
 	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED, "%s %g", out.gate, out.cv);
 	cr_assert_str_eq(out.gate, ATB_GATE_NOISE);
 	cr_assert(strstr(out.reason, "over the protocol's cap 0.0500"), "%s", out.reason);
+	/* PROTO: stats.cv_cap: refused only after 2 re-runs of the noisy side */
+	cr_assert_eq(out.attempts, 3, "%d", out.attempts);
+	cr_assert(strstr(out.reason, "after 3 runs (2 re-runs of the noisier side; cv of the "
+			 "per-seed ratios "), "%s", out.reason);
+	cr_assert(strstr(out.reason, "per arm: baseline "), "%s", out.reason);
+	cr_assert(out.rejection_id > 0);
+}
+
+/* The candidate's per-start counter file, for the double's per-start faults. */
+static void counter_settings(char *buf, size_t size, const char *faults)
+{
+	snprintf(buf, size, "%s,counter=%s/starts", faults, tmp);
+}
+
+Test(engine, test_engine__noise_is_rerun_before_refusing, .timeout = 300)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+	char settings[400], path[400], *text = NULL;
+	struct atb_error err;
+	size_t n = 0;
+
+	/* Noisy on its 8 starts of the first run only: the re-run of the
+	   candidate side (starts 9-16) is steady and judged. */
+	ab_setup(&F);
+	counter_settings(settings, sizeof(settings), "speedup=2.0,noisy_first=8");
+	ab_run(&F, settings, &out);
+	/* 2 on a quiet box; a busy one may need the second re-run too */
+	cr_assert(out.attempts >= 2, "%d: %s %s", out.attempts, out.gate, out.reason);
+	if (out.verdict == ATB_MEASURE_REJECTED)
+		cr_assert(out.attempts == 3 && !strcmp(out.gate, ATB_GATE_NOISE), "%s: %s",
+			  out.gate, out.reason);
+	else
+		cr_assert(out.speedup > 1.3, "%g", out.speedup);
+	snprintf(path, sizeof(path), "%s/starts", tmp);
+	cr_assert_eq(atbi_read_file(path, &text, &n, &err), ATB_OK);
+	cr_assert_geq(strtol(text, NULL, 10), 16, "%s", text);
+	atb_free(text);
+	/* both attempts' logs are kept */
+	snprintf(path, sizeof(path), "%s/seed-1-candidate-rerun1/engine.stderr", tmp);
+	cr_assert_eq(access(path, R_OK), 0, "%s", path);
+}
+
+Test(engine, test_engine__outputs_differing_on_a_later_start_are_refused, .timeout = 300)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+	char settings[400];
+
+	/* PROTO: engine.output_equivalence on every start: the candidate
+	   matches on its first two starts and alters its answers on the third. */
+	ab_setup(&F);
+	counter_settings(settings, sizeof(settings), "alter_on_start=3");
+	ab_run(&F, settings, &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
+	cr_assert_str_eq(out.gate, ATB_GATE_OUTPUT_EQUIVALENCE);
+	cr_assert(strstr(out.reason, "candidate start 3 (seed 3), after matching on its earlier "
+			 "starts: outputs differ across restarts: probe 0 text differs at byte"),
+		  "%s", out.reason);
 	cr_assert(out.rejection_id > 0);
 }
 

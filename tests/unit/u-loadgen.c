@@ -656,6 +656,50 @@ Test(loadgen, closed_loop_never_exceeds_its_concurrency_and_warmup_is_excluded)
 	atb_loadgen_result_free(res);
 }
 
+/* The abort hook: stop once the deadline (CLOCK_MONOTONIC ns) has passed. */
+static int abort_after(void *ctx)
+{
+	return atbi_monotonic_ns() >= *(int64_t *)ctx;
+}
+
+Test(loadgen, should_abort_stops_a_long_schedule_at_once)
+{
+	struct atb_loadgen_config cfg;
+	struct atb_loadgen_result *res;
+	const struct atb_loadgen_summary *s;
+	int64_t t0, deadline, took_ns;
+	size_t i, aborted = 0, ok = 0;
+
+	start_server("--token-ms", "2", NULL);
+	base_config(&cfg, 50, 4);
+	cfg.arrival = ATB_LOADGEN_ARRIVAL_CONSTANT;
+	cfg.rate_per_s = 10;    /* a 4.9 s schedule */
+	t0 = atbi_monotonic_ns();
+	deadline = t0 + 450000000;
+	cfg.should_abort = abort_after;
+	cfg.abort_ctx = &deadline;
+	res = run_ok(&cfg);
+	took_ns = atbi_monotonic_ns() - t0;
+	s = atb_loadgen_result_summary(res);
+	cr_assert(s->aborted);
+	/* seen within a loop turn (<= 50 ms), not at the schedule's end */
+	cr_assert_lt(took_ns, 1000000000, "%lld ns", (long long)took_ns);
+	for (i = 0; i < atb_loadgen_result_count(res); i++) {
+		const struct atb_loadgen_record *r = atb_loadgen_result_record(res, i);
+
+		ok += r->failure == ATB_LOADGEN_OK;
+		if (r->failure == ATB_LOADGEN_FAIL_ABORTED) {
+			aborted++;
+			cr_assert(strstr(r->error, "run aborted"), "%s", r->error);
+		}
+	}
+	cr_assert_geq(ok, 3, "%zu", ok);
+	cr_assert_eq(ok + aborted, 50);
+	cr_assert_eq(s->failures[ATB_LOADGEN_FAIL_ABORTED], aborted);
+	cr_assert_str_eq(atb_loadgen_failure_name(ATB_LOADGEN_FAIL_ABORTED), "aborted");
+	atb_loadgen_result_free(res);
+}
+
 Test(loadgen, open_loop_cap_queues_requests_without_dispatch_lag)
 {
 	struct atb_loadgen_config cfg;
