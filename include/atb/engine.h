@@ -326,15 +326,20 @@ struct atb_engine_ab_opts {
  * Measure config against the engine's default configuration on the paired
  * seeds, under p, and record the outcome in store (PROTO: engine.*).
  * Per seed (order ABBA over consecutive seeds, engine.paired_order), each
- * arm on a fresh engine (engine.fresh_engine_per_arm): start, probe on the
- * first seed (output equivalence against the baseline's probes), warm-up
- * requests (engine.warmup_requests, excluded), the seed's workload; the
- * per-seed value is requests/s.  Gates, each a rejection "gate:<id>":
- * engine_baseline (the default configuration itself failed: not the
- * candidate's fault), engine_start, output_equivalence, engine_died,
- * engine_errors, client_lag (engine.max_dispatch_lag_ms), noise (cv), then
- * the store's validator (kind "engine", unit "req/s").  Returns ATB_OK
- * whenever the outcome was recorded (out->verdict says which).
+ * arm on a fresh engine (engine.fresh_engine_per_arm): start, probes on
+ * every start (output equivalence against the default configuration's
+ * first probes), warm-up requests (engine.warmup_requests, excluded), the
+ * seed's workload with the engine watched (waitpid) on every turn of the
+ * load generator's loop; the per-seed value is requests/s.  Gates, each a
+ * rejection "gate:<id>": engine_baseline (the default configuration itself
+ * failed, or its outputs differ across restarts: not the candidate's
+ * fault), engine_start, output_equivalence, engine_died (the load stopped
+ * at once), engine_errors (failures counted by category), client_lag
+ * (engine.max_dispatch_lag_ms), noise (cv over the cap after the first run
+ * and at most 2 re-runs of the noisier arm, PROTO: stats.cv_cap;
+ * out->attempts says how many), then the store's validator (kind "engine",
+ * unit "req/s").  Returns ATB_OK whenever the outcome was recorded
+ * (out->verdict says which).
  */
 enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol *p,
 			      const struct atb_engine_task *t,
