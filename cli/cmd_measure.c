@@ -57,8 +57,8 @@ static const char measure_help[] =
 	"                  runner: any change rejects the candidate\n"
 	"  build           baseline, naive and candidate with the protocol's flags\n"
 	"                  (the knobs as -D macros); the compiler log is kept\n"
-	"  runner          job 1 in a fresh atb-runner: correctness on every\n"
-	"                  parameter set, the task's inputs and the protocol's\n"
+	"  runner          the paired arms in fresh atb-runners: correctness on\n"
+	"                  every parameter set, the task's inputs and the protocol's\n"
 	"                  adversarial ones, then baseline and candidate (and the\n"
 	"                  naive baseline) interleaved on the paired seeds; a\n"
 	"                  crash, timeout or garbled output rejects\n"
@@ -70,12 +70,29 @@ static const char measure_help[] =
 	"                  flops/peak) is impossible; bandwidth and peak are\n"
 	"                  measured once per box and cached in the store (on the\n"
 	"                  GPU: a device-to-device copy and cuBLAS GEMMs in fp32,\n"
-	"                  fp16 and bf16; without cuBLAS only the bytes term)\n"
-	"  baseline_drift  job 2 times the baseline alone in a second fresh\n"
-	"                  runner; beside the candidate it must take the same time\n"
+	"                  fp16 and bf16; without cuBLAS only the bytes term).  On\n"
+	"                  the CPU a candidate that beats the floor from cached caps\n"
+	"                  makes atb measure the caps again, longer (they only go\n"
+	"                  up; the raised ones are stored for the box), once per\n"
+	"                  measurement: only a candidate that still beats the new\n"
+	"                  floor is refused; both floors are in the output\n"
+	"                  (floor_cached_ns, floor_ns, floor_remeasured)\n"
+	"  baseline_drift  the baseline is also timed alone, in runners that never\n"
+	"                  load the candidate (a byte copy of the baseline, the\n"
+	"                  'twin', runs in the candidate's slot, so the work is the\n"
+	"                  same).  cpu: one fresh runner per seed and side, in the\n"
+	"                  order P A, A P, P A, ... (P paired, A alone); cuda and\n"
+	"                  torch: one runner per side covering every seed (P A).\n"
+	"                  Per seed q = baseline median beside / alone; the drift\n"
+	"                  ratio is the median of q over seeds and must lie within\n"
+	"                  1 +/- the protocol's tolerance (0.05).  Outside it the\n"
+	"                  whole measurement is re-run (at most 2 more times); then\n"
+	"                  every q outside on the same side is baseline_drift (the\n"
+	"                  candidate changes its baseline), seeds that disagree are\n"
+	"                  noise (the box is too noisy to judge drift)\n"
 	"  noise           cross-run cv over the protocol's cap, or (cuda) more\n"
-	"                  than 10% of the timed trials throttled (NVML): job 1 is\n"
-	"                  re-run up to 2 more times, then rejected\n"
+	"                  than 10% of the timed trials throttled (NVML): the\n"
+	"                  measurement is re-run up to 2 more times, then rejected\n"
 	"  anomaly_breaker a speedup >= 10x is quarantined for 'atb review'\n"
 	"\n"
 	"options:\n"
@@ -102,7 +119,9 @@ static const char measure_help[] =
 	"output: the verdict (admitted, quarantined or rejected), the speedup over\n"
 	"the honest baseline with its confidence interval, the speedup over the\n"
 	"naive baseline (labelled), the Wilcoxon p-value, the cross-run cv, the\n"
-	"result or rejection id; when rejected, the gate and the reason.  Progress\n"
+	"result or rejection id; when rejected, the gate and the reason; the\n"
+	"medians, the drift ratio, the physical floor and whether it was\n"
+	"re-measured.  Progress\n"
 	"goes to stderr.\n"
 	"\n"
 	"exit codes: 0 admitted or quarantined; 2 rejected by a gate, or bad usage,\n"
@@ -241,6 +260,9 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 		if (task->kind && !strcmp(task->kind, "cuda"))
 			json_object_set_new(v, "throttled_share", jnum(o->throttled_share));
 		json_object_set_new(v, "floor_ns", jnum(o->floor_ns));
+		json_object_set_new(v, "floor_remeasured", json_boolean(o->floor_remeasured));
+		if (o->floor_remeasured)
+			json_object_set_new(v, "floor_cached_ns", jnum(o->floor_cached_ns));
 		json_object_set_new(v, "build_s", jnum(o->build_s));
 		json_object_set_new(v, "run_s", jnum(o->run_s));
 		s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
@@ -272,6 +294,10 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			       "%.0f ns (drift %.4f), floor %.0f ns\n",
 			       o->baseline_median_ns, o->candidate_median_ns,
 			       o->baseline_alone_median_ns, o->drift_ratio, o->floor_ns);
+			if (o->floor_remeasured)
+				printf("  floor           re-measured: %.0f ns from the cached caps, "
+				       "%.0f ns after\n",
+				       o->floor_cached_ns, o->floor_ns);
 			if (task->kind && !strcmp(task->kind, "cuda"))
 				printf("  throttled       %.1f%% of timed trials (at most 10%%)\n",
 				       100 * o->throttled_share);

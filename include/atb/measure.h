@@ -87,6 +87,11 @@ struct atb_measure_outcome {
 	double baseline_median_ns, candidate_median_ns, naive_median_ns;
 	double baseline_alone_median_ns;
 	double floor_ns;           /* the physical floor of one call; 0: unknown */
+	/* 1 when a cpu candidate beat the floor from the cached caps and the
+	   caps were measured again (atb_floor_remeasure_cpu); floor_cached_ns
+	   is the floor before, floor_ns the one judged */
+	int floor_remeasured;
+	double floor_cached_ns;
 	double drift_ratio;        /* baseline beside / baseline alone; 0: not measured */
 	/* cuda: share of timed trials the runner marked throttled (NVML), the
 	   worst job-1 run; 0 on the cpu */

@@ -146,6 +146,31 @@ ATBI_FUNC int atbi_gate_drift_paired(const double *beside_ns, const double *alon
 				     double tolerance, double *ratio, double *spread,
 				     int *consistent);
 
+/* ---- runner layout (layout.c) ---- */
+
+/* One runner process: the paired arms (paired 1) or the baseline alone with
+   its twin (paired 0), on seeds[lo .. hi). */
+struct atbi_run_slot {
+	int paired;
+	size_t lo, hi;
+};
+
+/*
+ * Seeds per runner process for a task of kind (NULL: cpu): 1 on the cpu
+ * (one fresh runner per seed and side); nseeds for "cuda" and "torch" (one
+ * runner per side covering every seed: a runner costs seconds to start).
+ */
+ATBI_FUNC size_t atbi_measure_seeds_per_runner(const char *kind, size_t nseeds);
+
+/*
+ * The runner processes of one attempt, in order, into slots (room for
+ * 2 * nseeds): seeds grouped per_runner at a time (0 counts as 1); for each
+ * group a paired and an alone process, paired first in even groups and
+ * alone first in odd ones (P A, A P, P A, ...).  Returns the count.
+ */
+ATBI_FUNC size_t atbi_measure_layout(size_t nseeds, size_t per_runner,
+				     struct atbi_run_slot *slots);
+
 /* Median of n values (copy sorted); NAN for n == 0. */
 ATBI_FUNC double atbi_median_of(const double *v, size_t n);
 

@@ -7,6 +7,7 @@
  * tests/cli/t6000-gates-cheats.sh and t6100-measure-honest.sh.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,133 @@ Test(measure, drift_band_is_symmetric_in_ratio)
 	cr_assert_eq(atbi_gate_drift(beside, 3, alone, 3, 0.05, &r), 0);
 	beside[0] = beside[1] = beside[2] = 100 / 1.06;
 	cr_assert_eq(atbi_gate_drift(beside, 3, alone, 3, 0.05, &r), 0);
+}
+
+/* PROTO: gates.baseline_drift.tolerance -- the per-seed rule measure applies */
+Test(measure, drift_paired_inside_the_band_passes)
+{
+	double beside[4] = {103, 98, 200, 101}, alone[4] = {100, 100, 200, 100};
+	double r, spread;
+	int consistent;
+
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 4, 0.05, &r, &spread, &consistent), 1);
+	cr_assert_float_eq(r, 1.005, 1e-12);  /* median of 1.03, 0.98, 1.00, 1.01 */
+	cr_assert(spread > 0 && spread < 0.03);
+	cr_assert_eq(consistent, 0);
+	/* one seed far out does not move the median out of the band */
+	beside[2] = 600;
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 4, 0.05, &r, &spread, &consistent), 1);
+	/* the band is [1/1.05, 1.05] */
+	beside[0] = beside[1] = beside[3] = 104.99;
+	beside[2] = 209.98;
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 4, 0.05, &r, &spread, &consistent), 1);
+	cr_assert_float_eq(spread, 0, 1e-12);
+	beside[0] = beside[1] = beside[3] = 100 / 1.05 * (1 + 1e-9);
+	beside[2] = 200 / 1.05 * (1 + 1e-9);
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 4, 0.05, &r, &spread, &consistent), 1);
+	/* one seed: spread 0 */
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 1, 0.05, &r, &spread, &consistent), 1);
+	cr_assert_float_eq(spread, 0, 1e-12);
+}
+
+Test(measure, drift_paired_outside_on_every_seed_is_drift)
+{
+	/* a candidate that slows its baseline: every seed beside > alone */
+	double beside[3] = {230, 450, 118}, alone[3] = {100, 200, 100};
+	double r, spread;
+	int consistent;
+
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
+	cr_assert_float_eq(r, 2.25, 1e-12);
+	cr_assert_eq(consistent, 1);
+	/* and below the band on every seed: drift too (the baseline sped up) */
+	beside[0] = 80;
+	beside[1] = 150;
+	beside[2] = 90;
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
+	cr_assert_float_eq(r, 0.8, 1e-12);
+	cr_assert_eq(consistent, 1);
+}
+
+Test(measure, drift_paired_seeds_that_disagree_are_noise)
+{
+	/* median outside, but one seed inside the band */
+	double beside[3] = {130, 101, 140}, alone[3] = {100, 100, 100};
+	double r, spread;
+	int consistent;
+
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
+	cr_assert_float_eq(r, 1.3, 1e-12);
+	cr_assert_eq(consistent, 0);
+	cr_assert(spread > 0.1);
+	/* median outside above, one seed outside below: disagree */
+	beside[1] = 50;
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
+	cr_assert_eq(consistent, 0);
+}
+
+Test(measure, drift_paired_refuses_non_positive_medians)
+{
+	double beside[2] = {100, 100}, alone[2] = {100, 100};
+	double bad[4] = {0, -5, NAN, INFINITY};
+	double r, spread;
+	int consistent, i;
+
+	for (i = 0; i < 4; i++) {
+		beside[1] = bad[i];
+		cr_assert_eq(atbi_gate_drift_paired(beside, alone, 2, 0.05, &r, &spread, &consistent),
+			     0, "beside %g", bad[i]);
+		cr_assert_eq(r, 0);
+		cr_assert(isinf(spread));
+		cr_assert_eq(consistent, 0);
+		beside[1] = 100;
+		alone[0] = bad[i];
+		cr_assert_eq(atbi_gate_drift_paired(beside, alone, 2, 0.05, &r, &spread, &consistent),
+			     0, "alone %g", bad[i]);
+		cr_assert_eq(r, 0);
+		cr_assert_eq(consistent, 0);
+		alone[0] = 100;
+	}
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 0, 0.05, &r, &spread, &consistent), 0);
+}
+
+/* The runner processes of one attempt: per seed on the cpu, per side on cuda and torch. */
+Test(measure, layout_cpu_is_per_seed_alternated)
+{
+	struct atbi_run_slot s[8];
+	size_t n, k;
+
+	cr_assert_eq(atbi_measure_seeds_per_runner(NULL, 4), 1);
+	cr_assert_eq(atbi_measure_seeds_per_runner("cpu", 4), 1);
+	n = atbi_measure_layout(4, atbi_measure_seeds_per_runner("cpu", 4), s);
+	cr_assert_eq(n, 8);
+	for (k = 0; k < n; k++) {
+		/* P A, A P, P A, A P */
+		int want_paired = (k % 2 == 0) == (k / 2 % 2 == 0);
+
+		cr_assert_eq(s[k].paired, want_paired, "slot %zu", k);
+		cr_assert_eq(s[k].lo, k / 2);
+		cr_assert_eq(s[k].hi, k / 2 + 1);
+	}
+}
+
+Test(measure, layout_cuda_is_one_runner_per_side)
+{
+	struct atbi_run_slot s[16];
+	size_t n;
+
+	cr_assert_eq(atbi_measure_seeds_per_runner("cuda", 8), 8);
+	cr_assert_eq(atbi_measure_seeds_per_runner("torch", 8), 8);
+	n = atbi_measure_layout(8, atbi_measure_seeds_per_runner("cuda", 8), s);
+	cr_assert_eq(n, 2);
+	cr_assert(s[0].paired && s[0].lo == 0 && s[0].hi == 8);
+	cr_assert(!s[1].paired && s[1].lo == 0 && s[1].hi == 8);
+	/* more than one runner per side: the groups alternate, the last one short */
+	n = atbi_measure_layout(5, 2, s);
+	cr_assert_eq(n, 6);
+	cr_assert(s[0].paired && !s[1].paired && s[0].hi == 2);
+	cr_assert(!s[2].paired && s[3].paired && s[2].lo == 2 && s[3].hi == 4);
+	cr_assert(s[4].paired && !s[5].paired && s[4].lo == 4 && s[5].hi == 5);
 }
 
 Test(measure, correctness_ranking_and_naive_task_bug)
