@@ -4,10 +4,12 @@
  * engine's default configuration (the honest baseline) against a candidate
  * configuration on the paired seeds, ABBA over consecutive seeds, a fresh
  * engine per arm, the identical seeded workload for both arms of a seed,
- * warm-up excluded; the output-equivalence gate on the first seed; death,
- * request failures and client lag refused; statistics by stats/ (per-seed
- * requests/s ratios, geometric mean, bootstrap CI, Wilcoxon, cv) and the
- * result through the store's validator, kind "engine".
+ * warm-up excluded; the output-equivalence gate on every engine start;
+ * death (watched while the load runs), request failures and client lag
+ * refused; statistics by stats/ (per-seed requests/s ratios, geometric
+ * mean, bootstrap CI, Wilcoxon, cv), the noisier arm re-run at most twice
+ * when the cv is over the cap, and the result through the store's
+ * validator, kind "engine".
  *
  * Does not: generate load itself (loadgen/), compute statistics (stats/),
  * or decide usability (loop/).
