@@ -3,12 +3,12 @@
 # atb task list: the bundled CPU and CUDA tasks, as text and JSON; help text.
 . "$(dirname "$0")/lib.sh"
 
-test_expect "list names the fifteen bundled tasks" '
+test_expect "list names the fifteen bundled kernel tasks and the two engine tasks" '
 	expect_exit 0 "$ATB" task list &&
-	for t in cuda_gemm cuda_layernorm cuda_merge_attn_states cuda_reduce_sum cuda_relu cuda_rmsnorm_residual cuda_silu_mul cuda_softmax cuda_transpose layernorm prefix_sum relu sgemm softmax stencil2d; do
+	for t in cuda_gemm cuda_layernorm cuda_merge_attn_states cuda_reduce_sum cuda_relu cuda_rmsnorm_residual cuda_silu_mul cuda_softmax cuda_transpose layernorm prefix_sum relu sgemm softmax stencil2d engine-llamacpp-random engine-llamacpp-repeat; do
 		grep -q "^$t " "$TRASH/out" || { echo "missing $t"; cat "$TRASH/out"; exit 1; }
 	done &&
-	[ "$(wc -l <"$TRASH/out")" -eq 15 ]
+	[ "$(grep -vc " engine " "$TRASH/out")" -eq 15 ] && [ "$(grep -c " engine " "$TRASH/out")" -eq 2 ]
 '
 
 test_expect "list --json, before or after the command" '
