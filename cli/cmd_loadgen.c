@@ -35,6 +35,9 @@ static const char loadgen_help[] =
 	"  --endpoint E           completions (POST /v1/completions, default) or\n"
 	"                         chat (POST /v1/chat/completions)\n"
 	"  --model M              the request's \"model\" (default: default)\n"
+	"  --keepalive, --no-keepalive  reuse connections (default) or open a\n"
+	"                         fresh one per request (some servers drop reused\n"
+	"                         ones: failures counted as 'reset')\n"
 	"  --stream, --no-stream  server-sent events with per-token times (default)\n"
 	"                         or one JSON body (TTFT = end-to-end then)\n"
 	"  --timeout-s T          per-request limit, whole transfer (default 600)\n"
@@ -288,6 +291,9 @@ int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx)
 			continue;
 		} else if (!strcmp(a, "--stream") || !strcmp(a, "--no-stream")) {
 			cfg.stream = !strcmp(a, "--stream");
+			continue;
+		} else if (!strcmp(a, "--keepalive") || !strcmp(a, "--no-keepalive")) {
+			cfg.reuse_connections = !strcmp(a, "--keepalive");
 			continue;
 		} else if (!strcmp(a, "--ignore-eos")) {
 			cfg.ignore_eos = 1;

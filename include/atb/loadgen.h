@@ -116,6 +116,13 @@ struct atb_loadgen_config {
 	/* client */
 	double timeout_s;    /* per request, whole transfer; default 600 */
 	size_t max_response_bytes; /* hard cap of a read buffer; default 64 MiB */
+	/* bool; default 1: keep-alive connections are reused.  0: a fresh
+	   connection for every request.  llama.cpp's llama-server closed
+	   kept-alive connections under libcurl's reuse (1-5 of every 100
+	   streamed requests failed as 'reset', "Connection died, tried 5
+	   times"); with fresh connections none did.  A loopback connect costs
+	   far less than one generated token. */
+	int reuse_connections;
 
 	/* metrics */
 	double slo_ttft_ms;  /* goodput limits; 0 = no limit */

@@ -674,13 +674,18 @@ static enum atb_status load_workload(struct atbi_ew *w, struct fy_node *n,
 					    "dataset", "input_len", "output_len", "ignore_eos",
 					    "temperature", "arrival", "rate_per_s", "burstiness",
 					    "concurrency", "max_concurrency", "timeout_s",
-					    "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", NULL};
+					    "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "keepalive",
+					    NULL};
 	struct atb_loadgen_config *c = &t->workload;
 	char *ds = NULL, path[PATH_MAX];
 	enum atb_status st;
 
 	atb_loadgen_config_init(c);
+	/* Engines get a fresh connection per request unless the task says
+	   otherwise: llama-server dropped reused ones (loadgen.h). */
+	c->reuse_connections = 0;
 	if ((st = atbi_ew_keys(w, n, "workload", wkeys)) ||
+	    (st = atbi_ew_bool(w, n, "workload", "keepalive", &c->reuse_connections)) ||
 	    (st = get_parsed(w, n, "api", 0, c)) || (st = get_parsed(w, n, "arrival", 1, c)) ||
 	    (st = get_parsed(w, n, "prompts", 2, c)) ||
 	    (st = get_parsed(w, n, "input_len", 3, c)) ||

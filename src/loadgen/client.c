@@ -398,6 +398,8 @@ static enum atb_status configure(struct run *run, struct xfer *x, struct atb_err
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_NOPROXY, "*"));
+	if (!cfg->reuse_connections)
+		CURL_CALL(err, curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L));
 	CURL_CALL(err, curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L));
 	return ATB_OK;
 }

@@ -89,6 +89,7 @@ void atb_loadgen_config_init(struct atb_loadgen_config *cfg)
 	cfg->concurrency = 1;
 	cfg->timeout_s = 600.0;
 	cfg->max_response_bytes = (size_t)64 << 20;
+	cfg->reuse_connections = 1;
 }
 
 /* Parse a finite number that fills the whole of [s, s+len). */
