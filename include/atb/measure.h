@@ -6,9 +6,9 @@
  *
  * atb_measure_candidate takes a task, a candidate folder (its surface files)
  * and a knob assignment, builds the honest baseline, the naive baseline and
- * the candidate with the protocol's flags, runs them in a fresh atb-runner
+ * the candidate with the protocol's flags, runs them in fresh atb-runners
  * (baseline and candidate interleaved on the protocol's paired seeds), runs
- * the baseline alone in a second fresh runner (baseline drift), computes the
+ * the baseline alone in other fresh runners (baseline drift), computes the
  * statistics in the harness, applies every gate, and either ingests the
  * result (admitted, or quarantined by the anomaly breaker) or stores a
  * rejection with its gate and reason.  Every outcome is in the store and
@@ -125,10 +125,29 @@ struct atb_measure_outcome {
  * the cv), physical_floor (any per-seed candidate median below
  * margin x floor; bandwidth and peak from the store's box capabilities,
  * measured on first use with atb_floor_measure_cpu, or for kind cuda with
- * atb_floor_measure_gpu and stored as "gpu0_*" kinds), then the cv against
- * stats.cv_cap with up to 2 re-runs of job 1, baseline_drift (job 2: the
- * baseline alone in a separate fresh runner), noise, and finally the
- * store's validator, whose anomaly breaker quarantines.  A naive baseline
+ * atb_floor_measure_gpu and stored as "gpu0_*" kinds; on the cpu a
+ * candidate that beats the floor from cached caps makes it call
+ * atb_floor_remeasure_cpu once per measurement, store the caps it raised,
+ * and refuse only if the candidate still beats the new floor:
+ * out->floor_remeasured, out->floor_cached_ns and the refusal's detail
+ * say so), then the cv against stats.cv_cap, baseline_drift, noise, and
+ * finally the store's validator, whose anomaly breaker quarantines.
+ *
+ * Baseline drift (PROTO: gates.baseline_drift.tolerance): the paired arms
+ * run in fresh runners and the baseline alone in others that never load
+ * the candidate (a byte copy of the baseline's object, its twin, in the
+ * candidate's slot, so they do the same work).  Kind cpu: one runner per
+ * seed and side, ordered P A, A P, P A, ... (P paired, A alone) so beside
+ * and alone of a seed are seconds apart; kinds cuda and torch: one runner
+ * per side covering every seed (a runner costs seconds to start).  Per
+ * seed q = the baseline's median beside / alone; the drift ratio
+ * (out->drift_ratio) is the median of q over seeds and must lie within
+ * [1/(1+tol), 1+tol].  A cv over the cap or a ratio outside the band
+ * re-runs the whole measurement, at most 2 more times (out->attempts); on
+ * the last attempt every q outside the band on the same side is
+ * baseline_drift (the candidate changes its baseline), seeds that disagree
+ * are noise (the box is too noisy to judge drift); a cv still over the cap
+ * is noise.  A naive baseline
  * that fails correctness is a task bug: job 1 is re-run without it and
  * out->note says so; the candidate is not blamed.
  */

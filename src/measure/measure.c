@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * The measurement pipeline (DESIGN.md, "the path every number takes"):
- * surface gate -> builds -> job 1 in a fresh atb-runner (correctness, then
- * baseline and candidate interleaved on the paired seeds) -> correctness
- * gates -> physical floor -> job 2 in another fresh runner (the baseline
- * alone) -> paired statistics, cv cap with bounded re-runs, baseline drift
+ * surface gate -> builds -> job 1 in fresh atb-runners (correctness, then
+ * baseline and candidate interleaved on the paired seeds) and job 2 in
+ * others (the baseline alone; run_interleaved says how they alternate) ->
+ * correctness gates -> physical floor (re-measured once on the cpu when
+ * beaten) -> paired statistics, cv cap with bounded re-runs, baseline drift
  * -> the store's ingest validator (which quarantines anomalies) or a stored
  * rejection.  Every outcome is in the store and its audit chain on return.
  *
@@ -1023,8 +1024,11 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 				      jreal(m->out->baseline_median_ns), "baseline_alone_median_ns",
 				      jreal(m->out->baseline_alone_median_ns), "spread",
 				      jreal(m->drift_spread), "rule",
-				      "median over seeds of baseline beside / alone, one runner per "
-				      "seed and side, alternated"));
+				      atbi_measure_seeds_per_runner(m->task->kind, m->nseeds) == 1
+					      ? "median over seeds of baseline beside / alone, one "
+						"runner per seed and side, alternated"
+					      : "median over seeds of baseline beside / alone, one "
+						"runner per side covering every seed"));
 	json_object_set_new(o, "per_seed_medians_ns", per_seed_json(m, j1, j2));
 	json_object_set(o, "build", m->build_info);
 	if (m->cuda)

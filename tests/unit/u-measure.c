@@ -149,40 +149,40 @@ Test(measure, drift_paired_inside_the_band_passes)
 	cr_assert_float_eq(spread, 0, 1e-12);
 }
 
+/* atbi_gate_drift_paired at tolerance 0.05 must return pass, with *ratio
+   ratio and *consistent consistent. */
+static void expect_drift(const double *beside, const double *alone, size_t n, int pass,
+			 double ratio, int consistent)
+{
+	double r, spread;
+	int c;
+
+	cr_assert_eq(atbi_gate_drift_paired(beside, alone, n, 0.05, &r, &spread, &c), pass);
+	cr_assert_float_eq(r, ratio, 1e-12);
+	cr_assert_eq(c, consistent);
+	cr_assert(n < 2 || spread > 0);
+}
+
 Test(measure, drift_paired_outside_on_every_seed_is_drift)
 {
 	/* a candidate that slows its baseline: every seed beside > alone */
 	double beside[3] = {230, 450, 118}, alone[3] = {100, 200, 100};
-	double r, spread;
-	int consistent;
-
-	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
-	cr_assert_float_eq(r, 2.25, 1e-12);
-	cr_assert_eq(consistent, 1);
 	/* and below the band on every seed: drift too (the baseline sped up) */
-	beside[0] = 80;
-	beside[1] = 150;
-	beside[2] = 90;
-	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
-	cr_assert_float_eq(r, 0.8, 1e-12);
-	cr_assert_eq(consistent, 1);
+	double faster[3] = {80, 150, 90};
+
+	expect_drift(beside, alone, 3, 0, 2.25, 1);
+	expect_drift(faster, alone, 3, 0, 0.8, 1);
 }
 
 Test(measure, drift_paired_seeds_that_disagree_are_noise)
 {
 	/* median outside, but one seed inside the band */
 	double beside[3] = {130, 101, 140}, alone[3] = {100, 100, 100};
-	double r, spread;
-	int consistent;
+	/* median outside above, one seed outside below */
+	double split[3] = {130, 50, 140};
 
-	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
-	cr_assert_float_eq(r, 1.3, 1e-12);
-	cr_assert_eq(consistent, 0);
-	cr_assert(spread > 0.1);
-	/* median outside above, one seed outside below: disagree */
-	beside[1] = 50;
-	cr_assert_eq(atbi_gate_drift_paired(beside, alone, 3, 0.05, &r, &spread, &consistent), 0);
-	cr_assert_eq(consistent, 0);
+	expect_drift(beside, alone, 3, 0, 1.3, 0);
+	expect_drift(split, alone, 3, 0, 1.3, 0);
 }
 
 Test(measure, drift_paired_refuses_non_positive_medians)
