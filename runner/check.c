@@ -20,6 +20,7 @@
 #include <gsl/gsl_rng.h>
 
 #include "atb/alloc.h"
+#include "atb/cuda.h"
 #include "runner_int.h"
 #include "banned.h"
 
@@ -752,4 +753,76 @@ nomem:
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- the end of a run ---------------------------------------------------- */
+
+int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *timer,
+			 runner_time_seed_fn time_seed, void *ctx, struct runner_done *d)
+{
+	const char *timing = "done";
+	json_t *ev;
+	size_t k;
+
+	if (job->skip_timing)
+		timing = "skipped";
+	else if (d->failures && !job->time_if_incorrect)
+		timing = "skipped_incorrect";
+	else
+		for (k = 0; k < job->nseeds; k++)
+			if (time_seed(ctx, timer, job->seeds[k], &d->escapes))
+				return -1;
+	ev = json_pack("{s:s, s:i, s:I, s:I}", "event", "done", "seeds", (int)job->nseeds,
+		       "correctness_events", (json_int_t)d->nevents,
+		       "correctness_failures", (json_int_t)d->failures);
+	/* Key order as each backend always wrote it (the harness reads the line). */
+	if (ev && d->skipped &&
+	    json_object_set_new(ev, "inputs_skipped_undefined", json_integer((json_int_t)*d->skipped)))
+		goto nomem;
+	if (ev && json_object_set_new(ev, "timing", json_string(timing)))
+		goto nomem;
+	if (ev && d->has_escapes &&
+	    json_object_set_new(ev, "side_stream_escapes", json_integer((json_int_t)d->escapes)))
+		goto nomem;
+	if (ev && (json_object_set_new(ev, "elapsed_ns",
+				       json_integer(atbi_monotonic_ns() - d->t0_ns)) ||
+		   json_object_set_new(ev, "correctness_ns", json_integer(d->check_ns))))
+		goto nomem;
+	return runner_emit(ev) ? -1 : 0;
+nomem:
+	json_decref(ev);
+	return -1;
+}
+
+int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
+		       int (*call)(void *ctx), void *ctx, struct atb_error *err)
+{
+	struct atb_cuda_events *e = NULL;
+	int64_t event_ns = -1, t0, extra_ns;
+	int krc, escaped;
+
+	atb_error_clear(err);
+	if (atb_cuda_ctx_sync(cu, err) || atb_cuda_events_new(cu, &e, err) ||
+	    atb_cuda_events_record_start(e, err))
+		goto fail;
+	krc = call(ctx);
+	if (atb_cuda_events_record_stop(e, err) || atb_cuda_events_elapsed_ns(e, &event_ns, err))
+		goto fail;
+	t0 = atbi_monotonic_ns();
+	if (atb_cuda_ctx_sync(cu, err))
+		goto fail;
+	extra_ns = atbi_monotonic_ns() - t0;
+	atb_cuda_events_free(e);
+	/* A bare cuCtxSynchronize on an idle device takes a few microseconds. */
+	escaped = extra_ns > 50000 && (double)extra_ns > 0.1 * (double)event_ns;
+	return runner_emit(json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:b}", "event", "side_stream",
+				     "seed", (json_int_t)seed, "arm", arm,
+				     "kernel_status", krc, "event_ns", (json_int_t)event_ns,
+				     "device_extra_ns", (json_int_t)extra_ns, "escaped", escaped))
+		       ? -1 : escaped;
+fail:
+	atb_cuda_events_free(e);
+	if (!err->msg[0])
+		snprintf(err->msg, sizeof(err->msg), "side-stream check failed");
+	return -1;
 }

@@ -247,6 +247,15 @@ static int timed_call(void *ctx, size_t arm)
  * group (every arm except baseline_alone) interleaved, then baseline_alone
  * by itself.
  */
+static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed);
+
+/* runner_time_and_done's hook; the cpu backend has no side streams. */
+static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_t *escapes)
+{
+	(void)escapes;
+	return time_seed(ctx, timer, seed);
+}
+
 static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed)
 {
 	const struct atb_runner_job *job = rt->job;
@@ -343,9 +352,8 @@ int runner_cpu_run(const struct atb_runner_job *job)
 	struct rt rt = {.job = job};
 	struct atb_timer *timer = NULL;
 	struct atb_error err;
-	size_t si, k, failures = 0, nevents = 0, flush_bytes = 0;
-	int64_t t0 = atbi_monotonic_ns();
-	const char *timing = "done";
+	struct runner_done done = {.t0_ns = atbi_monotonic_ns()};
+	size_t si, k, flush_bytes = 0;
 	char msg[1200];
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check = 0;
@@ -388,28 +396,12 @@ int runner_cpu_run(const struct atb_runner_job *job)
 
 			for (x = 0; x < ninputs; x++)
 				if (check_input_set(&rt, job->seeds[k], si, inputs[x], reuse_on,
-						    &failures, &nevents))
+						    &done.failures, &done.nevents))
 					goto out;
 		}
 	}
-	t_check = atbi_monotonic_ns() - t_check;
-
-	if (job->skip_timing)
-		timing = "skipped";
-	else if (failures && !job->time_if_incorrect)
-		timing = "skipped_incorrect";
-	else
-		for (k = 0; k < job->nseeds; k++)
-			if (time_seed(&rt, timer, job->seeds[k]))
-				goto out;
-
-	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I}", "event", "done",
-				   "seeds", (int)job->nseeds,
-				   "correctness_events", (json_int_t)nevents,
-				   "correctness_failures", (json_int_t)failures,
-				   "timing", timing,
-				   "elapsed_ns", (json_int_t)(atbi_monotonic_ns() - t0),
-				   "correctness_ns", (json_int_t)t_check)))
+	done.check_ns = atbi_monotonic_ns() - t_check;
+	if (!runner_time_and_done(job, timer, time_seed_cb, &rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);

@@ -438,37 +438,44 @@ static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
  * whole context.  Work a candidate launched on another stream and left
  * running shows up as device-wide completion long after the event window.
  */
+struct side_ctx {
+	struct crt *rt;
+	const struct runner_arm *a;
+	struct dbufs *d;
+	const struct atb_runner_set *set;
+};
+
+static int side_call(void *ctx)
+{
+	struct side_ctx *c = ctx;
+
+	return call_kernel(c->rt, c->a, c->d, c->set);
+}
+
+/* The shared check (check.c) on this arm's timing buffers; a driver failure is sticky. */
 static int side_stream_check(struct crt *rt, const struct runner_arm *a, struct dbufs *d,
 			     const struct atb_runner_set *set, uint64_t seed)
 {
-	struct atb_cuda_events *e = NULL;
+	struct side_ctx c = {.rt = rt, .a = a, .d = d, .set = set};
 	struct atb_error err;
-	int64_t event_ns = -1, t0, extra_ns;
-	int krc, escaped;
+	int r = runner_side_stream(rt->cu, seed, a->arm->name, side_call, &c, &err);
 
-	atb_error_clear(&err);
-	if (atb_cuda_ctx_sync(rt->cu, &err) || atb_cuda_events_new(rt->cu, &e, &err) ||
-	    atb_cuda_events_record_start(e, &err))
-		goto fail;
-	krc = call_kernel(rt, a, d, set);
-	if (atb_cuda_events_record_stop(e, &err) || atb_cuda_events_elapsed_ns(e, &event_ns, &err))
-		goto fail;
-	t0 = atbi_monotonic_ns();
-	if (atb_cuda_ctx_sync(rt->cu, &err))
-		goto fail;
-	extra_ns = atbi_monotonic_ns() - t0;
-	atb_cuda_events_free(e);
-	/* A bare cuCtxSynchronize on an idle device takes a few microseconds. */
-	escaped = extra_ns > 50000 && (double)extra_ns > 0.1 * (double)event_ns;
-	return runner_emit(json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:b}", "event", "side_stream",
-				     "seed", (json_int_t)seed, "arm", a->arm->name,
-				     "kernel_status", krc, "event_ns", (json_int_t)event_ns,
-				     "device_extra_ns", (json_int_t)extra_ns, "escaped", escaped))
-		       ? -1 : escaped;
-fail:
-	atb_cuda_events_free(e);
+	if (r >= 0)
+		return r;
+	if (!err.msg[0]) {
+		snprintf(rt->msg, sizeof(rt->msg), "cannot write a side_stream event");
+		return -1;
+	}
 	rt->sticky = 1;
 	return fail(rt, "side-stream check failed", &err);
+}
+
+static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes);
+
+/* runner_time_and_done's hook. */
+static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_t *escapes)
+{
+	return time_seed(ctx, timer, seed, escapes);
 }
 
 static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes)
@@ -589,9 +596,8 @@ int runner_cuda_run(const struct atb_runner_job *job)
 	struct crt *rt = atb_calloc(1, sizeof(*rt));
 	struct atb_timer *timer = NULL;
 	struct atb_error err;
-	size_t si, k, failures = 0, nevents = 0, flush_bytes = 0, escapes = 0;
-	int64_t t0 = atbi_monotonic_ns();
-	const char *timing = "done";
+	struct runner_done done = {.t0_ns = atbi_monotonic_ns(), .has_escapes = 1};
+	size_t si, k, flush_bytes = 0;
 	char msg[1200];
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check = 0;
@@ -635,26 +641,12 @@ int runner_cuda_run(const struct atb_runner_job *job)
 
 			for (x = 0; x < ninputs; x++)
 				if (check_input_set(rt, job->seeds[k], si, inputs[x], reuse_on,
-						    &failures, &nevents))
+						    &done.failures, &done.nevents))
 					goto out;
 		}
 	}
-	t_check = atbi_monotonic_ns() - t_check;
-	if (job->skip_timing)
-		timing = "skipped";
-	else if (failures && !job->time_if_incorrect)
-		timing = "skipped_incorrect";
-	else
-		for (k = 0; k < job->nseeds; k++)
-			if (time_seed(rt, timer, job->seeds[k], &escapes))
-				goto out;
-	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:s, s:I, s:I, s:I}", "event", "done",
-				   "seeds", (int)job->nseeds,
-				   "correctness_events", (json_int_t)nevents,
-				   "correctness_failures", (json_int_t)failures,
-				   "timing", timing, "side_stream_escapes", (json_int_t)escapes,
-				   "elapsed_ns", (json_int_t)(atbi_monotonic_ns() - t0),
-				   "correctness_ns", (json_int_t)t_check)))
+	done.check_ns = atbi_monotonic_ns() - t_check;
+	if (!runner_time_and_done(job, timer, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);

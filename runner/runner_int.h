@@ -325,6 +325,44 @@ void runner_reuse_settle(const struct atb_runner_job *job, struct runner_facts *
  */
 json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner_facts *f);
 
+struct atb_cuda;
+
+/* What the done event reports beside the job's own numbers. */
+struct runner_done {
+	size_t nevents, failures;  /* correctness events, and those with a failed fact */
+	int64_t t0_ns;             /* when the run began (CLOCK_MONOTONIC) */
+	int64_t check_ns;          /* time spent on correctness */
+	size_t escapes;            /* side-stream escapes, counted by time_seed */
+	int has_escapes;           /* cuda, torch: report side_stream_escapes */
+	const size_t *skipped;     /* torch: inputs_skipped_undefined; NULL: absent */
+};
+
+/* Time one seed: 0, or -1 after an error event.  d->escapes is the backend's to add to. */
+typedef int (*runner_time_seed_fn)(void *ctx, struct atb_timer *timer, uint64_t seed,
+				   size_t *escapes);
+
+/*
+ * The end of every backend's run: timing "skipped" (the job says so),
+ * "skipped_incorrect" (a correctness fact failed and the job does not time
+ * anyway), or every seed through time_seed; then the done event, its keys
+ * in the order the harness has always read.  0, or -1 when a seed failed
+ * (its error emitted) or the done event could not be written.
+ */
+int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *timer,
+			 runner_time_seed_fn time_seed, void *ctx, struct runner_done *d);
+
+/*
+ * PROTO: timing.side_stream -- one call of the arm (call(ctx)) between a
+ * pair of events on the runner's stream after a device-wide sync, then a
+ * device-wide sync timed on the host: work the call left on another
+ * stream shows as device time past the event window.  Emits the
+ * side_stream event.  1 when the call escaped the window, 0 when not, -1
+ * on a driver failure (err filled, nothing emitted) or when the event
+ * could not be written (err empty).
+ */
+int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
+		       int (*call)(void *ctx), void *ctx, struct atb_error *err);
+
 /*
  * Time one group of arms (paired, or baseline_alone by itself) for seed
  * through the one timing core.  Returns 0 with *res filled (the caller

@@ -625,36 +625,36 @@ static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
  * stream shows up as device-wide completion long after the window.
  * Returns 1 escaped, 0 not, -1 after an error event.
  */
+struct side_ctx {
+	struct trt *rt;
+	size_t ai;
+};
+
+static int side_call(void *ctx)
+{
+	struct side_ctx *c = ctx;
+	struct timing_ctx tc = {.rt = c->rt, .map = {c->ai}};
+
+	return timed_call(&tc, 0);
+}
+
 static int side_stream_check(struct trt *rt, size_t ai, uint64_t seed)
 {
-	struct timing_ctx tc = {.rt = rt, .map = {ai}};
-	struct atb_cuda_events *e = NULL;
+	struct side_ctx c = {.rt = rt, .ai = ai};
 	struct atb_error err;
-	int64_t event_ns = -1, t0, extra_ns;
-	int krc, escaped;
+	int r = runner_side_stream(rt->cu, seed, rt->job->arms[ai].name, side_call, &c, &err);
 
-	atb_error_clear(&err);
-	if (atb_cuda_ctx_sync(rt->cu, &err) || atb_cuda_events_new(rt->cu, &e, &err) ||
-	    atb_cuda_events_record_start(e, &err))
-		goto fail;
-	krc = timed_call(&tc, 0);
-	if (atb_cuda_events_record_stop(e, &err) || atb_cuda_events_elapsed_ns(e, &event_ns, &err))
-		goto fail;
-	t0 = atbi_monotonic_ns();
-	if (atb_cuda_ctx_sync(rt->cu, &err))
-		goto fail;
-	extra_ns = atbi_monotonic_ns() - t0;
-	atb_cuda_events_free(e);
-	escaped = extra_ns > 50000 && (double)extra_ns > 0.1 * (double)event_ns;
-	return runner_emit(json_pack("{s:s, s:I, s:s, s:i, s:I, s:I, s:b}", "event", "side_stream",
-				     "seed", (json_int_t)seed, "arm", rt->job->arms[ai].name,
-				     "kernel_status", krc, "event_ns", (json_int_t)event_ns,
-				     "device_extra_ns", (json_int_t)extra_ns, "escaped", escaped))
-		       ? -1 : escaped;
-fail:
-	atb_cuda_events_free(e);
-	runner_emit_error("cuda", err.msg);
-	return -1;
+	if (r < 0 && err.msg[0])
+		runner_emit_error("cuda", err.msg);
+	return r;
+}
+
+static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes);
+
+/* runner_time_and_done's hook. */
+static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_t *escapes)
+{
+	return time_seed(ctx, timer, seed, escapes);
 }
 
 static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes)
@@ -825,10 +825,12 @@ static int run(struct trt *rt)
 {
 	const struct atb_runner_job *job = rt->job;
 	struct atb_timer *timer = NULL;
-	const char *reason = "internal", *timing = "done";
-	size_t k, x, failures = 0, nevents = 0, escapes = 0;
+	const char *reason = "internal";
+	struct runner_done done = {.t0_ns = atbi_monotonic_ns(), .has_escapes = 1,
+				   .skipped = &rt->skipped};
+	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
-	int64_t t0 = atbi_monotonic_ns(), t_check;
+	int64_t t_check;
 
 	if (hash_arms(rt)) {
 		runner_emit_error("dlopen", rt->msg);
@@ -856,31 +858,16 @@ static int run(struct trt *rt)
 		size_t ninputs = runner_seed_inputs(job, k, inputs);
 
 		for (x = 0; x < ninputs; x++) {
-			int r = check_input_set(rt, job->seeds[k], inputs[x], reuse_on, &failures,
-						&nevents);
+			int r = check_input_set(rt, job->seeds[k], inputs[x], reuse_on,
+						&done.failures, &done.nevents);
 
 			if (r < 0)
 				goto out;
 			rt->skipped += (size_t)r;
 		}
 	}
-	t_check = atbi_monotonic_ns() - t_check;
-	if (job->skip_timing)
-		timing = "skipped";
-	else if (failures && !job->time_if_incorrect)
-		timing = "skipped_incorrect";
-	else
-		for (k = 0; k < job->nseeds; k++)
-			if (time_seed(rt, timer, job->seeds[k], &escapes))
-				goto out;
-	if (!runner_emit(json_pack("{s:s, s:i, s:I, s:I, s:I, s:s, s:I, s:I, s:I}", "event", "done",
-				   "seeds", (int)job->nseeds, "correctness_events",
-				   (json_int_t)nevents, "correctness_failures",
-				   (json_int_t)failures, "inputs_skipped_undefined",
-				   (json_int_t)rt->skipped, "timing", timing,
-				   "side_stream_escapes", (json_int_t)escapes, "elapsed_ns",
-				   (json_int_t)(atbi_monotonic_ns() - t0), "correctness_ns",
-				   (json_int_t)t_check)))
+	done.check_ns = atbi_monotonic_ns() - t_check;
+	if (!runner_time_and_done(job, timer, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);

@@ -131,10 +131,15 @@ struct atb_runner_arm {
 };
 
 /*
- * Where a job runs: the job's top-level "backend", "cpu" when absent.
- * cpu: shared objects built with cc, timed with CLOCK_MONOTONIC.  cuda:
- * shared objects built with nvcc, run on device 0 through the driver API,
- * timed with CUDA events (docs/internals/runner.md, docs/internals/cuda.md).
+ * Where a job runs.  atb-runner has three backends: cpu, cuda and torch.
+ * This parser's jobs name theirs in the top-level "backend", "cpu" when
+ * absent.  cpu: shared objects built with cc, timed with CLOCK_MONOTONIC.
+ * cuda: shared objects built with nvcc, run on device 0 through the driver
+ * API, timed with CUDA events (docs/internals/runner.md, cuda.md).  torch:
+ * KernelBench-format PyTorch models in an embedded Python, on CPU tensors
+ * or device 0; a torch job has its own schema and atb-runner dispatches it
+ * before this parser (runner/torch.c, docs/internals/torch.md), so it has
+ * no value here.
  */
 enum atb_runner_backend { ATB_RUNNER_BACKEND_CPU = 0, ATB_RUNNER_BACKEND_CUDA };
 
