@@ -3,13 +3,43 @@
  * atb: main, global options and the command table.  Adding a command is one
  * file (cmd_<name>.c) and one row here.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "banned.h"
+
+void cli_fmt_duration(char *buf, size_t size, double s)
+{
+	if (s < 0)
+		snprintf(buf, size, "?");
+	else if (s < 60)
+		snprintf(buf, size, "%.0fs", s);
+	else if (s < 3600)
+		snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+	else
+		snprintf(buf, size, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
+}
+
+int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	char *end = NULL;
+	long long x;
+
+	errno = 0;
+	x = strtoll(v, &end, 10);
+	if (!*v || *end || errno || x < lo || x > hi)
+		return cli_usage_error(cmd, "bad %s '%s': expected an integer from %" PRId64
+				       " to %" PRId64, opt, v, lo, hi);
+	*out = x;
+	return 0;
+}
 
 static const struct cli_command commands[] = {
 	{"protocol", cmd_protocol, "show, digest and verify the frozen protocol"},

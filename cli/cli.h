@@ -12,6 +12,8 @@
 #ifndef ATB_CLI_H
 #define ATB_CLI_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "atb/atb.h"
@@ -52,6 +54,12 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_review(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_report(int argc, char **argv, struct cli_ctx *ctx);
+/* "42s", "3m05s", "1h02m"; "?" when s < 0 (an ETA not known yet). */
+void cli_fmt_duration(char *buf, size_t size, double s);
+/* Parse an integer option value in [lo, hi]; 0, or the usage error of
+   command cmd (printed) naming the option and its value. */
+int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
+		  int64_t *out);
 int cmd_suite(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_engine(int argc, char **argv, struct cli_ctx *ctx);

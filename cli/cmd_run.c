@@ -122,18 +122,6 @@ struct progress_ctx {
 	size_t width;     /* of the last line drawn on a tty */
 };
 
-static void fmt_duration(char *buf, size_t size, double s)
-{
-	if (s < 0)
-		snprintf(buf, size, "?");
-	else if (s < 60)
-		snprintf(buf, size, "%.0fs", s);
-	else if (s < 3600)
-		snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
-	else
-		snprintf(buf, size, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
-}
-
 static void progress(void *vctx, const struct atb_loop_progress *p)
 {
 	struct progress_ctx *c = vctx;
@@ -149,7 +137,7 @@ static void progress(void *vctx, const struct atb_loop_progress *p)
 			 p->best_speedup, p->best_ci_low, p->best_ci_high, p->best_k);
 	else
 		snprintf(best, sizeof(best), "none yet");
-	fmt_duration(eta, sizeof(eta), p->eta_s);
+	cli_fmt_duration(eta, sizeof(eta), p->eta_s);
 	n = snprintf(line, sizeof(line),
 		     "iter %" PRId64 "/%" PRId64 "  %s %s  best %s  usable %" PRId64 "/%" PRId64
 		     "  eta %s",
@@ -165,20 +153,6 @@ static void progress(void *vctx, const struct atb_loop_progress *p)
 		fprintf(stderr, "%s\n", line);
 	}
 	fflush(stderr);
-}
-
-static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end = NULL;
-	long long x;
-
-	errno = 0;
-	x = strtoll(v, &end, 10);
-	if (!*v || *end || errno || x < lo || x > hi)
-		return cli_usage_error("run", "bad %s '%s': expected an integer from %" PRId64
-				       " to %" PRId64, opt, v, lo, hi);
-	*out = x;
-	return 0;
 }
 
 static int print_summary(const struct atb_loop_summary *sum, int json)
@@ -306,13 +280,13 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			if (!strcmp(a, "--proposer"))
 				o.proposer = v;
 			else if (!strcmp(a, "--iterations")) {
-				if (parse_int(a, v, 1, ATB_LOOP_MAX_ITERATIONS, &o.iterations))
+				if (cli_parse_int("run", a, v, 1, ATB_LOOP_MAX_ITERATIONS, &o.iterations))
 					return CLI_USAGE;
 			} else if (!strcmp(a, "--seed")) {
-				if (parse_int(a, v, 0, INT64_MAX, &o.seed))
+				if (cli_parse_int("run", a, v, 0, INT64_MAX, &o.seed))
 					return CLI_USAGE;
 			} else if (!strcmp(a, "--seeds")) {
-				if (parse_int(a, v, 1, 100000, &o.paired_seeds))
+				if (cli_parse_int("run", a, v, 1, 100000, &o.paired_seeds))
 					return CLI_USAGE;
 			} else if (!strcmp(a, "--resume"))
 				resume = v;

@@ -127,18 +127,6 @@ struct progress_ctx {
 	int drawn;
 };
 
-static void fmt_duration(char *buf, size_t size, double s)
-{
-	if (s < 0)
-		snprintf(buf, size, "?");
-	else if (s < 60)
-		snprintf(buf, size, "%.0fs", s);
-	else if (s < 3600)
-		snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
-	else
-		snprintf(buf, size, "%dh%02dm", (int)(s / 3600), ((int)s % 3600) / 60);
-}
-
 static void progress(void *vctx, const struct atb_suite_progress *p)
 {
 	struct progress_ctx *c = vctx;
@@ -147,7 +135,7 @@ static void progress(void *vctx, const struct atb_suite_progress *p)
 
 	if (c->quiet || (!c->tty && !finished))
 		return;
-	fmt_duration(eta, sizeof(eta), p->eta_s);
+	cli_fmt_duration(eta, sizeof(eta), p->eta_s);
 	fprintf(stderr, "%stask %" PRId64 "/%" PRId64 " %s  %s %s  correct %" PRId64 "/%" PRId64
 		"  eta %s%s",
 		c->tty ? "\r" : "", p->k + 1, p->ntasks, p->task, finished ? "outcome" : "phase",
@@ -167,20 +155,6 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
 	if (!*v || *end || errno || !isfinite(x) || x < lo || x > hi)
 		return cli_usage_error("suite", "bad %s '%s': expected a number from %g to %g", opt,
 				       v, lo, hi);
-	*out = x;
-	return 0;
-}
-
-static int parse_int(const char *opt, const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-	char *end = NULL;
-	long long x;
-
-	errno = 0;
-	x = strtoll(v, &end, 10);
-	if (!*v || *end || errno || x < lo || x > hi)
-		return cli_usage_error("suite", "bad %s '%s': expected an integer from %" PRId64
-				       " to %" PRId64, opt, v, lo, hi);
 	*out = x;
 	return 0;
 }
@@ -374,10 +348,10 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 						       v);
 			o.baseline = v;
 		} else if (!strcmp(a, "--seeds")) {
-			if (parse_int(a, v, 1, 100000, &o.paired_seeds))
+			if (cli_parse_int("suite", a, v, 1, 100000, &o.paired_seeds))
 				return CLI_USAGE;
 		} else if (!strcmp(a, "--seed")) {
-			if (parse_int(a, v, 0, INT64_MAX, &o.seed))
+			if (cli_parse_int("suite", a, v, 0, INT64_MAX, &o.seed))
 				return CLI_USAGE;
 		} else if (!strcmp(a, "--timeout-per-task")) {
 			if (parse_num(a, v, 0.001, 1e7, &x))
