@@ -13,8 +13,15 @@
  * correctness on every input set, warm-up, cache flushes between trials,
  * the drift job, stats, ingest) is the overhead the ratio exposes.
  *
+ * Per task it prints the same three figures (the row's wall time, the sum
+ * of its job's stored samples, their ratio) and where the runner made the
+ * inputs ("cuda": born on the device; "cpu": the CPU path, with why).  With
+ * --baseline compile the compiled reference's samples are not in the store
+ * (no arm for them), so its timed time is not in the sum: the ratio then
+ * counts it, and the compilation, as overhead.
+ *
  * Usage: bench-suite [--device cpu|cuda] [--filter GLOB] [--python PY]
- *                    [--candidates DIR] [--seeds N]
+ *                    [--candidates DIR] [--seeds N] [--baseline eager|compile]
  * (ATB_HOME selects the tree; the default filter is every task.)
  */
 #define _GNU_SOURCE
@@ -31,21 +38,28 @@
 #include "util.h"
 #include "banned.h"
 
-/* Sum of every sample value (ns) of the jobs named by the suite's rows. */
-static double trial_ns(const char *db, const char *run_id, int64_t *nsamples)
+/*
+ * Sum of every sample value (ns) of the jobs named by the suite's rows, or
+ * of one job (job_uuid not NULL).
+ */
+static double trial_ns(const char *db, const char *run_id, const char *job_uuid,
+		       int64_t *nsamples)
 {
 	const char *q =
 		"SELECT coalesce(sum(s.value), 0), count(*) FROM sample s JOIN job j ON j.id = s.job "
 		"WHERE j.uuid IN (SELECT job_uuid FROM iteration WHERE run = ?1 AND job_uuid IS NOT "
 		"NULL AND job_uuid != '')";
+	const char *q1 =
+		"SELECT coalesce(sum(s.value), 0), count(*) FROM sample s JOIN job j ON j.id = s.job "
+		"WHERE j.uuid = ?1";
 	sqlite3 *h = NULL;
 	sqlite3_stmt *st = NULL;
 	double sum = 0.0;
 
 	*nsamples = 0;
 	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(h, q, -1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, run_id, -1, SQLITE_STATIC);
+	    sqlite3_prepare_v2(h, job_uuid ? q1 : q, -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, job_uuid ? job_uuid : run_id, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) == SQLITE_ROW) {
 			sum = sqlite3_column_double(st, 0);
 			*nsamples = sqlite3_column_int64(st, 1);
@@ -84,12 +98,15 @@ int main(int argc, char **argv)
 			o.candidates_dir = argv[a + 1];
 		else if (!strcmp(argv[a], "--seeds"))
 			o.paired_seeds = strtoll(argv[a + 1], NULL, 10);
+		else if (!strcmp(argv[a], "--baseline"))
+			o.baseline = argv[a + 1];
 		else
 			break;
 	}
 	if (a < argc) {
 		fprintf(stderr, "usage: bench-suite [--device cpu|cuda] [--filter GLOB] "
-				"[--python PY] [--candidates DIR] [--seeds N]\n");
+				"[--python PY] [--candidates DIR] [--seeds N] "
+				"[--baseline eager|compile]\n");
 		return 2;
 	}
 	if (!mkdtemp(dir)) {
@@ -109,14 +126,28 @@ int main(int argc, char **argv)
 	}
 	t1 = atbi_monotonic_ns();
 	wall_s = (double)(t1 - t0) / 1e9;
-	inside_s = trial_ns(db, rep.run_id, &nsamples) / 1e9;
+	inside_s = trial_ns(db, rep.run_id, NULL, &nsamples) / 1e9;
 
-	printf("bench-suite: %s, device %s, candidates %s, store %s\n", suite, o.device,
-	       o.candidates_dir, db);
-	printf("%-32s %-14s %9s %9s\n", "task", "outcome", "speedup", "wall_s");
-	for (i = 0; i < rep.nrows; i++)
-		printf("%-32s %-14s %9.4f %9.2f\n", rep.rows[i].task, rep.rows[i].outcome,
-		       rep.rows[i].speedup, rep.rows[i].wall_s);
+	printf("bench-suite: %s, device %s, candidates %s, baseline %s, store %s\n", suite,
+	       o.device, o.candidates_dir, o.baseline ? o.baseline : "eager", db);
+	printf("%-32s %-14s %9s %9s %9s %8s %-6s %s\n", "task", "outcome", "speedup", "wall_s",
+	       "timed_s", "ratio", "inputs", "vs compile");
+	for (i = 0; i < rep.nrows; i++) {
+		const struct atb_suite_row *w = &rep.rows[i];
+		int64_t ns = 0;
+		double t_s = w->job_uuid[0] ? trial_ns(db, rep.run_id, w->job_uuid, &ns) / 1e9 : 0;
+		char ratio[32] = "n/a", vc[64] = "-";
+
+		if (t_s > 0)
+			snprintf(ratio, sizeof(ratio), "%.2f", w->wall_s / t_s);
+		if (w->compile_speedup > 0)
+			snprintf(vc, sizeof(vc), "%.4f (compiled in %.1f s)", w->compile_speedup,
+				 w->compile_s);
+		else if (w->compile_why[0])
+			snprintf(vc, sizeof(vc), "n/a");
+		printf("%-32s %-14s %9.4f %9.2f %9.3f %8s %-6s %s\n", w->task, w->outcome,
+		       w->speedup, w->wall_s, t_s, ratio, w->inputs_on[0] ? w->inputs_on : "?", vc);
+	}
 	printf("tasks (verdicts)          %zu\n", rep.nrows);
 	printf("suite wall time           %.2f s\n", wall_s);
 	printf("wall time per verdict     %.2f s\n", rep.nrows ? wall_s / (double)rep.nrows : 0.0);
@@ -126,6 +157,16 @@ int main(int argc, char **argv)
 		printf("ratio wall / timed        %.2f (target <= 5)\n", wall_s / inside_s);
 	else
 		printf("ratio wall / timed        not measured (no admitted sample)\n");
+	{
+		size_t on = 0, known = 0;
+
+		for (i = 0; i < rep.nrows; i++) {
+			known += rep.rows[i].inputs_on[0] != '\0';
+			on += !strcmp(rep.rows[i].inputs_on, "cuda");
+		}
+		printf("inputs born on the device %zu of %zu measured tasks (the others: the CPU "
+		       "path)\n", on, known);
+	}
 	printf("median speedup            %.4f [%.4f, %.4f] over %zu admitted\n",
 	       rep.stats.median_speedup.value, rep.stats.median_speedup.lo,
 	       rep.stats.median_speedup.hi, rep.stats.nadmitted);

@@ -30,7 +30,8 @@ static const char measure_help[] =
 	"                   [--seeds N] [--seed-base S] [--naive | --no-naive]\n"
 	"                   [--work-dir DIR] [--json]\n"
 	"       atb measure TASK.py CANDIDATE.py|CANDIDATE_DIR [--python PATH]\n"
-	"                   [--device auto|cpu|cuda] [--seeds N] [--seed-base S] ...\n"
+	"                   [--device auto|cpu|cuda] [--baseline eager|compile]\n"
+	"                   [--seeds N] [--seed-base S] ...\n"
 	"\n"
 	"Measure one candidate against the task's honest baseline on this box,\n"
 	"on the CPU or, for a task of kind cuda, on GPU 0 (needs nvcc and a driver),\n"
@@ -113,12 +114,26 @@ static const char measure_help[] =
 	"  --device D         (torch) auto (the default: GPU 0 when a CUDA driver and\n"
 	"                     torch.cuda are there, else the CPU), cpu or cuda; sets\n"
 	"                     $ATB_TORCH_DEVICE for the runner job\n"
+	"  --baseline B       (torch) eager (the default): the speedup over the task's\n"
+	"                     Model in PyTorch eager; compile: also time\n"
+	"                     torch.compile(Model) (same seeded weights, mode\n"
+	"                     default) as a third arm in the same interleaved rounds\n"
+	"                     of the paired runner, reported labelled beside the\n"
+	"                     honest speedup, never instead.  Its first call (the\n"
+	"                     compilation) runs before any check or timed trial\n"
+	"                     and is reported as compile_s, not timed; its outputs\n"
+	"                     are checked against eager with the protocol's\n"
+	"                     tolerances.  A model that does not compile or\n"
+	"                     differs gets no compile speedup, with the reason in\n"
+	"                     the note and the result's stats.compile; the\n"
+	"                     candidate's verdict is not affected\n"
 	"  --json             the outcome as JSON (also 'atb --json measure ...')\n"
 	"  -h, --help         this text\n"
 	"\n"
 	"output: the verdict (admitted, quarantined or rejected), the speedup over\n"
 	"the honest baseline with its confidence interval, the speedup over the\n"
-	"naive baseline (labelled), the Wilcoxon p-value, the cross-run cv, the\n"
+	"naive baseline (labelled), the speedup over torch.compile (labelled, with\n"
+	"--baseline compile), the Wilcoxon p-value, the cross-run cv, the\n"
 	"result or rejection id; when rejected, the gate and the reason; the\n"
 	"medians, the drift ratio, the physical floor and whether it was\n"
 	"re-measured.  Progress\n"
@@ -252,6 +267,22 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			else
 				json_object_set_new(v, "naive", json_null());
 		}
+		if (o->compile_mode[0])
+			json_object_set_new(
+				v, "compile",
+				json_pack("{s:o, s:o, s:o, s:o, s:o, s:s, s:o}", "speedup",
+					  o->compile_measured ? jnum(o->compile_speedup) : json_null(),
+					  "ci_low",
+					  o->compile_measured ? jnum(o->compile_ci_low) : json_null(),
+					  "ci_high",
+					  o->compile_measured ? jnum(o->compile_ci_high) : json_null(),
+					  "median_ns",
+					  o->compile_measured ? jnum(o->compile_median_ns) : json_null(),
+					  "compile_s", o->compile_s > 0 ? jnum(o->compile_s) : json_null(),
+					  "mode", o->compile_mode, "why",
+					  o->compile_why[0] ? json_string(o->compile_why) : json_null()));
+		if (o->inputs_on[0])
+			json_object_set_new(v, "inputs_on", json_string(o->inputs_on));
 		json_object_set_new(v, "baseline_median_ns", jnum(o->baseline_median_ns));
 		json_object_set_new(v, "candidate_median_ns", jnum(o->candidate_median_ns));
 		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
@@ -287,6 +318,14 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 				       "CI [%.4f, %.4f]\n",
 				       o->naive_speedup, task->naive.label, o->naive_ci_low,
 				       o->naive_ci_high);
+			if (o->compile_measured)
+				printf("  vs compile      %.4fx vs torch.compile(Model) (mode %s, "
+				       "labelled), CI [%.4f, %.4f]; compiled median %.0f ns, "
+				       "compilation %.1f s (not timed)\n",
+				       o->compile_speedup, o->compile_mode, o->compile_ci_low,
+				       o->compile_ci_high, o->compile_median_ns, o->compile_s);
+			else if (o->compile_mode[0])
+				printf("  vs compile      n/a: %s\n", o->compile_why);
 			printf("  p-value         %.4g (Wilcoxon, %zu paired seeds), MDE %.4fx\n",
 			       o->p_value, o->nseeds, o->mde);
 			printf("  cv              %.4f (runs: %d)\n", o->cv, o->attempts);
@@ -331,7 +370,7 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	const char *knob_args[64];
 	size_t nknob_args = 0, npos = 0, nlist = 0, i, k, n;
 	char tmpdir[] = "/tmp/atb-measure.XXXXXX";
-	int json = ctx->json, naive = -1, cur = 0, rc, made_tmp = 0;
+	int json = ctx->json, naive = -1, cur = 0, rc, made_tmp = 0, compile = 0;
 	uint64_t seeds = 0, seed_base = 1;
 	enum atb_status st;
 
@@ -358,7 +397,14 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 			work_dir = argv[++i];
 		else if (!strcmp(a, "--label") && i + 1 < (size_t)argc)
 			label = argv[++i];
-		else if (!strcmp(a, "--python") && i + 1 < (size_t)argc)
+		else if (!strcmp(a, "--baseline") && i + 1 < (size_t)argc) {
+			const char *b = argv[++i];
+
+			if (strcmp(b, "eager") && strcmp(b, "compile"))
+				return cli_usage_error("measure", "--baseline must be eager or "
+						       "compile, not '%s'", b);
+			compile = !strcmp(b, "compile");
+		} else if (!strcmp(a, "--python") && i + 1 < (size_t)argc)
 			python = argv[++i];
 		else if (!strcmp(a, "--device") && i + 1 < (size_t)argc) {
 			device = argv[++i];
@@ -422,6 +468,13 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_fail(&err);
 	}
 
+	if (compile && strcmp(task->kind, ATB_TASK_KIND_TORCH)) {
+		rc = cli_usage_error("measure", "--baseline compile is for KernelBench-format "
+				     "(torch) tasks, not task '%s' of kind %s", task->name,
+				     task->kind);
+		atb_task_free(task);
+		return rc;
+	}
 	cand = pos[1];
 	if (!strcmp(task->kind, ATB_TASK_KIND_TORCH) && !stat(pos[1], &sb) && S_ISREG(sb.st_mode)) {
 		if (candidate_folder(pos[1], cand_dir, sizeof(cand_dir), why, sizeof(why))) {
@@ -458,6 +511,7 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	opts.seed_base = seed_base;
 	opts.nseeds = (size_t)seeds;
 	opts.with_naive = naive < 0 ? task->has_naive : naive;
+	opts.with_compile = compile;
 	opts.candidate_label = label;
 	opts.box = box;
 	opts.progress = on_progress;

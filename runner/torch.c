@@ -134,13 +134,26 @@ struct trt {
 	char sha[ATB_RUNNER_MAX_ARMS][ATB_SHA256_HEX_LEN + 1];
 	void *session;               /* atb_torch.runner.Session */
 	void *call;                  /* its bound method call */
-	void *arm_args[ATB_RUNNER_MAX_ARMS];
+	/* one argument tuple per model: the job's arms, then the compiled reference */
+	void *arm_args[ATB_RUNNER_MAX_ARMS + 1];
 	struct atb_cuda *cu;         /* NULL on CPU tensors */
 	json_t *py_env;              /* Session.env() */
 	char msg[1400];
 	char reason[32];             /* an error reason the Python side named */
 	size_t skipped;              /* adversarial input sets the reference is not defined on */
+	/* "torch": {"compile": {"mode"}}: torch.compile of the reference, the
+	   model after the job's arms (index job->narms), checked against eager
+	   and timed in the paired group while compile_ok */
+	int with_compile, compile_ok;
+	char compile_mode[32];
+	char compile_why[512];       /* why it is not timed; "" */
+	int64_t compile_ns;          /* its first call (the compilation), wall time */
+	size_t compile_checks;
+	json_t *compile_failed;      /* the first input set it differed on: {seed, input, buffers} */
 };
+
+/* The name the compiled reference's samples and facts carry. */
+#define COMPILE_ARM "compile"
 
 /*
  * Call session.method(args) (args stolen; NULL: no arguments) and parse the
@@ -246,6 +259,25 @@ static int parse_job(struct trt *rt, const char *text, size_t len, struct atb_ru
 				 d ? d : "(not a string)");
 			return -1;
 		}
+	}
+	if (json_object_get(t, "compile")) {
+		const json_t *c = json_object_get(t, "compile");
+		const char *mode = json_string_value(json_object_get(c, "mode"));
+		static const char *const modes[] = {"default", "reduce-overhead", "max-autotune",
+						    "max-autotune-no-cudagraphs"};
+
+		for (i = 0; mode && i < sizeof(modes) / sizeof(modes[0]); i++)
+			if (!strcmp(mode, modes[i]))
+				break;
+		if (!json_is_object(c) || !mode || i == sizeof(modes) / sizeof(modes[0])) {
+			snprintf(rt->msg, sizeof(rt->msg),
+				 "torch.compile.mode: bad mode '%s': expected default, "
+				 "reduce-overhead, max-autotune or max-autotune-no-cudagraphs",
+				 mode ? mode : "(not a string)");
+			return -1;
+		}
+		rt->with_compile = 1;
+		snprintf(rt->compile_mode, sizeof(rt->compile_mode), "%s", mode);
 	}
 	copy = json_deep_copy(rt->raw);
 	arms = json_object_get(copy, "arms");
@@ -521,6 +553,104 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 }
 
 /*
+ * The compiled reference on one input set, against eager with the job's
+ * tolerances (PROTO: correctness.tolerances).  Not a gate: the first set it
+ * differs on (or raises on) stops its timing, with the reason, and nothing
+ * else (the candidate's verdict does not depend on it).  0, or -1 after an
+ * error event.
+ */
+static int check_compiled(struct trt *rt, uint64_t seed, int dist)
+{
+	const struct atb_runner_job *job = rt->job;
+	struct runner_cmp worst;
+	const char *wname = NULL;
+	json_t *a, *bufs;
+	int pass;
+
+	a = py_json(rt, "check", int_tuple(3, (long long)seed, dist, (long long)job->narms));
+	if (!a) {
+		runner_emit_error("python", rt->msg);
+		return -1;
+	}
+	if (answer_error(a)) {
+		json_decref(a);
+		return -1;
+	}
+	bufs = json_array();
+	pass = bufs && compare_call(job, a, bufs, &worst, &wname);
+	rt->compile_checks++;
+	if (!pass) {
+		const char *raised = json_string_value(json_object_get(a, "raised"));
+		const char *structure = json_string_value(json_object_get(a, "structure"));
+
+		rt->compile_ok = 0;
+		if (raised)
+			snprintf(rt->compile_why, sizeof(rt->compile_why),
+				 "the compiled reference raised on seed %llu, input '%s': %s",
+				 (unsigned long long)seed, runner_input_name(job, dist), raised);
+		else if (structure)
+			snprintf(rt->compile_why, sizeof(rt->compile_why),
+				 "the compiled reference differs from eager on seed %llu, input "
+				 "'%s': %s", (unsigned long long)seed, runner_input_name(job, dist),
+				 structure);
+		else
+			snprintf(rt->compile_why, sizeof(rt->compile_why),
+				 "the compiled reference differs from eager on seed %llu, input "
+				 "'%s': %zu element(s) of '%s' out of tolerance, max abs err %g "
+				 "(first at %lld: eager %g, compiled %g)",
+				 (unsigned long long)seed, runner_input_name(job, dist), worst.nbad,
+				 wname ? wname : "output", worst.max_abs, worst.first_bad,
+				 worst.bad_ref, worst.bad_got);
+		rt->compile_failed = json_pack("{s:I, s:s, s:O}", "seed", (json_int_t)seed,
+					       "input", runner_input_name(job, dist), "buffers",
+					       bufs);
+	}
+	json_decref(bufs);
+	json_decref(a);  /* after the message: wname pointed into it */
+	return 0;
+}
+
+/* After the warm call and the checks: what became of the compiled reference. */
+static int emit_compile(struct trt *rt)
+{
+	return runner_emit(json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:O?}", "event",
+				     COMPILE_ARM, "mode", rt->compile_mode, "ok", rt->compile_ok,
+				     "why", rt->compile_why, "compile_ns",
+				     (json_int_t)rt->compile_ns, "checks",
+				     (json_int_t)rt->compile_checks, "failed", rt->compile_failed));
+}
+
+/*
+ * The compiled reference's first call, where torch.compile compiles: timed
+ * here (wall time, CLOCK_MONOTONIC), before any check or timed trial, and
+ * reported apart.  0 (compile_ok says whether it ran), -1 after an error
+ * event.
+ */
+static int warm_compiled(struct trt *rt)
+{
+	int64_t t0 = atbi_monotonic_ns();
+	json_t *a = py_json(rt, "compile_warm",
+			    int_tuple(1, (long long)(rt->job->nseeds ? rt->job->seeds[0] : 0), 0, 0));
+	const char *raised;
+
+	rt->compile_ns = atbi_monotonic_ns() - t0;
+	if (!a) {
+		runner_emit_error("python", rt->msg);
+		return -1;
+	}
+	if (answer_error(a)) {
+		json_decref(a);
+		return -1;
+	}
+	raised = json_string_value(json_object_get(a, "raised"));
+	rt->compile_ok = !raised;
+	if (raised)
+		snprintf(rt->compile_why, sizeof(rt->compile_why), "%s", raised);
+	json_decref(a);
+	return 0;
+}
+
+/*
  * One input set of one seed: every checked arm, one correctness event
  * each.  0; 1 when the reference is not defined on this adversarial set
  * (skipped); -1 after an error event.
@@ -583,6 +713,8 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 			return -1;
 		(*nevents)++;
 	}
+	if (rt->compile_ok)
+		return check_compiled(rt, seed, dist);
 	return 0;
 }
 
@@ -590,7 +722,7 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 
 struct timing_ctx {
 	struct trt *rt;
-	size_t map[ATB_RUNNER_MAX_ARMS];   /* the core's arm -> the job's arm */
+	size_t map[ATB_RUNNER_MAX_ARMS + 1]; /* the core's arm -> the model (job's arm, compiled) */
 };
 
 /* One timed call: Session.call(arm), prepared; on cuda it only launches. */
@@ -661,7 +793,7 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 {
 	const struct atb_runner_job *job = rt->job;
 	struct timing_ctx tc = {.rt = rt};
-	const char *names[ATB_RUNNER_MAX_ARMS];
+	const char *names[ATB_RUNNER_MAX_ARMS + 1];
 	struct atb_cuda_gpu_sample g0, g1;
 	struct atb_timing_seed res;
 	size_t np = 0, ai, alone = SIZE_MAX;
@@ -690,6 +822,11 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		}
 		tc.map[np] = ai;
 		names[np++] = job->arms[ai].name;
+	}
+	/* the compiled reference, in the same interleaved rounds (labelled) */
+	if (rt->compile_ok && np) {
+		tc.map[np] = job->narms;
+		names[np++] = COMPILE_ARM;
 	}
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
@@ -842,7 +979,7 @@ static int run(struct trt *rt)
 	}
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
-	for (k = 0; k < job->narms; k++)
+	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
 		if (!(rt->arm_args[k] = int_tuple(1, (long long)k, 0, 0)))
 			rt->call = NULL;
 	if (!rt->py_env || !rt->call) {
@@ -850,6 +987,8 @@ static int run(struct trt *rt)
 		goto out;
 	}
 	if (emit_env(rt, timer))
+		goto out;
+	if (rt->with_compile && warm_compiled(rt))
 		goto out;
 	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
 	t_check = atbi_monotonic_ns();
@@ -867,6 +1006,8 @@ static int run(struct trt *rt)
 		}
 	}
 	done.check_ns = atbi_monotonic_ns() - t_check;
+	if (rt->with_compile && emit_compile(rt))
+		goto out;
 	if (!runner_time_and_done(job, timer, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
@@ -895,6 +1036,7 @@ int runner_torch_run(const char *text, size_t len)
 	/* Python objects, torch and the cuda context are left to process exit:
 	 * finalizing an interpreter that imported torch is slow and fragile. */
 	json_decref(rt->py_env);
+	json_decref(rt->compile_failed);
 	json_decref(rt->raw);
 	atb_runner_job_free(job);
 	atb_free(rt);

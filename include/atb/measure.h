@@ -61,6 +61,11 @@ struct atb_measure_opts {
 	uint64_t seed_base;        /* seeds are seed_base, seed_base+1, ... */
 	size_t nseeds;             /* 0: the protocol's stats.min_paired_seeds */
 	int with_naive;            /* also time the naive baseline, labelled */
+	/* Kind torch: also time torch.compile of the reference (mode
+	   compile_mode, NULL: "default") in the same interleaved rounds of the
+	   paired runner, labelled, never the headline; ignored for other kinds */
+	int with_compile;
+	const char *compile_mode;
 	const char *candidate_label; /* stored as the result's candidate; NULL: knobs */
 	/* This machine, probed (atb_box_probe_with_compiler); NULL: probed here.
 	   It is registered in the store either way. */
@@ -98,6 +103,26 @@ struct atb_measure_outcome {
 	double throttled_share;
 	int attempts;              /* job-1 runs (re-runs for noise, PROTO: stats.cv_cap) */
 	char note[512];            /* e.g. the naive baseline failed (a task bug); "" none */
+	/*
+	 * vs torch.compile of the reference (opts.with_compile, kind torch),
+	 * labelled; the eager reference stays the baseline of record.
+	 * compile_measured 1 when its speedup is a measurement: the geometric
+	 * mean of per-seed ratios compiled / candidate with its interval
+	 * (compile_speedup > 1: the candidate beats the compiled reference);
+	 * otherwise compile_why says why it is absent (it did not compile, it
+	 * differs from eager beyond the protocol's tolerances, or the
+	 * measurement stopped before it was timed).  compile_s is the wall time
+	 * of its first call (torch.compile compiles there), never timed.
+	 */
+	int compile_measured;
+	double compile_speedup, compile_ci_low, compile_ci_high;
+	double compile_median_ns, compile_s;
+	char compile_mode[32];
+	char compile_why[512];
+	/* Kind torch: where the runner's inputs were made, "cuda" (born on the
+	   device) or "cpu" (the CPU path), and why; "" for other kinds */
+	char inputs_on[8];
+	char inputs_why[256];
 	double build_s, run_s;     /* wall time spent building, measuring */
 };
 

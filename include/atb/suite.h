@@ -120,7 +120,15 @@ struct atb_suite_row {
 	int correct;             /* passed every correctness gate (atb_suite_outcome_correct) */
 	int admitted;            /* its result was admitted: speedup is a measurement */
 	double speedup, ci_low, ci_high;   /* vs PyTorch eager; 0 when not admitted */
-	double compile_speedup;  /* vs torch.compile; 0 when not measured */
+	/* vs torch.compile of the reference (--baseline compile): the geometric
+	   mean of per-seed ratios compiled / candidate and its interval, timed
+	   in the same rounds; 0 when not measured (compile_why says why: it did
+	   not compile, differs from eager, or the task was not admitted);
+	   compile_s: its compilation's wall time (its first call, not timed) */
+	double compile_speedup, compile_ci_low, compile_ci_high, compile_s;
+	char compile_why[256];
+	char inputs_on[8];       /* where the runner made the inputs: "cuda", "cpu"; "" unknown */
+	char job_uuid[65];       /* the measurement's job ("" when none ran) */
 	char findings[160];      /* the static finding kinds, comma-separated; "" none */
 	char reason[512];
 	double wall_s;

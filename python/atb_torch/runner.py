@@ -22,26 +22,12 @@ import json
 import sys
 import traceback
 
-MASK64 = (1 << 64) - 1
+from atb_torch import inputs
+
 STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
 # torch dtypes the C comparison knows, by name; others are converted first.
 DTYPE_NAMES = {"float32": "fp32", "float64": "fp64", "float16": "fp16",
                "bfloat16": "bf16", "int32": "int32", "int64": "int64"}
-
-
-def splitmix64(x):
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-    return z ^ (z >> 31)
-
-
-def mix(*parts):
-    """A 63-bit seed from (seed, set, input, stream): fixed forever."""
-    h = 0
-    for p in parts:
-        h = splitmix64(h ^ (p & MASK64))
-    return h & ((1 << 63) - 1)
 
 
 def load_module(name, path):
@@ -134,15 +120,45 @@ class Session:
             if isinstance(m, torch.nn.Module):
                 m = m.to(self.device)
             self.models.append(m)
+        # The compiled reference ("torch": {"compile": {"mode": ...}}): one more
+        # model after the job's arms, timed in the same rounds, never judged.
+        self.compile_mode = None
+        self.compile_error = None
+        if t.get("compile"):
+            self.compile_mode = str(t["compile"].get("mode", "default"))
+            self.models.append(self.compiled_reference())
         try:
             params = list(inspect.signature(self.task.Model.forward).parameters)[1:]
         except (TypeError, ValueError):
             params = []
         self.input_names = params
+        # PROTO: correctness.distributions -- on cuda the inputs are born on
+        # the device where the task allows (same seed, same distribution).
+        self.inputs_on_device, self.inputs_why = inputs.placement(
+            self.task, self.device, inputs.mix(self.init_seed, 0, 0, STREAM_CHECK))
         self.keep = []
         self.cur = None
         self.last_out = None
         self.timing_inputs = None
+
+    def compiled_reference(self):
+        """torch.compile of a fresh Model built under the same seed, with the
+        eager reference's weights loaded (the same weights by construction,
+        and by copy).  None, with compile_error, when torch.compile refuses it."""
+        torch = self.torch
+        ref = self.models[self.reference]
+        torch.manual_seed(self.init_seed)
+        try:
+            m = self.task.Model(*self.init_inputs)
+            if isinstance(m, torch.nn.Module):
+                m = m.to(self.device)
+                if isinstance(ref, torch.nn.Module):
+                    m.load_state_dict(ref.state_dict())
+            return torch.compile(m, mode=self.compile_mode)
+        except BaseException:
+            self.compile_error = "torch.compile refused the model: %s" % inputs.last_line(
+                traceback.format_exc(limit=4))
+            return None
 
     # ---- inputs ------------------------------------------------------------
     def input_name(self, i):
@@ -151,23 +167,10 @@ class Session:
 
     def gen(self, seed, dist, stream):
         """The task's get_inputs() under the seed; for dist >= 0 every floating
-        tensor redrawn from the protocol's distribution, same shape and dtype."""
-        torch = self.torch
-        torch.manual_seed(mix(seed, 0, 0, stream))
-        xs = list(self.task.get_inputs())
-        if dist >= 0:
-            d = self.dists[dist]
-            g = torch.Generator().manual_seed(mix(seed, 0, dist + 1, stream))
-            for i, x in enumerate(xs):
-                if torch.is_tensor(x) and x.is_floating_point():
-                    if d.get("kind") == "normal":
-                        v = torch.randn(x.shape, generator=g, dtype=torch.float64)
-                        v = v * float(d.get("stddev", 1.0)) + float(d.get("mean", 0.0))
-                    else:
-                        lo, hi = float(d.get("low", 0.0)), float(d.get("high", 1.0))
-                        v = torch.rand(x.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
-                    xs[i] = v.to(x.dtype)
-        return [x.to(self.device) if torch.is_tensor(x) else x for x in xs]
+        tensor redrawn from the protocol's distribution, same shape and dtype.
+        On a cuda job born on the GPU where the task allows (inputs.py)."""
+        return inputs.generate(self.task, seed, dist, stream, self.dists, self.device,
+                               self.inputs_on_device)
 
     def clone(self, xs):
         return [x.clone() if self.torch.is_tensor(x) else x for x in xs]
@@ -287,7 +290,11 @@ class Session:
         torch = self.torch
         e = {"torch_version": torch.__version__, "python_version": sys.version.split()[0],
              "device": str(self.device), "threads": torch.get_num_threads(),
-             "init_seed": self.init_seed, "inputs": len(self.input_names)}
+             "init_seed": self.init_seed, "inputs": len(self.input_names),
+             "inputs_on": self.device.type if self.inputs_on_device else "cpu",
+             "inputs_why": self.inputs_why}
+        if self.compile_mode is not None:
+            e["compile_mode"] = self.compile_mode
         if self.device.type == "cuda":
             e["cuda_device"] = torch.cuda.get_device_name(self.device)
             e["torch_cuda"] = torch.version.cuda
@@ -378,12 +385,32 @@ class Session:
         self.keep = []
         self.cur = None
         xs = self.gen(seed, -1, STREAM_TIMING)
-        self.timing_inputs = [self.clone(xs) for _ in self.arms]
+        self.timing_inputs = [self.clone(xs) for _ in self.models]
         self.sync()
         return {"ok": True}
 
     def prepare(self, seed):
         return answer(lambda: self._prepare(seed))
+
+    def _compile_warm(self, seed):
+        """The compiled reference's first call (torch.compile compiles there),
+        on the seed's check inputs, before anything is checked or timed; the
+        C side times this call as the compile time."""
+        if self.compile_error is not None:
+            return {"raised": self.compile_error}
+        xs = self.gen(seed, -1, STREAM_CHECK)
+        try:
+            self.models[len(self.arms)](*xs)
+            self.sync()
+        except BaseException as e:
+            # the exception's own first line: torch's last lines are advice
+            first = (str(e).strip().splitlines() or [""])[0][:300]
+            return {"raised": "torch.compile failed on the first call: %s: %s"
+                    % (type(e).__name__, first)}
+        return {"ok": True, "mode": self.compile_mode}
+
+    def compile_warm(self, seed):
+        return answer(lambda: self._compile_warm(seed))
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event

@@ -40,10 +40,14 @@
 #define NOISE_ATTEMPTS 3   /* job 1 plus at most 2 re-runs (PROTO: stats.cv_cap) */
 #define SEED_MAX (UINT64_C(1) << 62)
 
-enum { A_BASE = 0, A_CAND, A_NAIVE, A_ALONE, NARMS };
-static const char *const arm_label[NARMS] = {"baseline", "candidate", "naive", "baseline_alone"};
+/* A_COMPILE: torch.compile of a torch task's reference, timed in the paired
+   runner beside the others; the store has no arm for it (its samples are
+   summarised in the stats, never ingested as samples). */
+enum { A_BASE = 0, A_CAND, A_NAIVE, A_ALONE, A_COMPILE, NARMS };
+static const char *const arm_label[NARMS] = {"baseline", "candidate", "naive", "baseline_alone",
+					     "compile"};
 static const enum atb_arm store_arm[NARMS] = {ATB_ARM_BASELINE, ATB_ARM_CANDIDATE, ATB_ARM_NAIVE,
-					      ATB_ARM_BASELINE_ALONE};
+					      ATB_ARM_BASELINE_ALONE, ATB_ARM_BASELINE};
 
 const char *atb_measure_verdict_name(enum atb_measure_verdict v)
 {
@@ -75,6 +79,7 @@ struct job_result {
 	   side-stream escape (owned copy) */
 	size_t trials, throttled_trials;
 	json_t *side_event;
+	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -104,6 +109,8 @@ struct measure {
 	size_t cur_seed_done;           /* for progress */
 	int cuda;                       /* task kind cuda: the runner's cuda backend */
 	int torch;                      /* task kind torch: the runner's torch backend */
+	int with_compile;               /* torch: time torch.compile of the reference too */
+	const char *compile_mode;
 	double drift_spread;            /* cv of the per-seed drift ratios */
 	char floor_why[256];            /* why a floor re-measure did not happen; "" */
 };
@@ -262,7 +269,8 @@ static json_t *reduction_json(const struct atb_task_buffer *b)
  * home, sys.path), where atb_torch lives (home/python), and the device
  * ($ATB_TORCH_DEVICE: auto, the default, cpu or cuda).
  */
-static enum atb_status torch_job(struct measure *m, json_t *job, struct atb_error *err)
+static enum atb_status torch_job(struct measure *m, json_t *job, int alone,
+				 struct atb_error *err)
 {
 	const char *home = m->o->home ? m->o->home : atb_home();
 	const char *dev = getenv("ATB_TORCH_DEVICE");
@@ -277,6 +285,11 @@ static enum atb_status torch_job(struct measure *m, json_t *job, struct atb_erro
 	    json_object_set_new(job, "torch", json_pack("{s:o, s:s, s:s}", "python", info,
 							"module_path", mod, "device",
 							dev && *dev ? dev : "auto")))
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the runner job: out of memory");
+	/* the compiled reference rides in the paired runner only */
+	if (m->with_compile && !alone &&
+	    json_object_set_new(json_object_get(job, "torch"), "compile",
+				json_pack("{s:s}", "mode", m->compile_mode)))
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the runner job: out of memory");
 	return ATB_OK;
 }
@@ -362,7 +375,7 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	st = atb_runner_job_set_protocol(job, m->p, m->box ? (size_t)m->box->cache_largest_bytes : 0,
 					 err);
 	if (!st && m->torch)
-		st = torch_job(m, job, err);
+		st = torch_job(m, job, alone, err);
 	if (st) {
 		json_decref(job);
 		return st;
@@ -405,6 +418,9 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		r->done = json_deep_copy(ev);
 	} else if (!strcmp(kind, "correctness")) {
 		atbi_gate_correctness_event(&r->corr, ev);
+	} else if (!strcmp(kind, "compile")) {
+		json_decref(r->compile_event);
+		r->compile_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -448,8 +464,9 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			}
 			sd->t[sd->n++] = v;
 		}
-		c->samples_seen++;
-		if (c->arms_timed && c->samples_seen % c->arms_timed == 0) {
+		if (a != A_COMPILE)  /* progress counts the job's own arms */
+			c->samples_seen++;
+		if (a != A_COMPILE && c->arms_timed && c->samples_seen % c->arms_timed == 0) {
 			char ph[64];
 
 			snprintf(ph, sizeof(ph), "%s seed %zu/%zu", c->alone ? "drift" : "timing",
@@ -475,6 +492,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->env);
 	json_decref(r->done);
 	json_decref(r->side_event);
+	json_decref(r->compile_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -493,6 +511,9 @@ static enum atb_status job_result_init(struct measure *m, const int *arms, size_
 		if (!r->arm[a])
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
 	}
+	if (m->with_compile && !alone &&
+	    !(r->arm[A_COMPILE] = atb_calloc(m->nseeds, sizeof(struct seed_times))))
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
 	return ATB_OK;
 }
 
@@ -717,6 +738,12 @@ static int medians(struct measure *m, struct job_result *r, char *why, size_t si
 			return -1;
 		}
 		for (i = 0; i < m->nseeds; i++) {
+			if (!r->arm[a][i].n && a == A_COMPILE) {
+				/* the runner stopped timing it (compile_event says why) */
+				atb_free(r->median[a]);
+				r->median[a] = NULL;
+				break;
+			}
 			if (!r->arm[a][i].n) {
 				snprintf(why, size, "the runner sent no samples of arm '%s' for seed %" PRIu64,
 					 arm_label[a], m->seeds[i]);
@@ -941,7 +968,8 @@ static json_t *per_seed_json(const struct measure *m, const struct job_result *j
 	for (k = 0; q && k < m->nseeds; k++)
 		q[k] = j2->median[A_ALONE][k] > 0 ? j1->median[A_BASE][k] / j2->median[A_ALONE][k]
 						  : NAN;
-	o = json_pack("{s:o, s:o, s:o, s:o, s:o}", "baseline",
+	o = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "compile",
+		      medians_array(j1->median[A_COMPILE], m->nseeds), "baseline",
 		      medians_array(j1->median[A_BASE], m->nseeds), "candidate",
 		      medians_array(j1->median[A_CAND], m->nseeds), "naive",
 		      medians_array(j1->median[A_NAIVE], m->nseeds), "baseline_alone",
@@ -951,8 +979,38 @@ static json_t *per_seed_json(const struct measure *m, const struct job_result *j
 	return o;
 }
 
+/*
+ * stats.compile: torch.compile of the reference beside the candidate
+ * (labelled, never the headline), or why it is absent; null when not asked.
+ */
+static json_t *compile_json(const struct measure *m, const struct atb_paired_result *cres,
+			    const struct job_result *j1)
+{
+	const struct atb_measure_outcome *o = m->out;
+	json_t *c;
+
+	if (!m->with_compile)
+		return json_null();
+	c = json_pack("{s:s, s:s, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:O?, s:O?, s:s}",
+		      "label", "torch.compile(Model), the task's reference compiled", "mode",
+		      o->compile_mode, "measured", o->compile_measured, "speedup",
+		      cres ? jreal(cres->geomean_ratio) : json_null(), "ci_low",
+		      cres ? jreal(cres->ci_lo) : json_null(), "ci_high",
+		      cres ? jreal(cres->ci_hi) : json_null(), "p_value",
+		      cres ? jreal(cres->wilcoxon.p_value) : json_null(), "median_ns",
+		      o->compile_measured ? jreal(o->compile_median_ns) : json_null(), "compile_s",
+		      o->compile_s > 0 ? jreal(o->compile_s) : json_null(), "why", o->compile_why,
+		      "checks", json_object_get(j1->compile_event, "checks"), "failed",
+		      json_object_get(j1->compile_event, "failed"), "note",
+		      "vs torch.compile of the reference, timed in the same rounds: labelled, "
+		      "never the headline (the eager reference is the baseline of record); "
+		      "compile_s is its first call (the compilation), not timed");
+	return c ? c : json_null();
+}
+
 static json_t *stats_json(struct measure *m, const struct atb_paired_result *res,
-			  const struct atb_paired_result *naive, const struct atb_floor_caps *caps,
+			  const struct atb_paired_result *naive,
+			  const struct atb_paired_result *cres, const struct atb_floor_caps *caps,
 			  const struct atb_task_instance *t0, double min_cand_ns,
 			  const struct job_result *j1, const struct job_result *j2)
 {
@@ -1005,6 +1063,7 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 	} else {
 		json_object_set_new(o, "naive", json_null());
 	}
+	json_object_set_new(o, "compile", compile_json(m, cres, j1));
 	json_object_set_new(o, "floor",
 			    json_pack("{s:o, s:I, s:I, s:o, s:o, s:o, s:o, s:s, s:b, s:o, s:s}",
 				      "floor_ns", jreal(m->out->floor_ns), "bytes",
@@ -1056,7 +1115,7 @@ static enum atb_status ingest(struct measure *m, const struct job_result *j1,
 	char *stext = NULL;
 	enum atb_status st;
 
-	for (a = 0; a < NARMS; a++) {
+	for (a = 0; a < A_COMPILE; a++) {  /* the store has no arm for A_COMPILE */
 		const struct job_result *r = a == A_ALONE ? j2 : j1;
 
 		if (r->arm[a])
@@ -1070,7 +1129,7 @@ static enum atb_status ingest(struct measure *m, const struct job_result *j1,
 		atb_free(sr);
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
 	}
-	for (a = 0; a < NARMS; a++) {
+	for (a = 0; a < A_COMPILE; a++) {
 		const struct job_result *r = a == A_ALONE ? j2 : j1;
 
 		if (!r->arm[a])
@@ -1232,6 +1291,76 @@ static double median_of_medians(const double *v, size_t n)
 	return v ? atbi_median_of(v, n) : 0;
 }
 
+/*
+ * The candidate against torch.compile of the reference (kind torch,
+ * opts.with_compile): per-seed ratios compiled / candidate from the paired
+ * runner's samples, the same statistics as the honest baseline's.  Absent,
+ * with out->compile_why, when the runner did not time it (it did not
+ * compile, or differs from eager: its "compile" event says which).  Never
+ * a refusal: only memory is an error.
+ */
+static enum atb_status compile_speedup(struct measure *m, const struct job_result *j1,
+				       uint64_t bseed, struct atb_paired_result *cres, int *have,
+				       struct atb_error *err)
+{
+	struct atb_measure_outcome *o = m->out;
+	const json_t *ev = j1->compile_event;
+	enum atb_status st;
+
+	*have = 0;
+	o->compile_s = (double)json_integer_value(json_object_get(ev, "compile_ns")) / 1e9;
+	if (!ev) {
+		snprintf(o->compile_why, sizeof(o->compile_why),
+			 "the runner sent no compile event (torch.compile was not tried)");
+		return ATB_OK;
+	}
+	if (!json_is_true(json_object_get(ev, "ok")) || !j1->median[A_COMPILE]) {
+		const char *why = json_string_value(json_object_get(ev, "why"));
+
+		snprintf(o->compile_why, sizeof(o->compile_why), "%s",
+			 why && *why ? why : "the runner did not time the compiled reference");
+		if (!o->note[0])
+			snprintf(o->note, sizeof(o->note), "no speedup vs torch.compile: %.480s",
+				 o->compile_why);
+		return ATB_OK;
+	}
+	st = paired(m, j1->arm[A_COMPILE], j1->arm[A_CAND], bseed, cres, err);
+	if (st == ATB_ERR_USAGE) {
+		snprintf(o->compile_why, sizeof(o->compile_why), "no statistics: %.480s", err->msg);
+		atb_error_clear(err);
+		return ATB_OK;
+	}
+	if (st)
+		return st;
+	*have = 1;
+	o->compile_measured = 1;
+	o->compile_speedup = cres->geomean_ratio;
+	o->compile_ci_low = cres->ci_lo;
+	o->compile_ci_high = cres->ci_hi;
+	o->compile_median_ns = median_of_medians(j1->median[A_COMPILE], m->nseeds);
+	return ATB_OK;
+}
+
+/*
+ * Kind torch: where the paired runner made its inputs (its env event), and
+ * a compile note when the compiled reference was asked for and is absent.
+ */
+static void torch_facts(struct measure *m, const struct job_result *j1)
+{
+	const json_t *t = json_object_get(j1->env, "torch");
+	const char *on = json_string_value(json_object_get(t, "inputs_on"));
+	const char *why = json_string_value(json_object_get(t, "inputs_why"));
+	struct atb_measure_outcome *o = m->out;
+
+	if (!m->torch)
+		return;
+	snprintf(o->inputs_on, sizeof(o->inputs_on), "%s", on ? on : "");
+	snprintf(o->inputs_why, sizeof(o->inputs_why), "%s", why ? why : "");
+	if (m->with_compile && !o->compile_measured && !o->compile_why[0])
+		snprintf(o->compile_why, sizeof(o->compile_why),
+			 "the measurement ended before the compiled reference was compared");
+}
+
 enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_protocol *p,
 				      const struct atb_task *task, const char *candidate_dir,
 				      const struct atb_knob_assignment *knobs,
@@ -1241,14 +1370,14 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	struct measure M, *m = &M;
 	struct atb_box *probed = NULL;
 	struct job_result j1, j2;
-	struct atb_paired_result res, nres;
+	struct atb_paired_result res, nres, cres;
 	struct atb_floor_caps caps;
 	struct atb_task_instance t0;
 	char why[1024], src[4200], csrc[4400];
 	json_t *desc = NULL;
 	char *desc_text = NULL;
 	enum atb_status st;
-	int refused = 0, have_res = 0, have_nres = 0;
+	int refused = 0, have_res = 0, have_nres = 0, have_cres = 0;
 	int64_t t_start, t_build = 0;
 	uint64_t bseed;
 	size_t i;
@@ -1258,6 +1387,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	memset(&j2, 0, sizeof(j2));
 	memset(&res, 0, sizeof(res));
 	memset(&nres, 0, sizeof(nres));
+	memset(&cres, 0, sizeof(cres));
 	if (!out)
 		return atb_error_set(err, ATB_ERR_USAGE, "measure needs an outcome");
 	memset(out, 0, sizeof(*out));
@@ -1297,6 +1427,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			 basename(tmp), m->knobs_text);
 	}
 	m->with_naive = opts->with_naive && task->has_naive;
+	m->with_compile = opts->with_compile && m->torch;
+	m->compile_mode = opts->compile_mode ? opts->compile_mode : "default";
+	if (m->with_compile)
+		snprintf(out->compile_mode, sizeof(out->compile_mode), "%s", m->compile_mode);
 	if (opts->runner_path)
 		snprintf(m->runner, sizeof(m->runner), "%s", opts->runner_path);
 	else if ((st = atb_runner_find(m->runner, sizeof(m->runner), err)))
@@ -1670,8 +1804,14 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			out->naive_ci_high = nres.ci_hi;
 		}
 	}
+	if (m->with_compile) {
+		st = compile_speedup(m, &j1, bseed, &cres, &have_cres, err);
+		if (st)
+			goto done;
+	}
 	{
-		json_t *stats = stats_json(m, &res, have_nres ? &nres : NULL, &caps, &t0,
+		json_t *stats = stats_json(m, &res, have_nres ? &nres : NULL,
+					   have_cres ? &cres : NULL, &caps, &t0,
 					   atbi_median_of(j1.median[A_CAND], m->nseeds), &j1, &j2);
 
 		if (!stats) {
@@ -1688,6 +1828,8 @@ done:
 	(void)have_res;
 	atb_stats_paired_release(&res);
 	atb_stats_paired_release(&nres);
+	atb_stats_paired_release(&cres);
+	torch_facts(m, &j1);
 	job_result_release(&j1);
 	job_result_release(&j2);
 	atbi_hash_release(&m->before);

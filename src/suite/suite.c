@@ -326,8 +326,32 @@ static enum atb_status plan_load(struct atb_store *s, struct plan *p, struct atb
 
 /* ---- one task ---- */
 
+/*
+ * The measurement's torch facts for the row: where the inputs were made
+ * and, under --baseline compile, the speedup vs torch.compile (with its
+ * interval, mode and compile time) or why it is absent.
+ */
+static json_t *measured_json(const struct atb_measure_outcome *m, int compile)
+{
+	json_t *o = json_pack("{s:s, s:s}", "inputs_on", m->inputs_on, "inputs_why", m->inputs_why);
+
+	if (o && compile)
+		json_object_set_new(o, "compile",
+				    m->compile_measured
+					    ? json_pack("{s:f, s:f, s:f, s:f, s:f, s:s}", "speedup",
+							m->compile_speedup, "ci_low", m->compile_ci_low,
+							"ci_high", m->compile_ci_high, "median_ns",
+							m->compile_median_ns, "compile_s", m->compile_s,
+							"mode", m->compile_mode)
+					    : json_pack("{s:s, s:f, s:s}", "why", m->compile_why,
+							"compile_s", m->compile_s, "mode",
+							m->compile_mode));
+	return o;
+}
+
 static enum atb_status task_row_json(const struct atb_suite_task *t,
-				     const struct atb_suite_finding *f, size_t nf, char **out,
+				     const struct atb_suite_finding *f, size_t nf,
+				     const struct atb_measure_outcome *m, int compile, char **out,
 				     struct atb_error *err)
 {
 	json_t *o, *kinds = json_array();
@@ -338,6 +362,10 @@ static enum atb_status task_row_json(const struct atb_suite_task *t,
 		json_array_append_new(kinds, json_string(f[i].kind));
 	o = json_pack("{s:s, s:s, s:o}", "task", t->rel, "candidate",
 		      t->candidate ? t->candidate : "", "findings", kinds);
+	if (o && m && json_object_set_new(o, "measured", measured_json(m, compile))) {
+		json_decref(o);
+		o = NULL;
+	}
 	if (!o)
 		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
 	st = atbi_json_canonical(o, out, err);
@@ -348,12 +376,14 @@ static enum atb_status task_row_json(const struct atb_suite_task *t,
 /* Store the task's iteration row (one transaction, with its audit entry). */
 static enum atb_status store_row(struct atb_store *s, struct suite *S,
 				 const struct atb_suite_finding *f, size_t nf,
-				 struct atb_iteration_row *it, double wall_s, struct atb_error *err)
+				 const struct atb_measure_outcome *m, struct atb_iteration_row *it,
+				 double wall_s, struct atb_error *err)
 {
 	char *kj = NULL;
 	enum atb_status st;
 
-	st = task_row_json(&S->plan.tasks[S->k], f, nf, &kj, err);
+	st = task_row_json(&S->plan.tasks[S->k], f, nf, m, !strcmp(S->plan.baseline, "compile"),
+			   &kj, err);
 	if (st)
 		return st;
 	snprintf(it->run, sizeof(it->run), "%s", S->run.id);
@@ -426,9 +456,11 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	char cand[PATH_MAX], work[PATH_MAX], label[160], reason[512] = "";
 	int64_t t0 = atbi_monotonic_ns();
 	size_t nf = 0;
+	int measured = 0;
 	enum atb_status st;
 
 	memset(&it, 0, sizeof(it));
+	memset(&out, 0, sizeof(out));
 	/* The torch backend's device (docs/torch.md); this process is the task's own. */
 	if (strcmp(S->plan.device, "auto"))
 		setenv("ATB_TORCH_DEVICE", S->plan.device, 1);
@@ -477,8 +509,10 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	mo.candidate_label = label;
 	mo.progress = measure_phase;
 	mo.progress_ctx = S;
-	memset(&out, 0, sizeof(out));
+	/* --baseline compile: torch.compile of the reference, a third arm */
+	mo.with_compile = !strcmp(S->plan.baseline, "compile");
 	st = atb_measure_candidate(s, S->proto, task, cand, NULL, &mo, &out, err);
+	measured = 1;
 	if (!st)
 		st = atb_loop_classify(S->proto, &out, it.outcome, &it.usable, err);
 	if (st)
@@ -494,7 +528,8 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	snprintf(reason, sizeof(reason), "%s", out.reason[0] ? out.reason : out.note);
 row:
 	it.reason = reason;
-	st = store_row(s, S, f, nf, &it, (double)(atbi_monotonic_ns() - t0) / 1e9, err);
+	st = store_row(s, S, f, nf, measured ? &out : NULL, &it,
+		       (double)(atbi_monotonic_ns() - t0) / 1e9, err);
 out:
 	atb_task_free(task);
 	atb_free(f);
@@ -677,7 +712,7 @@ static enum atb_status parent_row(struct suite *S, const char *outcome, int time
 		st = atb_store_reject(s, NULL, "gate:" ATB_GATE_RUNNER, ATB_ERR_SYSTEM, reason, NULL,
 				      &it.rejection_id, err);
 	if (!st)
-		st = store_row(s, S, NULL, 0, &it, wall_s, err);
+		st = store_row(s, S, NULL, 0, NULL, &it, wall_s, err);
 	atb_store_close(s);
 	return st;
 }
@@ -726,6 +761,20 @@ static void row_from_iteration(const struct atb_iteration_row *it, struct atb_su
 	r->k = it->k;
 	copy_str(r->task, sizeof(r->task), json_object_get(o, "task"));
 	copy_str(r->candidate, sizeof(r->candidate), json_object_get(o, "candidate"));
+	{
+		const json_t *ms = json_object_get(o, "measured");
+		const json_t *c = json_object_get(ms, "compile");
+
+		copy_str(r->inputs_on, sizeof(r->inputs_on), json_object_get(ms, "inputs_on"));
+		copy_str(r->compile_why, sizeof(r->compile_why), json_object_get(c, "why"));
+		r->compile_s = json_number_value(json_object_get(c, "compile_s"));
+		if (!strcmp(it->outcome, "usable") || !strcmp(it->outcome, "admitted")) {
+			r->compile_speedup = json_number_value(json_object_get(c, "speedup"));
+			r->compile_ci_low = json_number_value(json_object_get(c, "ci_low"));
+			r->compile_ci_high = json_number_value(json_object_get(c, "ci_high"));
+		}
+	}
+	snprintf(r->job_uuid, sizeof(r->job_uuid), "%s", it->job_uuid);
 	json_array_foreach(json_object_get(o, "findings"), i, f) {
 		size_t len = strlen(r->findings);
 
