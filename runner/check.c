@@ -9,7 +9,10 @@
  * The cpu backend runs kernels on these host buffers directly; the cuda
  * backend generates and compares here and copies to and from the device.
  * So a seed gives bit-identical inputs on both, and one comparison rule
- * judges both.  Does not: run kernels, touch a device, or emit errors.
+ * judges both.  The correctness phase of both (runner_check_phase: seeds,
+ * sets, input sets, arms, the correctness events) is here too; the
+ * backend supplies how to run the reference, an arm and the reuse steps.
+ * Does not: run kernels itself or touch a device.
  */
 #include <math.h>
 #include <stdio.h>
@@ -752,6 +755,168 @@ nomem:
 		json_decref(with);
 		return -1;
 	}
+	return 0;
+}
+
+/* ---- the correctness phase ------------------------------------------------ */
+
+/* Fresh buffers for set set_index with inputs (seed, dist, stream).  0, or -1 (b freed). */
+static int gen_input_set(struct runner_bufs *b, const struct atb_runner_job *job,
+			 size_t set_index, uint64_t seed, int dist, unsigned stream)
+{
+	const struct atb_runner_set *set = &job->sets[set_index];
+
+	if (!runner_bufs_alloc(b, job, set) &&
+	    !runner_gen_inputs(b, job, set, seed, set_index, dist, stream))
+		return 0;
+	runner_bufs_free(b);
+	return -1;
+}
+
+/* One input set of one (seed, parameter set): what every checked arm shares. */
+struct check_set {
+	const struct atb_runner_job *job;
+	const struct runner_check_ops *ops;
+	void *ctx;
+	uint64_t seed;
+	size_t si;
+	int dist;
+	struct runner_bufs in_a, ref_a;
+	struct runner_bufs in_b, ref_b;   /* made when a reuse check needs them */
+};
+
+/*
+ * The result-reuse step's other inputs (RUNNER_STREAM_REUSE) and the
+ * reference's outputs for them, made once per input set, when an arm needs
+ * them.
+ */
+static int reuse_inputs(struct check_set *c)
+{
+	if (c->in_b.n)
+		return 0;
+	if (gen_input_set(&c->in_b, c->job, c->si, c->seed, c->dist, RUNNER_STREAM_REUSE)) {
+		runner_emit_error("nomem", "cannot allocate result-reuse inputs");
+		return -1;
+	}
+	return c->ops->reference(c->ctx, &c->job->sets[c->si], &c->in_b, &c->ref_b);
+}
+
+/*
+ * Checked arm ai on this input set: one correctness event.  *reuse_on: the
+ * input set on which the arm's result reuse was checked for this (seed,
+ * set), NULL until then (PROTO: gates result_reuse: once per seed and
+ * parameter set, on the first input set whose outputs were right).
+ */
+static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
+		     struct runner_done *d)
+{
+	const struct atb_runner_job *job = c->job;
+	const struct atb_runner_set *set = &job->sets[c->si];
+	char before[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
+	char after[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
+	struct runner_facts f = {.seed = c->seed, .arm = job->arms[ai].name, .set_index = c->si,
+				 .dist = c->dist, .reuse = {.follows = 1}};
+	struct runner_bufs got = {0};
+	int r;
+
+	memset(before, 0, sizeof(before));
+	memset(after, 0, sizeof(after));
+	/* PROTO: gates input_mutation -- the inputs as given, and as the call left them. */
+	if (runner_hash_inputs(job, &c->in_a, before)) {
+		runner_emit_error("internal", "sha-256 failed");
+		return -1;
+	}
+	f.buffers = json_array();
+	if (!f.buffers || runner_bufs_alloc(&got, job, set)) {
+		json_decref(f.buffers);
+		runner_emit_error("nomem", "cannot allocate candidate buffers");
+		return -1;
+	}
+	r = c->ops->arm(c->ctx, ai, set, &c->in_a, &got, &f.kernel_status, &f.aliasing);
+	if (!r) {
+		runner_hash_inputs(job, &got, after);
+		f.mutated = runner_mutated_inputs(job, before, after);
+		f.pass = runner_outputs_match(job, set, &c->ref_a, &got, f.buffers, &f.worst,
+					      &f.worst_name) && !f.kernel_status;
+	}
+	runner_bufs_free(&got);
+	if (r)
+		goto fail;
+	/* Reuse is only a question for outputs that were right the first time,
+	 * and asked once per (seed, set): the steps cost three calls. */
+	if (f.pass && !*reuse_on) {
+		if (reuse_inputs(c) ||
+		    c->ops->reuse(c->ctx, ai, set, &c->in_a, &c->ref_a, &c->in_b, &c->ref_b,
+				  &f.reuse))
+			goto fail;
+		runner_reuse_settle(job, &f, reuse_on);
+	}
+	f.reuse_checked_on = *reuse_on;
+	if (runner_facts_failed(&f))
+		d->failures++;
+	if (runner_emit(runner_correctness_event(job, &f))) {
+		fprintf(stderr, "atb-runner: cannot write a correctness event\n");
+		return -1;
+	}
+	d->nevents++;
+	return 0;
+fail:
+	json_decref(f.buffers);
+	json_decref(f.mutated);
+	json_decref(f.aliasing);
+	json_decref(f.reuse.buffers);
+	return -1;
+}
+
+/* One input set: the reference once, then every checked arm. */
+static int check_input_set(struct check_set *c, const char **reuse_on, struct runner_done *d)
+{
+	const struct atb_runner_job *job = c->job;
+	size_t ai;
+	int rc = -1;
+
+	if (gen_input_set(&c->in_a, job, c->si, c->seed, c->dist, RUNNER_STREAM_CHECK)) {
+		runner_emit_error("nomem", "cannot allocate correctness inputs");
+		goto out;
+	}
+	if (c->ops->reference(c->ctx, &job->sets[c->si], &c->in_a, &c->ref_a))
+		goto out;
+	for (ai = 0; ai < job->narms; ai++)
+		if (runner_arm_is_checked(job, ai) && check_arm(c, ai, &reuse_on[ai], d))
+			goto out;
+	rc = 0;
+out:
+	runner_bufs_free(&c->in_a);
+	runner_bufs_free(&c->in_b);
+	runner_bufs_free(&c->ref_a);
+	runner_bufs_free(&c->ref_b);
+	return rc;
+}
+
+int runner_check_phase(const struct atb_runner_job *job, const struct runner_check_ops *ops,
+		       void *ctx, struct runner_done *d)
+{
+	int inputs[ATB_RUNNER_MAX_DISTS + 1];
+	int64_t t0 = atbi_monotonic_ns();
+	size_t k, si, x;
+
+	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
+		size_t ninputs = runner_seed_inputs(job, k, inputs);
+
+		for (si = 0; si < job->nsets; si++) {
+			const char *reuse_on[ATB_RUNNER_MAX_ARMS] = {0};
+
+			for (x = 0; x < ninputs; x++) {
+				struct check_set c = {.job = job, .ops = ops, .ctx = ctx,
+						      .seed = job->seeds[k], .si = si,
+						      .dist = inputs[x]};
+
+				if (check_input_set(&c, reuse_on, d))
+					return -1;
+			}
+		}
+	}
+	d->check_ns = atbi_monotonic_ns() - t0;
 	return 0;
 }
 

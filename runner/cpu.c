@@ -68,12 +68,14 @@ static int reuse_run(void *ctx, int slot, const struct runner_bufs *in,
 	return 0;
 }
 
-static int check_reuse(const struct rt *rt, const struct runner_arm *a,
-		       const struct atb_runner_set *set, const struct runner_bufs *in_a,
-		       const struct runner_bufs *ref_a, const struct runner_bufs *in_b,
-		       const struct runner_bufs *ref_b, struct runner_reuse *res)
+/* PROTO: gates result_reuse -- the shared steps (check.c) on host buffers. */
+static int reuse_cb(void *ctx, size_t ai, const struct atb_runner_set *set,
+		    const struct runner_bufs *in_a, const struct runner_bufs *ref_a,
+		    const struct runner_bufs *in_b, const struct runner_bufs *ref_b,
+		    struct runner_reuse *res)
 {
-	struct reuse_ctx c = {.job = rt->job, .set = set, .arm = a};
+	const struct rt *rt = ctx;
+	struct reuse_ctx c = {.job = rt->job, .set = set, .arm = &rt->arms[ai]};
 	int rc = -1;
 
 	if (!runner_bufs_alloc(&c.slot[0], rt->job, set) &&
@@ -82,150 +84,61 @@ static int check_reuse(const struct rt *rt, const struct runner_arm *a,
 					res);
 	runner_bufs_free(&c.slot[0]);
 	runner_bufs_free(&c.slot[1]);
+	if (rc)
+		runner_emit_error("nomem", "cannot allocate result-reuse buffers");
 	return rc;
 }
 
 /* The reference's outputs for the inputs in `in`, in fresh buffers. */
-static int run_reference(const struct rt *rt, const struct atb_runner_set *set,
-			 const struct runner_bufs *in, struct runner_bufs *out, char *msg, size_t msize)
+static int reference_cb(void *ctx, const struct atb_runner_set *set,
+			const struct runner_bufs *in, struct runner_bufs *out)
 {
+	const struct rt *rt = ctx;
 	const struct runner_arm *ref = &rt->arms[rt->job->reference];
+	char msg[512];
 	int rc;
 
 	if (runner_bufs_alloc(out, rt->job, set)) {
-		snprintf(msg, msize, "cannot allocate buffers for set '%s': out of memory",
+		snprintf(msg, sizeof(msg), "cannot allocate buffers for set '%s': out of memory",
 			 set->name);
+		runner_emit_error("nomem", msg);
 		return -1;
 	}
 	runner_copy_inputs(out, in, rt->job);
 	runner_poison_outputs(out, rt->job, set);
 	rc = call_kernel(ref, out, set);
 	if (rc) {
-		snprintf(msg, msize, "reference arm '%s' returned %d on set '%s'",
+		snprintf(msg, sizeof(msg), "reference arm '%s' returned %d on set '%s'",
 			 ref->arm->name, rc, set->name);
-		return -2;
+		runner_emit_error("reference_failed", msg);
+		return -1;
 	}
 	return 0;
 }
 
 /*
- * The result-reuse step's other inputs (RUNNER_STREAM_REUSE) and the
- * reference's outputs for them, made only when an arm needs them.
+ * A checked arm runs on got itself: a fresh copy of the inputs, outputs
+ * poisoned.  Every buffer is its own allocation, so nothing can alias.
  */
-static int reuse_inputs(const struct rt *rt, uint64_t seed, size_t si, int dist,
-			struct runner_bufs *in_b, struct runner_bufs *ref_b, char *msg, size_t msize)
+static int arm_cb(void *ctx, size_t ai, const struct atb_runner_set *set,
+		  const struct runner_bufs *in, struct runner_bufs *got, int *kernel_status,
+		  json_t **aliasing)
 {
-	const struct atb_runner_set *set = &rt->job->sets[si];
+	const struct rt *rt = ctx;
 
-	if (in_b->n)
-		return 0;
-	if (runner_bufs_alloc(in_b, rt->job, set) ||
-	    runner_gen_inputs(in_b, rt->job, set, seed, si, dist, RUNNER_STREAM_REUSE)) {
-		runner_bufs_free(in_b);
-		snprintf(msg, msize, "cannot allocate result-reuse inputs");
-		return -1;
-	}
-	return run_reference(rt, set, in_b, ref_b, msg, msize);
+	runner_copy_inputs(got, in, rt->job);
+	runner_poison_outputs(got, rt->job, set);
+	*kernel_status = call_kernel(&rt->arms[ai], got, set);
+	*aliasing = json_pack("{s:b, s:s}", "checked", 0, "reason",
+			      "impossible by construction: every buffer is its own allocation");
+	return 0;
 }
 
-/*
- * One input set: reference once, then every other arm.  Emits one
- * correctness event per arm.  *failures counts events with a failed fact.
- * reuse_on[arm] names the input set on which the arm's result reuse was
- * checked for this (seed, set), NULL until then (PROTO: gates result_reuse:
- * once per seed and parameter set, on the first input set whose outputs
- * were right).
- */
-static int check_input_set(const struct rt *rt, uint64_t seed, size_t si, int dist,
-			   const char **reuse_on, size_t *failures, size_t *nevents)
-{
-	const struct atb_runner_job *job = rt->job;
-	const struct atb_runner_set *set = &job->sets[si];
-	struct runner_bufs in_a = {0}, in_b = {0}, ref_a = {0}, ref_b = {0};
-	char msg[512] = "";
-	size_t ai;
-	int rc = -1, r;
-
-	if (runner_bufs_alloc(&in_a, job, set) ||
-	    runner_gen_inputs(&in_a, job, set, seed, si, dist, RUNNER_STREAM_CHECK)) {
-		runner_emit_error("nomem", "cannot allocate correctness inputs");
-		goto out;
-	}
-	r = run_reference(rt, set, &in_a, &ref_a, msg, sizeof(msg));
-	if (r) {
-		runner_emit_error(r == -1 ? "nomem" : "reference_failed", msg);
-		goto out;
-	}
-	for (ai = 0; ai < job->narms; ai++) {
-		const struct runner_arm *a = &rt->arms[ai];
-		char before[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
-		char after[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
-		struct runner_facts f = {.seed = seed, .arm = a->arm->name, .set_index = si,
-					 .dist = dist, .reuse = {.follows = 1}};
-		struct runner_bufs c = {0};
-		json_t *ev;
-
-		if (!runner_arm_is_checked(job, ai))
-			continue;
-		memset(before, 0, sizeof(before));
-		memset(after, 0, sizeof(after));
-		f.buffers = json_array();
-		if (!f.buffers || runner_bufs_alloc(&c, job, set)) {
-			json_decref(f.buffers);
-			runner_emit_error("nomem", "cannot allocate candidate buffers");
-			goto out;
-		}
-		runner_copy_inputs(&c, &in_a, job);
-		runner_poison_outputs(&c, job, set);
-		/* PROTO: gates input_mutation -- hash every input before and after. */
-		if (runner_hash_inputs(job, &c, before)) {
-			runner_bufs_free(&c);
-			json_decref(f.buffers);
-			runner_emit_error("internal", "sha-256 failed");
-			goto out;
-		}
-		f.kernel_status = call_kernel(a, &c, set);
-		runner_hash_inputs(job, &c, after);
-		f.mutated = runner_mutated_inputs(job, before, after);
-		f.pass = runner_outputs_match(job, set, &ref_a, &c, f.buffers, &f.worst,
-					      &f.worst_name) && !f.kernel_status;
-		runner_bufs_free(&c);
-		/* Reuse is only a question for outputs that were right the first time,
-		 * and asked once per (seed, set): the steps cost three calls. */
-		if (f.pass && !reuse_on[ai]) {
-			r = reuse_inputs(rt, seed, si, dist, &in_b, &ref_b, msg, sizeof(msg));
-			if (!r && check_reuse(rt, a, set, &in_a, &ref_a, &in_b, &ref_b, &f.reuse)) {
-				snprintf(msg, sizeof(msg), "cannot allocate result-reuse buffers");
-				r = -1;
-			}
-			if (r) {
-				json_decref(f.buffers);
-				json_decref(f.mutated);
-				runner_emit_error(r == -2 ? "reference_failed" : "nomem", msg);
-				goto out;
-			}
-			runner_reuse_settle(job, &f, &reuse_on[ai]);
-		}
-		f.reuse_checked_on = reuse_on[ai];
-		f.aliasing = json_pack("{s:b, s:s}", "checked", 0, "reason",
-				       "impossible by construction: every buffer is its own allocation");
-		if (runner_facts_failed(&f))
-			(*failures)++;
-		ev = runner_correctness_event(job, &f);
-		if (runner_emit(ev)) {
-			fprintf(stderr, "atb-runner: cannot write a correctness event\n");
-			goto out;
-		}
-		(*nevents)++;
-	}
-	rc = 0;
-out:
-	runner_bufs_free(&in_a);
-	runner_bufs_free(&in_b);
-	runner_bufs_free(&ref_a);
-	runner_bufs_free(&ref_b);
-	return rc;
-}
+static const struct runner_check_ops check_ops = {
+	.reference = reference_cb,
+	.arm = arm_cb,
+	.reuse = reuse_cb,
+};
 
 /* ---- timing ------------------------------------------------------------- */
 
@@ -353,10 +266,9 @@ int runner_cpu_run(const struct atb_runner_job *job)
 	struct atb_timer *timer = NULL;
 	struct atb_error err;
 	struct runner_done done = {.t0_ns = atbi_monotonic_ns()};
-	size_t si, k, flush_bytes = 0;
+	size_t flush_bytes = 0;
 	char msg[1200];
-	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
-	int64_t t_check = 0;
+	int rc = RUNNER_EXIT_FAILED;
 
 	atb_error_clear(&err);
 	if (job->pin_cpu >= 0) {
@@ -385,22 +297,9 @@ int runner_cpu_run(const struct atb_runner_job *job)
 		goto out;
 
 	/* Correctness: every seed, every parameter set, the task's inputs and the
-	 * seed's protocol distributions (PROTO: correctness.distributions,
-	 * correctness.input_sets_per_seed, odd_shapes). */
-	t_check = atbi_monotonic_ns();
-	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
-		size_t ninputs = runner_seed_inputs(job, k, inputs), x;
-
-		for (si = 0; si < job->nsets; si++) {
-			const char *reuse_on[ATB_RUNNER_MAX_ARMS] = {0};
-
-			for (x = 0; x < ninputs; x++)
-				if (check_input_set(&rt, job->seeds[k], si, inputs[x], reuse_on,
-						    &done.failures, &done.nevents))
-					goto out;
-		}
-	}
-	done.check_ns = atbi_monotonic_ns() - t_check;
+	 * seed's protocol distributions (check.c). */
+	if (runner_check_phase(job, &check_ops, &rt, &done))
+		goto out;
 	if (!runner_time_and_done(job, timer, time_seed_cb, &rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:

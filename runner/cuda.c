@@ -206,24 +206,44 @@ static int run_on(struct crt *rt, const struct runner_arm *a, const struct atb_r
 	return krc;
 }
 
-static int run_reference(struct crt *rt, const struct atb_runner_set *set,
-			 const struct runner_bufs *in, struct runner_bufs *out)
+/*
+ * Emit the error event of a failure whose message is in rt->msg (empty
+ * only when a json allocation failed: the run never ends without saying).
+ */
+static int emit_fail(struct crt *rt, const char *reason)
 {
+	runner_emit_error(reason, rt->msg[0] ? rt->msg : "out of memory");
+	return -1;
+}
+
+/* The reference's outputs for `in`, in fresh host and device buffers. */
+static int reference_cb(void *ctx, const struct atb_runner_set *set,
+			const struct runner_bufs *in, struct runner_bufs *out)
+{
+	struct crt *rt = ctx;
 	const struct runner_arm *ref = &rt->arms[rt->job->reference];
 	struct dbufs d;
 	int rc;
 
-	if (runner_bufs_alloc(out, rt->job, set) || d_alloc(rt, &d, set))
-		return -1;
+	if (runner_bufs_alloc(out, rt->job, set)) {
+		snprintf(rt->msg, sizeof(rt->msg),
+			 "cannot allocate buffers for set '%s': out of memory", set->name);
+		return emit_fail(rt, "nomem");
+	}
+	if (d_alloc(rt, &d, set))
+		return emit_fail(rt, "cuda");
 	rc = run_on(rt, ref, set, &d, in, out);
 	d_free(rt, &d);
-	if (rc > 0 || rc < -1) {
+	if (rc == -1)
+		return emit_fail(rt, "cuda");
+	if (rc) {
+		/* -1000: the fault's message is already in rt->msg. */
 		if (rc != -1000)
 			snprintf(rt->msg, sizeof(rt->msg), "reference arm '%s' returned %d on set '%s'",
 				 ref->arm->name, rc, set->name);
-		return -2;
+		return emit_fail(rt, "reference_failed");
 	}
-	return rc;
+	return 0;
 }
 
 /* Result reuse on the device: slots 0 and 1 are two fresh sets of allocations. */
@@ -249,24 +269,29 @@ static int reuse_run(void *ctx, int slot, const struct runner_bufs *in,
 }
 
 /* PROTO: gates result_reuse -- the shared steps (check.c), on device allocations. */
-static int check_reuse(struct crt *rt, const struct runner_arm *a,
-		       const struct atb_runner_set *set, const struct runner_bufs *in_a,
-		       const struct runner_bufs *ref_a, const struct runner_bufs *in_b,
-		       const struct runner_bufs *ref_b, struct runner_reuse *res)
+static int reuse_cb(void *ctx, size_t ai, const struct atb_runner_set *set,
+		    const struct runner_bufs *in_a, const struct runner_bufs *ref_a,
+		    const struct runner_bufs *in_b, const struct runner_bufs *ref_b,
+		    struct runner_reuse *res)
 {
-	struct reuse_ctx c = {.rt = rt, .arm = a, .set = set};
+	struct crt *rt = ctx;
+	struct reuse_ctx c = {.rt = rt, .arm = &rt->arms[ai], .set = set};
+	const char *reason = "cuda";
 	int rc = -1;
 
-	res->follows = 1;
-	res->failed_step = NULL;
-	if (!runner_bufs_alloc(&c.got, rt->job, set) && !d_alloc(rt, &c.slot[0], set) &&
-	    !d_alloc(rt, &c.slot[1], set))
+	if (runner_bufs_alloc(&c.got, rt->job, set)) {
+		snprintf(rt->msg, sizeof(rt->msg), "cannot allocate result-reuse buffers");
+		reason = "nomem";
+	} else if (!d_alloc(rt, &c.slot[0], set) && !d_alloc(rt, &c.slot[1], set)) {
 		rc = runner_check_reuse(rt->job, set, in_a, ref_a, in_b, ref_b, reuse_run, &c,
 					res);
+	}
 	runner_bufs_free(&c.got);
 	d_free(rt, &c.slot[0]);
 	d_free(rt, &c.slot[1]);
-	return rc;
+	if (rc)
+		return emit_fail(rt, rt->sticky ? "kernel_fault" : reason);
+	return 0;
 }
 
 /* Output aliasing: does any output's device range overlap another buffer's? */
@@ -289,120 +314,36 @@ static json_t *aliasing_fact(const struct atb_runner_job *job, const struct dbuf
 }
 
 /*
- * The result-reuse step's other inputs (RUNNER_STREAM_REUSE) and the
- * reference's outputs for them, made only when an arm needs them.
- * 0, -1 (rt->msg) or -2 (the reference failed).
+ * A checked arm on fresh device allocations: upload, poison, call, wait,
+ * read every buffer back into got; output aliasing from the device address
+ * ranges it ran on.
  */
-static int reuse_inputs(struct crt *rt, uint64_t seed, size_t si, int dist,
-			struct runner_bufs *in_b, struct runner_bufs *ref_b)
+static int arm_cb(void *ctx, size_t ai, const struct atb_runner_set *set,
+		  const struct runner_bufs *in, struct runner_bufs *got, int *kernel_status,
+		  json_t **aliasing)
 {
-	const struct atb_runner_set *set = &rt->job->sets[si];
+	struct crt *rt = ctx;
+	struct dbufs d;
+	int k;
 
-	if (in_b->n)
-		return 0;
-	if (runner_bufs_alloc(in_b, rt->job, set) ||
-	    runner_gen_inputs(in_b, rt->job, set, seed, si, dist, RUNNER_STREAM_REUSE)) {
-		runner_bufs_free(in_b);
-		snprintf(rt->msg, sizeof(rt->msg), "cannot allocate result-reuse inputs");
-		return -1;
-	}
-	return run_reference(rt, set, in_b, ref_b);
-}
-
-/*
- * One input set: the reference once, then every checked arm, one
- * correctness event each.  reuse_on[arm]: as in the cpu backend, the input
- * set on which the arm's result reuse was checked for this (seed, set)
- * (PROTO: gates result_reuse: once per seed and parameter set, on the
- * first input set whose outputs were right).
- */
-static int check_input_set(struct crt *rt, uint64_t seed, size_t si, int dist,
-			   const char **reuse_on, size_t *failures, size_t *nevents)
-{
-	const struct atb_runner_job *job = rt->job;
-	const struct atb_runner_set *set = &job->sets[si];
-	struct runner_bufs in_a = {0}, in_b = {0}, ref_a = {0}, ref_b = {0}, got = {0};
-	const char *reason = "nomem";
-	size_t ai;
-	int rc = -1, r;
-
-	if (runner_bufs_alloc(&in_a, job, set) ||
-	    runner_gen_inputs(&in_a, job, set, seed, si, dist, RUNNER_STREAM_CHECK) ||
-	    runner_bufs_alloc(&got, job, set)) {
-		snprintf(rt->msg, sizeof(rt->msg), "cannot allocate correctness inputs");
-		goto out;
-	}
-	r = run_reference(rt, set, &in_a, &ref_a);
-	if (r) {
-		reason = r == -2 ? "reference_failed" : "cuda";
-		goto out;
-	}
-	for (ai = 0; ai < job->narms; ai++) {
-		const struct runner_arm *a = &rt->arms[ai];
-		char before[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
-		char after[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
-		struct runner_facts f = {.seed = seed, .arm = a->arm->name, .set_index = si,
-					 .dist = dist, .reuse = {.follows = 1}};
-		struct dbufs d = {0};
-		json_t *ev;
-
-		if (!runner_arm_is_checked(job, ai))
-			continue;
-		memset(before, 0, sizeof(before));
-		memset(after, 0, sizeof(after));
-		if (d_alloc(rt, &d, set)) {
-			reason = "cuda";
-			goto out;
-		}
-		/* PROTO: gates input_mutation -- the inputs as sent, and as read back. */
-		runner_hash_inputs(job, &in_a, before);
-		f.kernel_status = run_on(rt, a, set, &d, &in_a, &got);
-		f.aliasing = aliasing_fact(job, &d);
+	if (d_alloc(rt, &d, set))
+		return emit_fail(rt, "cuda");
+	k = run_on(rt, &rt->arms[ai], set, &d, in, got);
+	if (k == -1 || k == -1000) {
 		d_free(rt, &d);
-		if (f.kernel_status == -1 || f.kernel_status == -1000) {
-			json_decref(f.aliasing);
-			reason = f.kernel_status == -1000 ? "kernel_fault" : "cuda";
-			goto out;
-		}
-		runner_hash_inputs(job, &got, after);
-		f.buffers = json_array();
-		f.mutated = runner_mutated_inputs(job, before, after);
-		f.pass = runner_outputs_match(job, set, &ref_a, &got, f.buffers, &f.worst,
-					      &f.worst_name) && !f.kernel_status;
-		/* Once per (seed, set), on the first right outputs: three calls each. */
-		if (f.pass && !reuse_on[ai]) {
-			r = reuse_inputs(rt, seed, si, dist, &in_b, &ref_b);
-			if (r || check_reuse(rt, a, set, &in_a, &ref_a, &in_b, &ref_b, &f.reuse)) {
-				json_decref(f.buffers);
-				json_decref(f.mutated);
-				json_decref(f.aliasing);
-				reason = r == -2 ? "reference_failed"
-					 : rt->sticky ? "kernel_fault" : "cuda";
-				goto out;
-			}
-			runner_reuse_settle(job, &f, &reuse_on[ai]);
-		}
-		f.reuse_checked_on = reuse_on[ai];
-		if (runner_facts_failed(&f))
-			(*failures)++;
-		ev = runner_correctness_event(job, &f);
-		if (runner_emit(ev)) {
-			fprintf(stderr, "atb-runner: cannot write a correctness event\n");
-			goto out;
-		}
-		(*nevents)++;
+		return emit_fail(rt, k == -1000 ? "kernel_fault" : "cuda");
 	}
-	rc = 0;
-out:
-	if (rc && rt->msg[0])
-		runner_emit_error(reason, rt->msg);
-	runner_bufs_free(&in_a);
-	runner_bufs_free(&in_b);
-	runner_bufs_free(&ref_a);
-	runner_bufs_free(&ref_b);
-	runner_bufs_free(&got);
-	return rc;
+	*aliasing = aliasing_fact(rt->job, &d);
+	d_free(rt, &d);
+	*kernel_status = k;
+	return 0;
 }
+
+static const struct runner_check_ops check_ops = {
+	.reference = reference_cb,
+	.arm = arm_cb,
+	.reuse = reuse_cb,
+};
 
 /* ---- timing ------------------------------------------------------------- */
 
@@ -597,10 +538,9 @@ int runner_cuda_run(const struct atb_runner_job *job)
 	struct atb_timer *timer = NULL;
 	struct atb_error err;
 	struct runner_done done = {.t0_ns = atbi_monotonic_ns(), .has_escapes = 1};
-	size_t si, k, flush_bytes = 0;
+	size_t flush_bytes = 0;
 	char msg[1200];
-	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
-	int64_t t_check = 0;
+	int rc = RUNNER_EXIT_FAILED;
 
 	if (!rt) {
 		runner_emit_error("nomem", "cannot start the cuda backend");
@@ -631,21 +571,9 @@ int runner_cuda_run(const struct atb_runner_job *job)
 	}
 	if (runner_load_arms(job, rt->arms) || emit_env(rt, timer, flush_bytes))
 		goto out;
-	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
-	t_check = atbi_monotonic_ns();
-	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
-		size_t ninputs = runner_seed_inputs(job, k, inputs), x;
-
-		for (si = 0; si < job->nsets; si++) {
-			const char *reuse_on[ATB_RUNNER_MAX_ARMS] = {0};
-
-			for (x = 0; x < ninputs; x++)
-				if (check_input_set(rt, job->seeds[k], si, inputs[x], reuse_on,
-						    &done.failures, &done.nevents))
-					goto out;
-		}
-	}
-	done.check_ns = atbi_monotonic_ns() - t_check;
+	/* Correctness: every seed, set and input set, on the device (check.c). */
+	if (runner_check_phase(job, &check_ops, rt, &done))
+		goto out;
 	if (!runner_time_and_done(job, timer, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:

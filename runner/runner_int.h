@@ -337,6 +337,48 @@ struct runner_done {
 	const size_t *skipped;     /* torch: inputs_skipped_undefined; NULL: absent */
 };
 
+/*
+ * A backend's side of the correctness phase (runner_check_phase): how to
+ * run the reference, a checked arm and the result-reuse steps on its own
+ * buffers (host memory, device allocations).  Each returns 0, or -1 after
+ * it has emitted the error event (reason and message are the backend's).
+ */
+struct runner_check_ops {
+	/* The reference's outputs for inputs `in`: allocate *out (host) for set and fill it. */
+	int (*reference)(void *ctx, const struct atb_runner_set *set, const struct runner_bufs *in,
+			 struct runner_bufs *out);
+	/*
+	 * Checked arm ai on a fresh copy of `in` with poisoned outputs: every
+	 * buffer as the call left it into got (host, allocated by the caller
+	 * for set), what the kernel returned in *kernel_status and the
+	 * output_aliasing fact in *aliasing (owned by the caller; NULL: null).
+	 */
+	int (*arm)(void *ctx, size_t ai, const struct atb_runner_set *set,
+		   const struct runner_bufs *in, struct runner_bufs *got, int *kernel_status,
+		   json_t **aliasing);
+	/* runner_check_reuse for arm ai on the backend's buffers. */
+	int (*reuse)(void *ctx, size_t ai, const struct atb_runner_set *set,
+		     const struct runner_bufs *in_a, const struct runner_bufs *ref_a,
+		     const struct runner_bufs *in_b, const struct runner_bufs *ref_b,
+		     struct runner_reuse *res);
+};
+
+/*
+ * The correctness phase of the cpu and cuda backends (PROTO:
+ * correctness.distributions, correctness.input_sets_per_seed, odd_shapes;
+ * gates input_mutation, result_reuse): for every seed, parameter set and
+ * input set of the seed (runner_seed_inputs), the inputs from the seed
+ * (RUNNER_STREAM_CHECK), the reference once, then every checked arm: input
+ * hashes before and after, outputs against the reference's, result reuse
+ * once per (seed, set, arm) on the first input set whose outputs were
+ * right (the second inputs, RUNNER_STREAM_REUSE, and their reference made
+ * then), one correctness event each.  Nothing when no arm is checked.
+ * Counts events and failed ones into d, and d->check_ns.  0, or -1 after
+ * an error event (or a correctness event that could not be written).
+ */
+int runner_check_phase(const struct atb_runner_job *job, const struct runner_check_ops *ops,
+		       void *ctx, struct runner_done *d);
+
 /* Time one seed: 0, or -1 after an error event.  d->escapes is the backend's to add to. */
 typedef int (*runner_time_seed_fn)(void *ctx, struct atb_timer *timer, uint64_t seed,
 				   size_t *escapes);
