@@ -6,6 +6,7 @@
  * command's documentation (docs/report.md says the same at more length).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,19 @@ static const char usage_text[] =
 	"  - gate firings: how many iterations each gate (or quarantine, or the\n"
 	"    store's validator) stopped\n"
 	"An incomplete run says how to resume it.\n"
+	"\n"
+	"An engine task's run ('atb run ENGINE_TASK', see 'atb engine --help'):\n"
+	"the speedup is candidate requests/s / the engine's default requests/s,\n"
+	"and one 'engine' line per measured iteration gives, read from the\n"
+	"stored result's statistics (not from the iteration's note): the\n"
+	"requests/s ratio with its 95% CI and each arm's median req/s over the\n"
+	"seeds, then the latency ratios default / candidate (> 1: the candidate\n"
+	"is faster) with 95% CIs: ttft_median_ms, tpot_median_ms, e2e_median_ms,\n"
+	"e2e_p99_ms (one is missing when a seed had no value, e.g. TPOT of\n"
+	"one-token answers).  With --json each such trajectory entry carries\n"
+	"\"requests_per_s\": {\"ratio\", \"ci_low\", \"ci_high\", \"p_value\",\n"
+	"\"baseline_median\", \"candidate_median\"} and \"latency\": {NAME:\n"
+	"{\"ratio\", \"ci_low\", \"ci_high\", \"p_value\"}}.\n"
 	"\n"
 	"options:\n"
 	"  --last        the most recently created run\n"
@@ -104,6 +118,163 @@ static int write_csv(const struct atb_report *r, const char *path)
 	return CLI_OK;
 }
 
+/* ---- engine runs: figures from each result's stored stats ---- */
+
+/* {"ratio", "ci_low", "ci_high", ...} of o, or NULL when o lacks them. */
+static json_t *ratio_ci(json_t *o)
+{
+	json_t *v = json_object_get(o, "ratio");
+
+	if (!json_is_number(v) || !json_is_number(json_object_get(o, "ci_low")) ||
+	    !json_is_number(json_object_get(o, "ci_high")))
+		return NULL;
+	return o;
+}
+
+/*
+ * One engine iteration's figures from its result (atb_store_result_stats):
+ * {"requests_per_s": {"ratio", "ci_low", "ci_high", ...}, "latency":
+ * {NAME: {"ratio", "ci_low", "ci_high", "p_value"}}}.  The requests/s
+ * ratio is the result row's speedup and interval (the admitted record);
+ * the stats add the p-value and each arm's median req/s where they hold
+ * them (results stored before they did lack those).  Caller owns *out.
+ */
+static enum atb_status engine_figures(struct atb_store *s, int64_t result_id, json_t **out,
+				      struct atb_error *err)
+{
+	json_t *res = NULL, *stats, *rps, *lat, *v, *o;
+	const char *name;
+	enum atb_status st;
+
+	*out = NULL;
+	st = atb_store_result_stats(s, result_id, &res, err);
+	if (st)
+		return st;
+	stats = json_object_get(res, "stats");
+	rps = json_deep_copy(json_object_get(stats, "requests_per_s"));
+	if (!json_is_object(rps)) {
+		json_decref(rps);
+		rps = json_object();
+	}
+	json_object_set(rps, "ratio", json_object_get(res, "speedup"));
+	json_object_set(rps, "ci_low", json_object_get(res, "ci_low"));
+	json_object_set(rps, "ci_high", json_object_get(res, "ci_high"));
+	lat = json_object();
+	json_object_foreach(json_object_get(stats, "latency"), name, v)
+		if (ratio_ci(v))
+			json_object_set(lat, name, v);
+	o = json_pack("{s:o, s:o}", "requests_per_s", rps, "latency", lat);
+	json_decref(res);
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	*out = o;
+	return ATB_OK;
+}
+
+/*
+ * For an engine run: figs[i] holds iteration i's figures when it has a
+ * stored result, else NULL.  Caller owns the array (engine_figures_free).
+ */
+static enum atb_status engine_collect(struct atb_store *s, const struct atb_report *r,
+				      json_t ***figs, struct atb_error *err)
+{
+	json_t **f;
+	enum atb_status st;
+	size_t i;
+
+	*figs = NULL;
+	if (!r->engine || !r->niters)
+		return ATB_OK;
+	f = atb_calloc(r->niters, sizeof(*f));
+	if (!f)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	for (i = 0; i < r->niters; i++) {
+		if (r->iters[i].result_id <= 0)
+			continue;
+		st = engine_figures(s, r->iters[i].result_id, &f[i], err);
+		if (st) {
+			while (i--)
+				json_decref(f[i]);
+			atb_free(f);
+			return st;
+		}
+	}
+	*figs = f;
+	return ATB_OK;
+}
+
+static void engine_figures_free(json_t **figs, size_t n)
+{
+	size_t i;
+
+	for (i = 0; figs && i < n; i++)
+		json_decref(figs[i]);
+	atb_free(figs);
+}
+
+/* trajectory[i].requests_per_s and .latency from the stats (replacing the note's). */
+static void engine_json(json_t *o, json_t **figs, size_t n)
+{
+	json_t *traj = json_object_get(o, "trajectory");
+	size_t i;
+
+	for (i = 0; figs && i < n && i < json_array_size(traj); i++) {
+		json_t *it = json_array_get(traj, i);
+
+		if (!figs[i])
+			continue;
+		json_object_set(it, "requests_per_s", json_object_get(figs[i], "requests_per_s"));
+		json_object_set(it, "latency", json_object_get(figs[i], "latency"));
+	}
+}
+
+static void print_ratio(const char *name, json_t *v, const char *sep)
+{
+	printf("%s%s %.4gx [%.4g, %.4g]", sep, name, json_number_value(json_object_get(v, "ratio")),
+	       json_number_value(json_object_get(v, "ci_low")),
+	       json_number_value(json_object_get(v, "ci_high")));
+}
+
+/* One "engine" line per measured iteration: requests/s, then latency ratios. */
+static void engine_text(const struct atb_report *r, json_t **figs)
+{
+	static const char *const lat_order[] = {"ttft_median_ms", "tpot_median_ms",
+						"e2e_median_ms", "e2e_p99_ms"};
+	size_t i, k;
+
+	if (!figs)
+		return;
+	printf("engine    figures from each result's stored stats (> 1: the candidate is faster;\n"
+	       "          requests/s candidate / default, latency default / candidate, 95%% CIs)\n");
+	for (i = 0; i < r->niters; i++) {
+		json_t *rps, *lat, *v, *b, *c;
+		const char *name;
+
+		if (!figs[i])
+			continue;
+		rps = json_object_get(figs[i], "requests_per_s");
+		lat = json_object_get(figs[i], "latency");
+		printf("engine    iteration %" PRId64 ":", r->iters[i].k);
+		print_ratio("requests/s", rps, " ");
+		b = json_object_get(rps, "baseline_median");
+		c = json_object_get(rps, "candidate_median");
+		if (json_is_number(b) && json_is_number(c))
+			printf(" (medians: candidate %.4g, default %.4g req/s)", json_number_value(c),
+			       json_number_value(b));
+		for (k = 0; k < sizeof(lat_order) / sizeof(lat_order[0]); k++)
+			if ((v = json_object_get(lat, lat_order[k])))
+				print_ratio(lat_order[k], v, "; ");
+		json_object_foreach(lat, name, v) {
+			for (k = 0; k < sizeof(lat_order) / sizeof(lat_order[0]); k++)
+				if (!strcmp(name, lat_order[k]))
+					break;
+			if (k == sizeof(lat_order) / sizeof(lat_order[0]))
+				print_ratio(name, v, "; ");
+		}
+		printf("\n");
+	}
+}
+
 static int list_runs(struct atb_store *s, int json)
 {
 	struct atb_error err;
@@ -133,6 +304,8 @@ int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 	char last[ATB_RUN_ID_MAX] = "";
 	int json = ctx->json, list = 0, want_last = 0, i, rc = CLI_OK;
 	size_t n = 0;
+	json_t **figs = NULL;
+	enum atb_status st;
 
 	if (cli_wants_help(argc, argv)) {
 		fputs(usage_text, stdout);
@@ -188,15 +361,22 @@ int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 		atb_store_close(s);
 		return cli_fail(&err);
 	}
+	st = engine_collect(s, r, &figs, &err);
 	atb_store_close(s);
+	if (st) {
+		atb_report_free(r);
+		return cli_fail(&err);
+	}
 	if (!csv || strcmp(csv, "-")) {
 		if (json) {
 			json_t *o = NULL;
 
-			if (atb_report_json(r, &o, &err))
+			if (atb_report_json(r, &o, &err)) {
 				rc = cli_fail(&err);
-			else
+			} else {
+				engine_json(o, figs, r->niters);
 				rc = print_json(o);
+			}
 		} else {
 			char *text = NULL;
 
@@ -205,11 +385,13 @@ int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 			} else {
 				fputs(text, stdout);
 				atb_free(text);
+				engine_text(r, figs);
 			}
 		}
 	}
 	if (rc == CLI_OK && csv)
 		rc = write_csv(r, csv);
+	engine_figures_free(figs, r->niters);
 	atb_report_free(r);
 	return rc;
 }

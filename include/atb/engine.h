@@ -340,6 +340,17 @@ struct atb_engine_ab_opts {
  * out->attempts says how many), then the store's validator (kind "engine",
  * unit "req/s").  Returns ATB_OK whenever the outcome was recorded
  * (out->verdict says which).
+ *
+ * The stored result's stats object (read back with atb_store_result_stats)
+ * holds: "requests_per_s" {"ratio", "ci_low", "ci_high", "p_value",
+ * "baseline_median", "candidate_median"} (ratio candidate / default, > 1
+ * faster; medians over the seeds in req/s), "latency" {NAME: {"ratio",
+ * "ci_low", "ci_high", "p_value"}} for ttft_median_ms, tpot_median_ms,
+ * e2e_median_ms and e2e_p99_ms (ratio default / candidate, > 1 faster; a
+ * metric absent when some seed lacks it), "per_seed" (each arm's figures per
+ * seed), "counters" (the spec's metric counters differenced, per arm),
+ * "config", "engine", "verdict", "attempts" and "reruns".  out->note holds
+ * the latency ratios as one line of text, for people; programs read stats.
  */
 enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol *p,
 			      const struct atb_engine_task *t,

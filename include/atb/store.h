@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "atb/protocol.h"
 #include "atb/status.h"
 
@@ -220,6 +222,20 @@ struct atb_result_row {
 enum atb_status atb_store_list_results(struct atb_store *s, struct atb_result_row **rows,
 				       size_t *n, struct atb_error *err);
 void atb_store_results_free(struct atb_result_row *rows, size_t n);
+
+/*
+ * One result with its statistics, as a new JSON object into *out:
+ * {"id", "job_uuid", "kind", "metric", "n_seeds", "speedup", "ci_low",
+ * "ci_high", "cv", "status", "stats"}, where "stats" is the result's stats
+ * column parsed (the object its writer stored: for an engine result the
+ * keys of atb/engine.h, e.g. "requests_per_s" and "latency").  The row's
+ * numbers are the stored ones, not recomputed.  Caller owns *out
+ * (json_decref); *out is NULL on failure.  Errors: ATB_ERR_USAGE (id <= 0),
+ * ATB_ERR_NOT_FOUND "no result ID in store 'PATH'", ATB_ERR_STORE (SQLite,
+ * or stats that are not a JSON object), ATB_ERR_NOMEM.
+ */
+enum atb_status atb_store_result_stats(struct atb_store *s, int64_t result_id, json_t **out,
+				       struct atb_error *err);
 
 struct atb_rejection_row {
 	int64_t id;

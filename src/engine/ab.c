@@ -559,6 +559,23 @@ static json_t *latency_json(struct ab *A, struct atb_paired_seed *ps)
 }
 
 /*
+ * The requests/s ratio (candidate / default, > 1: candidate faster) with its
+ * CI, and each arm's median over the seeds in req/s, for the stats column:
+ * reports read it from there (atb_store_result_stats).
+ */
+static json_t *rate_json(struct ab *A, const struct atb_paired_result *r)
+{
+	struct atb_error e;
+	double b = 0, c = 0;
+
+	atb_stats_median(A->rate[ARM_A], A->nseeds, &b, &e);
+	atb_stats_median(A->rate[ARM_B], A->nseeds, &c, &e);
+	return json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "ratio", r->geomean_ratio, "ci_low",
+			 r->ci_lo, "ci_high", r->ci_hi, "p_value", r->wilcoxon.p_value,
+			 "baseline_median", b, "candidate_median", c);
+}
+
+/*
  * The latency ratios as one line in out->note, which the loop stores as a
  * usable iteration's note and reports show: "latency vs default (> 1:
  * faster): NAME RATIOx [LO, HI]; ..." (docs/engine.md).
@@ -673,9 +690,10 @@ static enum atb_status conclude(struct ab *A)
 						    r.seeds[i].baseline_median,
 						    r.seeds[i].candidate_median, r.seeds[i].ratio};
 	}
-	sj = json_pack("{s:s,s:s,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b,s:i,s:O}", "engine",
+	sj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b,s:i,s:O}", "engine",
 		       A->t->spec->name,
 		       "metric", "requests_per_s", "config", json_loads(A->config_json, 0, NULL),
+		       "requests_per_s", rate_json(A, &r),
 		       "latency", latency_json(A, ps), "per_seed", A->per_seed, "counters",
 		       A->counters, "p_value", r.wilcoxon.p_value, "mde_ratio", r.mde_ratio,
 		       "verdict", atb_stats_verdict_name(r.verdict), "paired_order",

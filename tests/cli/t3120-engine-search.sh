@@ -42,6 +42,30 @@ assert lat[\"ratio\"] > 1.3 and lat[\"ci_low\"] <= lat[\"ratio\"] <= lat[\"ci_hi
 assert d[\"trajectory\"][3][\"outcome\"]==\"engine_start\" and not d[\"trajectory\"][3][\"usable\"]"
 '
 
+test_expect "the report reads requests/s and latency ratios from the stored result's stats" '
+	"$ATB" report "$(cat run_id)" >rep &&
+	grep -q "^engine    iteration 1: requests/s [0-9.]*x \[.*(medians: candidate [0-9.]*, default [0-9.]* req/s); ttft_median_ms [0-9.]*x \[.*; e2e_p99_ms" rep &&
+	"$ATB" report "$(cat run_id)" --json >rj &&
+	python3 -c "
+import json, sqlite3
+d=json.load(open(\"rj\"))
+db=sqlite3.connect(\"atb.db\")
+n=0
+for it in d[\"trajectory\"]:
+    if not it[\"result_id\"]:
+        assert \"requests_per_s\" not in it, it
+        continue
+    sp, lo, hi, st = db.execute(\"select speedup, ci_low, ci_high, stats from result where id=?\", (it[\"result_id\"],)).fetchone()
+    st = json.loads(st)
+    r = it[\"requests_per_s\"]
+    # exactly the stored numbers, not the note rounded to 4 digits
+    assert (r[\"ratio\"], r[\"ci_low\"], r[\"ci_high\"]) == (sp, lo, hi), (r, sp, lo, hi)
+    assert r[\"baseline_median\"] == st[\"requests_per_s\"][\"baseline_median\"] > 0, r
+    assert it[\"latency\"] == st[\"latency\"] and len(st[\"latency\"]) >= 3, (it, st)
+    n += 1
+assert n == 3, n"
+'
+
 test_expect "the engine logs are in the run's folder" '
 	ls runs/$(cat run_id)/iter-3/seed-6-candidate/engine.stderr &&
 	expect_grep "unrecognized arguments" runs/$(cat run_id)/iter-3/seed-6-candidate/engine.stderr
