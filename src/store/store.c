@@ -467,6 +467,58 @@ static int valid_kind(const char *k)
 	return n >= 1 && n <= 63;
 }
 
+/* ---- one audited row ---- */
+
+/* What one single-row writer inserts and how its audit entry is named. */
+struct audited_row {
+	const char *what;     /* the SQL failure's subject: "review", ... */
+	const char *kind;     /* the audit entry's kind */
+	const char *id_key;   /* the payload key of the new row's id; NULL: none */
+	const char *nomem;    /* the message when the payload is missing */
+};
+
+/*
+ * The tail every single-row writer shares, inside the transaction it
+ * began: step the INSERT q (prepared and bound by the caller; prep_rc its
+ * prepare's status; finalized here; NULL: no row, the entry alone), put
+ * the new row's id into payload under r->id_key, append the audit entry,
+ * commit.  On any failure the transaction is rolled back.  Takes payload
+ * (NULL: out of memory).  The row's id in *id only when committed.
+ */
+static enum atb_status insert_audited(struct atb_store *s, const struct audited_row *r,
+				      int prep_rc, sqlite3_stmt *q, json_t *payload,
+				      int64_t *seq, int64_t *id, struct atb_error *err)
+{
+	enum atb_status st;
+	int64_t rowid = 0;
+	int rc = prep_rc == SQLITE_OK && q ? step_done(q) : prep_rc;
+
+	sqlite3_finalize(q);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, r->what, err);
+		goto fail;
+	}
+	if (q)
+		rowid = sqlite3_last_insert_rowid(s->db);
+	if (!payload ||
+	    (r->id_key && json_object_set_new(payload, r->id_key, json_integer(rowid)))) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "%s", r->nomem);
+		goto fail;
+	}
+	st = atbi_audit_append(s, r->kind, payload, seq, err);
+	if (st)
+		goto fail;
+	st = atbi_store_commit(s, err);
+	if (st == ATB_OK && id)
+		*id = rowid;
+	json_decref(payload);
+	return st;
+fail:
+	atbi_store_rollback(s);
+	json_decref(payload);
+	return st;
+}
+
 /* ---- rejections ---- */
 
 static enum atb_status insert_rejection(struct atb_store *s, const char *job_uuid,
@@ -475,56 +527,36 @@ static enum atb_status insert_rejection(struct atb_store *s, const char *job_uui
 					int64_t *rejection_id, int64_t *seq,
 					struct atb_error *err)
 {
+	static const struct audited_row row = {"record the rejection", "rejection", "rejection",
+					       "cannot record a rejection: out of memory"};
 	sqlite3_stmt *q = NULL;
 	char now[40], *red = NULL;
-	json_t *payload = NULL;
 	enum atb_status st;
-	int64_t id;
 	int rc;
 
 	red = atbi_redact_string(reason ? reason : "");
 	if (!red)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot record a rejection: out of memory");
 	st = atbi_store_begin(s, err);
-	if (st)
-		goto out;
-	atbi_audit_time(now, sizeof(now));
-	rc = sqlite3_prepare_v2(s->db,
-		"INSERT INTO rejection (job_uuid, rule, status, reason, detail, created)"
-		" VALUES (?, ?, ?, ?, ?, ?)", -1, &q, NULL);
-	if (rc == SQLITE_OK) {
-		bind_text(q, 1, job_uuid);
-		bind_text(q, 2, rule);
-		sqlite3_bind_int(q, 3, (int)status);
-		bind_text(q, 4, red);
-		bind_text(q, 5, detail_canonical ? detail_canonical : "{}");
-		bind_text(q, 6, now);
-		rc = step_done(q);
+	if (st == ATB_OK) {
+		atbi_audit_time(now, sizeof(now));
+		rc = sqlite3_prepare_v2(s->db,
+			"INSERT INTO rejection (job_uuid, rule, status, reason, detail, created)"
+			" VALUES (?, ?, ?, ?, ?, ?)", -1, &q, NULL);
+		if (rc == SQLITE_OK) {
+			bind_text(q, 1, job_uuid);
+			bind_text(q, 2, rule);
+			sqlite3_bind_int(q, 3, (int)status);
+			bind_text(q, 4, red);
+			bind_text(q, 5, detail_canonical ? detail_canonical : "{}");
+			bind_text(q, 6, now);
+		}
+		st = insert_audited(s, &row, rc, q,
+				    json_pack("{s:s?, s:s, s:s, s:i, s:s}", "job", job_uuid,
+					      "rule", rule, "status", atb_status_name(status),
+					      "code", (int)status, "reason", red),
+				    seq, rejection_id, err);
 	}
-	sqlite3_finalize(q);
-	if (rc != SQLITE_OK) {
-		st = atbi_store_sqlerr(s, rc, "record the rejection", err);
-		goto fail;
-	}
-	id = sqlite3_last_insert_rowid(s->db);
-	payload = json_pack("{s:I, s:s?, s:s, s:s, s:i, s:s}", "rejection", (json_int_t)id,
-			    "job", job_uuid, "rule", rule, "status", atb_status_name(status),
-			    "code", (int)status, "reason", red);
-	if (!payload) {
-		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot record a rejection: out of memory");
-		goto fail;
-	}
-	st = atbi_audit_append(s, "rejection", payload, seq, err);
-	if (st)
-		goto fail;
-	st = atbi_store_commit(s, err);
-	if (st == ATB_OK && rejection_id)
-		*rejection_id = id;
-	goto out;
-fail:
-	atbi_store_rollback(s);
-out:
-	json_decref(payload);
 	atb_free(red);
 	return st;
 }
@@ -911,11 +943,11 @@ enum atb_status atb_store_review(struct atb_store *s, int64_t result_id,
 				 const char *reason, int64_t *review_id,
 				 struct atb_error *err)
 {
+	static const struct audited_row row = {"review", "review", "review",
+					       "cannot review: out of memory"};
 	sqlite3_stmt *q = NULL;
 	char now[40], *red = NULL;
-	json_t *payload = NULL;
 	enum atb_status st;
-	int64_t id;
 	int rc;
 
 	if (review_id)
@@ -926,43 +958,23 @@ enum atb_status atb_store_review(struct atb_store *s, int64_t result_id,
 	if (!red)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot review: out of memory");
 	st = atbi_store_begin(s, err);
-	if (st)
-		goto out;
-	atbi_audit_time(now, sizeof(now));
-	rc = sqlite3_prepare_v2(s->db, "INSERT INTO review (result, decision, reviewer, reason,"
-				" created) VALUES (?, ?, ?, ?, ?)", -1, &q, NULL);
-	if (rc == SQLITE_OK) {
-		sqlite3_bind_int64(q, 1, result_id);
-		bind_text(q, 2, decision);
-		bind_text(q, 3, reviewer);
-		bind_text(q, 4, red);
-		bind_text(q, 5, now);
-		rc = step_done(q);
+	if (st == ATB_OK) {
+		atbi_audit_time(now, sizeof(now));
+		rc = sqlite3_prepare_v2(s->db, "INSERT INTO review (result, decision, reviewer,"
+					" reason, created) VALUES (?, ?, ?, ?, ?)", -1, &q, NULL);
+		if (rc == SQLITE_OK) {
+			sqlite3_bind_int64(q, 1, result_id);
+			bind_text(q, 2, decision);
+			bind_text(q, 3, reviewer);
+			bind_text(q, 4, red);
+			bind_text(q, 5, now);
+		}
+		st = insert_audited(s, &row, rc, q,
+				    json_pack("{s:I, s:s, s:s, s:s}", "result",
+					      (json_int_t)result_id, "decision", decision,
+					      "reviewer", reviewer, "reason", red),
+				    NULL, review_id, err);
 	}
-	sqlite3_finalize(q);
-	if (rc != SQLITE_OK) {
-		st = atbi_store_sqlerr(s, rc, "review", err);
-		goto fail;
-	}
-	id = sqlite3_last_insert_rowid(s->db);
-	payload = json_pack("{s:I, s:I, s:s, s:s, s:s}", "review", (json_int_t)id,
-			    "result", (json_int_t)result_id, "decision", decision,
-			    "reviewer", reviewer, "reason", red);
-	if (!payload) {
-		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot review: out of memory");
-		goto fail;
-	}
-	st = atbi_audit_append(s, "review", payload, NULL, err);
-	if (st)
-		goto fail;
-	st = atbi_store_commit(s, err);
-	if (st == ATB_OK && review_id)
-		*review_id = id;
-	goto out;
-fail:
-	atbi_store_rollback(s);
-out:
-	json_decref(payload);
 	atb_free(red);
 	return st;
 }
@@ -971,9 +983,10 @@ enum atb_status atb_store_register_box(struct atb_store *s, const char *fingerpr
 				       const char *description_json,
 				       struct atb_error *err)
 {
+	static const struct audited_row row = {"register the box", "box.registered", NULL,
+					       "cannot register the box: out of memory"};
 	sqlite3_stmt *q = NULL;
 	char now[40], *desc = NULL;
-	json_t *payload = NULL;
 	enum atb_status st;
 	int rc, exists = 0;
 
@@ -1005,28 +1018,12 @@ enum atb_status atb_store_register_box(struct atb_store *s, const char *fingerpr
 		bind_text(q, 1, fingerprint);
 		bind_text(q, 2, desc);
 		bind_text(q, 3, now);
-		rc = step_done(q);
 	}
-	sqlite3_finalize(q);
-	if (rc != SQLITE_OK) {
-		st = atbi_store_sqlerr(s, rc, "register the box", err);
-		goto fail;
-	}
-	payload = json_pack("{s:s, s:o}", "fingerprint", fingerprint,
-			    "description", json_loads(desc, 0, NULL));
-	if (!payload) {
-		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot register the box: out of memory");
-		goto fail;
-	}
-	st = atbi_audit_append(s, "box.registered", payload, NULL, err);
-	if (st)
-		goto fail;
-	st = atbi_store_commit(s, err);
-	goto out;
-fail:
-	atbi_store_rollback(s);
+	st = insert_audited(s, &row, rc, q,
+			    json_pack("{s:s, s:o}", "fingerprint", fingerprint,
+				      "description", json_loads(desc, 0, NULL)),
+			    NULL, NULL, err);
 out:
-	json_decref(payload);
 	atb_free(desc);
 	return st;
 }
@@ -1128,6 +1125,7 @@ enum atb_status atb_store_audit_event(struct atb_store *s, const char *kind,
 				      const char *payload_json, int64_t *seq,
 				      struct atb_error *err)
 {
+	const struct audited_row row = {"audit", kind, NULL, "out of memory"};
 	json_t *v;
 	json_error_t je;
 	enum atb_status st;
@@ -1146,13 +1144,9 @@ enum atb_status atb_store_audit_event(struct atb_store *s, const char *kind,
 		return atb_error_set(err, ATB_ERR_SCHEMA, "audit payload is not a json object");
 	}
 	st = atbi_store_begin(s, err);
-	if (st == ATB_OK) {
-		st = atbi_audit_append(s, kind, v, seq, err);
-		if (st == ATB_OK)
-			st = atbi_store_commit(s, err);
-		else
-			atbi_store_rollback(s);
+	if (st) {
+		json_decref(v);
+		return st;
 	}
-	json_decref(v);
-	return st;
+	return insert_audited(s, &row, SQLITE_OK, NULL, v, seq, NULL, err);
 }

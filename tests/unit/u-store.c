@@ -831,3 +831,107 @@ Test(store, allocation_failure_anywhere_in_ingest_fails_cleanly)
 	}
 	cr_assert_lt(k, 200);
 }
+
+/* ---- the single-row writers: reject, review, register_box, audit events ---- */
+
+/* Rows of table (kind's rows) and audit entries of kind agree in number. */
+static void rows_match_entries(const char *table, const char *kind)
+{
+	char q[200];
+	long rows, entries;
+
+	snprintf(q, sizeof(q), "SELECT count(*) FROM %s", table);
+	rows = fx_count(&F, q);
+	snprintf(q, sizeof(q), "SELECT count(*) FROM audit WHERE kind = '%s'", kind);
+	entries = fx_count(&F, q);
+	cr_assert_eq(rows, entries, "%ld %s rows but %ld '%s' entries", rows, table, entries, kind);
+}
+
+Test(store, reject_review_and_box_each_write_their_row_with_its_audit_entry)
+{
+	struct atb_ingest_outcome q;
+	struct atb_error err;
+	int64_t rej = 0, rev = 0;
+	long entries;
+	char box3[65], sql[300];
+
+	fx_ingest(&F, 5, 12.0);
+	ingest_ok(&q);
+	cr_assert(q.quarantined);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_reject(F.s, "job-9", "gate:floor", ATB_ERR_CHECK, "too fast",
+				      NULL, &rej, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_review(F.s, q.result_id, "admit", "ana", "re-measured", &rev,
+				      &err), ATB_OK, "%s", err.msg);
+	atbi_sha256_hex("box three", 9, box3);
+	cr_assert_eq(atb_store_register_box(F.s, box3, "{\"cpu\":\"third\"}", &err), ATB_OK,
+		     "%s", err.msg);
+	cr_assert_gt(rej, 0);
+	cr_assert_gt(rev, 0);
+	/* Each entry names its row: the id the writer handed back. */
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit WHERE kind = 'rejection' AND"
+		 " json_extract(payload, '$.rejection') = %lld AND"
+		 " json_extract(payload, '$.rule') = 'gate:floor'", (long long)rej);
+	cr_assert_eq(fx_count(&F, sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit WHERE kind = 'review' AND"
+		 " json_extract(payload, '$.review') = %lld AND json_extract(payload, '$.result') = %lld",
+		 (long long)rev, (long long)q.result_id);
+	cr_assert_eq(fx_count(&F, sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit WHERE kind = 'box.registered' AND"
+		 " json_extract(payload, '$.fingerprint') = '%s' AND"
+		 " json_extract(payload, '$.description.cpu') = 'third'", box3);
+	cr_assert_eq(fx_count(&F, sql), 1);
+	/* A box registered again writes nothing, not even an entry. */
+	entries = fx_count(&F, "SELECT count(*) FROM audit");
+	cr_assert_eq(atb_store_register_box(F.s, box3, "{\"cpu\":\"third\"}", &err), ATB_OK);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit"), entries);
+	/* A refused review writes neither its row nor an entry. */
+	cr_assert_eq(atb_store_review(F.s, q.result_id, "maybe", "ana", "x", NULL, &err),
+		     ATB_REJECTED_REVIEW, "%s", err.msg);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit"), entries);
+	rows_match_entries("rejection", "rejection");
+	rows_match_entries("review", "review");
+	rows_match_entries("box", "box.registered");
+}
+
+Test(store, allocation_failure_in_reject_review_or_box_leaves_no_row_without_its_entry)
+{
+	struct atb_ingest_outcome q;
+	struct atb_audit_report rep;
+	struct atb_error err;
+	enum atb_status st;
+	char box3[65];
+	int w;
+	long k;
+
+	fx_ingest(&F, 5, 12.0);
+	ingest_ok(&q);
+	atbi_sha256_hex("box three", 9, box3);
+	for (w = 0; w < 3; w++) {
+		for (k = 1; k < 300; k++) {
+			atb_alloc_fail_at(k);
+			atb_error_clear(&err);
+			if (w == 0)
+				st = atb_store_reject(F.s, NULL, "gate:floor", ATB_ERR_CHECK,
+						      "too fast", "{\"n\":1}", NULL, &err);
+			else if (w == 1)
+				st = atb_store_review(F.s, q.result_id, "admit", "ana", "ok", NULL,
+						      &err);
+			else
+				st = atb_store_register_box(F.s, box3, "{\"cpu\":\"x\"}", &err);
+			atb_alloc_fail_at(0);
+			/* jansson reports its own allocation failure as a parse error. */
+			cr_assert(st == ATB_OK || ATB_PRIMARY(st) == ATB_ERR_NOMEM ||
+				  st == ATB_ERR_PARSE,
+				  "writer %d, k=%ld: %s (%s)", w, k, atb_status_name(st), err.msg);
+			rows_match_entries("rejection", "rejection");
+			rows_match_entries("review", "review");
+			rows_match_entries("box", "box.registered");
+			cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "k=%ld: %s", k,
+				     err.msg);
+			if (st == ATB_OK && !atb_alloc_failed())
+				break;
+		}
+		cr_assert_lt(k, 300, "writer %d never completed", w);
+	}
+}
