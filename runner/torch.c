@@ -198,6 +198,25 @@ static int answer_error(const json_t *a)
 	return 1;
 }
 
+/*
+ * py_json, with its failures emitted: NULL after an error event (Python
+ * failed, or answered {"error", "reason"}); otherwise the answer.
+ */
+static json_t *py_answer(struct trt *rt, const char *method, void *args)
+{
+	json_t *a = py_json(rt, method, args);
+
+	if (!a) {
+		runner_emit_error("python", rt->msg);
+		return NULL;
+	}
+	if (answer_error(a)) {
+		json_decref(a);
+		return NULL;
+	}
+	return a;
+}
+
 /* ---- the job ------------------------------------------------------------- */
 
 int runner_is_torch_job(const char *text, size_t len)
@@ -567,15 +586,9 @@ static int check_compiled(struct trt *rt, uint64_t seed, int dist)
 	json_t *a, *bufs;
 	int pass;
 
-	a = py_json(rt, "check", int_tuple(3, (long long)seed, dist, (long long)job->narms));
-	if (!a) {
-		runner_emit_error("python", rt->msg);
+	a = py_answer(rt, "check", int_tuple(3, (long long)seed, dist, (long long)job->narms));
+	if (!a)
 		return -1;
-	}
-	if (answer_error(a)) {
-		json_decref(a);
-		return -1;
-	}
 	bufs = json_array();
 	pass = bufs && compare_call(job, a, bufs, &worst, &wname);
 	rt->compile_checks++;
@@ -629,19 +642,13 @@ static int emit_compile(struct trt *rt)
 static int warm_compiled(struct trt *rt)
 {
 	int64_t t0 = atbi_monotonic_ns();
-	json_t *a = py_json(rt, "compile_warm",
-			    int_tuple(1, (long long)(rt->job->nseeds ? rt->job->seeds[0] : 0), 0, 0));
+	json_t *a = py_answer(rt, "compile_warm",
+			      int_tuple(1, (long long)(rt->job->nseeds ? rt->job->seeds[0] : 0), 0, 0));
 	const char *raised;
 
 	rt->compile_ns = atbi_monotonic_ns() - t0;
-	if (!a) {
-		runner_emit_error("python", rt->msg);
+	if (!a)
 		return -1;
-	}
-	if (answer_error(a)) {
-		json_decref(a);
-		return -1;
-	}
 	raised = json_string_value(json_object_get(a, "raised"));
 	rt->compile_ok = !raised;
 	if (raised)
@@ -669,15 +676,9 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 
 		if (!runner_arm_is_checked(job, ai))
 			continue;
-		a = py_json(rt, "check", int_tuple(3, (long long)seed, dist, (long long)ai));
-		if (!a) {
-			runner_emit_error("python", rt->msg);
+		a = py_answer(rt, "check", int_tuple(3, (long long)seed, dist, (long long)ai));
+		if (!a)
 			return -1;
-		}
-		if (answer_error(a)) {
-			json_decref(a);
-			return -1;
-		}
 		if (json_object_get(a, "skip")) {
 			json_decref(a);
 			return 1;

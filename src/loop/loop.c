@@ -27,6 +27,7 @@
 #include "atb/box.h"
 #include "atb/engine.h"
 #include "atb/loop.h"
+#include "loop/loop_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -174,7 +175,7 @@ static enum atb_status remove_tree(const char *path, struct atb_error *err)
 	return ATB_OK;
 }
 
-static enum atb_status make_dir(const char *path, mode_t mode, struct atb_error *err)
+enum atb_status atbi_make_dir(const char *path, mode_t mode, struct atb_error *err)
 {
 	if (mkdir(path, mode) == 0 || errno == EEXIST)
 		return ATB_OK;
@@ -302,12 +303,12 @@ static enum atb_status iter_dir(struct loop *L, int64_t k, char *dir, size_t siz
 		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
 				     L->runs_dir);
 	*strrchr(dir, '/') = '\0';
-	st = make_dir(dir, 0700, err);
+	st = atbi_make_dir(dir, 0700, err);
 	dir[strlen(dir)] = '/';
 	if (!st)
 		st = remove_tree(dir, err);
 	if (!st)
-		st = make_dir(dir, 0700, err);
+		st = atbi_make_dir(dir, 0700, err);
 	return st;
 }
 
@@ -375,7 +376,7 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	if (!st)
 		st = atb_task_instantiate_candidate(L->task, knobs, cand, err);
 	if (!st)
-		st = make_dir(work, 0700, err);
+		st = atbi_make_dir(work, 0700, err);
 	if (st)
 		return st;
 
@@ -428,32 +429,42 @@ static enum atb_status run_loop(struct loop *L, struct atb_error *err)
 	return ATB_OK;
 }
 
-static enum atb_status runs_dir_of(struct loop *L, struct atb_error *err)
+enum atb_status atbi_runs_dir(const char *runs_dir, const char *db_path, char *out,
+			      size_t size, struct atb_error *err)
 {
-	const char *dbp = atb_store_path(L->store), *slash;
+	const char *slash = db_path ? strrchr(db_path, '/') : NULL;
 	int n;
 
-	if (L->o->runs_dir)
-		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "%s", L->o->runs_dir);
-	else if ((slash = strrchr(dbp, '/')))
-		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "%.*s/runs", (int)(slash - dbp), dbp);
+	if (runs_dir)
+		n = snprintf(out, size, "%s", runs_dir);
+	else if (slash)
+		n = snprintf(out, size, "%.*s/runs", (int)(slash - db_path), db_path);
 	else
-		n = snprintf(L->runs_dir, sizeof(L->runs_dir), "runs");
-	if (n < 0 || (size_t)n >= sizeof(L->runs_dir))
+		n = snprintf(out, size, "runs");
+	if (n < 0 || (size_t)n >= size)
 		return atb_error_set(err, ATB_ERR_USAGE, "runs folder path is too long");
-	if (!L->runs_dir[0])
-		snprintf(L->runs_dir, sizeof(L->runs_dir), "/runs");
-	return make_dir(L->runs_dir, 0755, err);
+	if (!out[0])
+		snprintf(out, size, "/runs");
+	return atbi_make_dir(out, 0755, err);
 }
 
-static enum atb_status this_box(struct atb_store *s, const struct atb_protocol *p,
-				char fp[ATB_BOX_FINGERPRINT_LEN + 1], struct atb_error *err)
+static enum atb_status runs_dir_of(struct loop *L, struct atb_error *err)
+{
+	return atbi_runs_dir(L->o->runs_dir, atb_store_path(L->store), L->runs_dir,
+			     sizeof(L->runs_dir), err);
+}
+
+enum atb_status atbi_this_box(struct atb_store *s, const struct atb_protocol *p,
+			      char fp[ATB_BOX_FINGERPRINT_LEN + 1], struct atb_box **keep,
+			      struct atb_error *err)
 {
 	struct atb_box *box = NULL;
 	json_t *j = NULL;
 	char *desc = NULL;
 	enum atb_status st;
 
+	if (keep)
+		*keep = NULL;
 	st = atb_box_probe_with_compiler(&box, p->build.cpu_compiler, err);
 	if (!st)
 		st = atb_box_fingerprint(box, fp, err);
@@ -465,7 +476,10 @@ static enum atb_status this_box(struct atb_store *s, const struct atb_protocol *
 		st = atb_store_register_box(s, fp, desc, err);
 	json_decref(j);
 	atb_free(desc);
-	atb_box_free(box);
+	if (keep && !st)
+		*keep = box;
+	else
+		atb_box_free(box);
 	return st;
 }
 
@@ -644,7 +658,7 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 		st = atb_store_sync_protocols(s, frozen, nfrozen, NULL, err);
 	atb_protocol_frozen_free(frozen, nfrozen);
 	if (!st)
-		st = this_box(s, L.proto, L.run.box_fingerprint, err);
+		st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
 	if (!st)
 		st = runs_dir_of(&L, err);
 	if (!st)
@@ -685,7 +699,7 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	if (!st)
 		st = open_task(&L, home, L.run.task, err);
 	if (!st)
-		st = this_box(NULL, L.proto, fp, err);
+		st = atbi_this_box(NULL, L.proto, fp, NULL, err);
 	if (st)
 		goto out;
 	if (strcmp(fp, L.run.box_fingerprint)) {

@@ -42,6 +42,7 @@
 #include "atb/store.h"
 #include "atb/suite.h"
 #include "atb/task.h"
+#include "loop/loop_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -129,14 +130,6 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 	return remove(path);
 }
 
-static enum atb_status make_dir(const char *path, struct atb_error *err)
-{
-	if (mkdir(path, 0700) == 0 || errno == EEXIST)
-		return ATB_OK;
-	return atb_error_set(err, ATB_ERR_IO, "cannot create folder '%s': %s", path,
-			     strerror(errno));
-}
-
 /* dir/<k>, emptied (an interrupted attempt is redone), with candidate/ and work/. */
 static enum atb_status task_dirs(struct suite *S, char *cand, char *work, size_t size,
 				 struct atb_error *err)
@@ -147,7 +140,7 @@ static enum atb_status task_dirs(struct suite *S, char *cand, char *work, size_t
 
 	if (snprintf(dir, sizeof(dir), "%s/%s", S->runs_dir, S->run.id) >= (int)sizeof(dir))
 		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
-	st = make_dir(dir, err);
+	st = atbi_make_dir(dir, 0700, err);
 	if (st)
 		return st;
 	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/task-%" PRId64, S->k);
@@ -156,11 +149,11 @@ static enum atb_status task_dirs(struct suite *S, char *cand, char *work, size_t
 	if ((size_t)snprintf(cand, size, "%s/candidate", dir) >= size ||
 	    (size_t)snprintf(work, size, "%s/work", dir) >= size)
 		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
-	st = make_dir(dir, err);
+	st = atbi_make_dir(dir, 0700, err);
 	if (!st)
-		st = make_dir(cand, err);
+		st = atbi_make_dir(cand, 0700, err);
 	if (!st)
-		st = make_dir(work, err);
+		st = atbi_make_dir(work, 0700, err);
 	return st;
 }
 
@@ -194,21 +187,7 @@ static enum atb_status copy_candidate(const char *from, const char *cand_dir,
 
 static enum atb_status runs_dir_of(struct suite *S, struct atb_error *err)
 {
-	const char *slash = strrchr(S->db_path, '/');
-	int n;
-
-	if (S->o->runs_dir)
-		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "%s", S->o->runs_dir);
-	else if (slash)
-		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "%.*s/runs",
-			     (int)(slash - S->db_path), S->db_path);
-	else
-		n = snprintf(S->runs_dir, sizeof(S->runs_dir), "runs");
-	if (n < 0 || (size_t)n >= sizeof(S->runs_dir))
-		return atb_error_set(err, ATB_ERR_USAGE, "runs folder path is too long");
-	if (!S->runs_dir[0])
-		snprintf(S->runs_dir, sizeof(S->runs_dir), "/runs");
-	return make_dir(S->runs_dir, err);
+	return atbi_runs_dir(S->o->runs_dir, S->db_path, S->runs_dir, sizeof(S->runs_dir), err);
 }
 
 /* ---- the plan ---- */
@@ -843,25 +822,12 @@ static enum atb_status fill_report(struct suite *S, struct atb_error *err)
 
 /* ---- start, resume ---- */
 
+/* This box (kept in S->box for the measurements), registered in s when given. */
 static enum atb_status this_box(struct suite *S, struct atb_store *s, char *fp,
 				struct atb_error *err)
 {
-	json_t *j = NULL;
-	char *desc = NULL;
-	enum atb_status st;
-
-	st = atb_box_probe_with_compiler(&S->box, S->proto->build.cpu_compiler, err);
-	if (!st)
-		st = atb_box_fingerprint(S->box, fp, err);
-	if (!st && s)
-		st = atb_box_to_json(S->box, 0, &j, err);
-	if (!st && s)
-		st = atbi_json_canonical(j, &desc, err);
-	if (!st && s)
-		st = atb_store_register_box(s, fp, desc, err);
-	json_decref(j);
-	atb_free(desc);
-	return st;
+	atb_box_free(S->box);
+	return atbi_this_box(s, S->proto, fp, &S->box, err);
 }
 
 static enum atb_status run_tasks(struct suite *S, struct atb_error *err)

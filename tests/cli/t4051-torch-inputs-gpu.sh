@@ -21,13 +21,7 @@ draw() {
 		"$PY" -m atb_torch.inputs "$@" >"$out" 2>"$out.err"
 }
 
-"$PY" -c '
-import sys, os, sysconfig, json
-v = sysconfig.get_config_var
-lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
-       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
-print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
-                  "path": [p for p in sys.path if p]}))' >python.json ||
+"$PY" "$FIX/python-info.py" >python.json ||
 	skip_all "cannot ask '$PY' about itself"
 
 # env TASK: the env event of a correctness-only cuda job of TASK against itself.
