@@ -13,6 +13,12 @@
  *    split, jansson parse, text append, token time) over a canned stream
  *    of completion chunks, per event, against the reference of jansson
  *    parsing the same events alone.  Prints ns/event and the ratio.
+ * 3. Per-token timestamp overhead over loopback: a server started here
+ *    sends one canned stream of 20000 completion events; atb's streaming
+ *    client (a time per token, SSE split, JSON per event, text) reads it,
+ *    and, interleaved in the same run, libcurl reads the same bytes and
+ *    throws them away (no per-token work).  Prints both medians, the
+ *    difference per token and the ratio.
  *
  * usage: bench-loadgen [SECONDS [CONNECTIONS]]   (default 5 16)
  * Needs nginx and wrk (scripts/install-bench-deps.sh); part 1 is skipped,
@@ -28,8 +34,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
 #include <jansson.h>
 
 #include "atb/alloc.h"
@@ -320,6 +328,227 @@ static void bench_events(void)
 	printf("  receive/parse     %.3f\n", (double)best_full / (double)best_ref);
 }
 
+/* ---- 3. per-token overhead over loopback: the same stream, read two ways ---- */
+
+/*
+ * A one-purpose HTTP server in a child process: every request on 127.0.0.1
+ * gets the canned stream as one text/event-stream body, then the
+ * connection is closed.  Both readers below get the same bytes from it.
+ */
+static pid_t start_stream_server(const char *body, size_t len, int *port)
+{
+	struct sockaddr_in a = {0};
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	pid_t pid;
+
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(fd, (struct sockaddr *)&a, sizeof(a)) || listen(fd, 64) ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(a.sin_port);
+	pid = fork();
+	if (pid != 0) {
+		close(fd);
+		return pid;
+	}
+	for (;;) {
+		char req[65536], head[256];
+		size_t got = 0, off;
+		ssize_t n;
+		int c = accept(fd, NULL, NULL);
+		const char *end = NULL;
+
+		if (c < 0)
+			continue;
+		/* headers, then Content-Length bytes of body */
+		while (got < sizeof(req) - 1 && (n = read(c, req + got, sizeof(req) - 1 - got)) > 0) {
+			const char *cl;
+
+			got += (size_t)n;
+			req[got] = '\0';
+			end = strstr(req, "\r\n\r\n");
+			cl = strcasestr(req, "content-length:");
+			if (end && (!cl || got >= (size_t)(end - req) + 4 +
+					    strtoul(cl + 15, NULL, 10)))
+				break;
+		}
+		n = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Type: "
+			     "text/event-stream\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+			     len);
+		if (write(c, head, (size_t)n) == n)
+			for (off = 0; off < len && (n = write(c, body + off, len - off)) > 0;)
+				off += (size_t)n;
+		close(c);
+	}
+}
+
+/*
+ * This process's CPU time, ns: the per-token cost without the time other
+ * work on a shared box takes from it (the wall times beside it include
+ * that).  Not a timing of the measured system: bench-only.
+ */
+static int64_t cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ctx)
+{
+	(void)p;
+	*(size_t *)ctx += size * n;
+	return size * n;
+}
+
+/* Reference: one POST with libcurl, the body read and thrown away; ms, or -1; *cpu_ms. */
+static double read_plain_ms(const char *url, size_t want, double *cpu_ms)
+{
+	CURL *h = curl_easy_init();
+	size_t got = 0;
+	int64_t t0, c0;
+	double ms;
+	CURLcode rc;
+
+	if (!h)
+		return -1;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+			 "{\"model\":\"default\",\"prompt\":\"x\",\"stream\":true}");
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &got);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 16384L);
+	c0 = cpu_ns();
+	t0 = atbi_monotonic_ns();
+	rc = curl_easy_perform(h);
+	ms = (double)(atbi_monotonic_ns() - t0) / 1e6;
+	*cpu_ms = (double)(cpu_ns() - c0) / 1e6;
+	curl_easy_cleanup(h);
+	return rc == CURLE_OK && got == want ? ms : -1;
+}
+
+/*
+ * atb's streaming client on the same stream: e2e median of n requests, ms,
+ * or -1; *cpu_ms: the run's CPU time per request (set-up included).
+ */
+static double read_atb_ms(const char *base, size_t tokens, size_t n, double *cpu_ms)
+{
+	struct atb_loadgen_config cfg;
+	struct atb_loadgen_result *res;
+	const struct atb_loadgen_summary *s;
+	struct atb_error err;
+	double ms = -1;
+	int64_t c0 = cpu_ns();
+
+	atb_loadgen_config_init(&cfg);
+	cfg.url = base;
+	cfg.stream = 1;
+	cfg.reuse_connections = 0;
+	cfg.requests = n;
+	cfg.input_len.a = 1;
+	cfg.output_len.a = (double)tokens;
+	cfg.timeout_s = 60;
+	if (atb_loadgen_run(&cfg, &res, &err)) {
+		fprintf(stderr, "bench-loadgen: %s\n", err.msg);
+		return -1;
+	}
+	*cpu_ms = (double)(cpu_ns() - c0) / 1e6 / (double)n;
+	s = atb_loadgen_result_summary(res);
+	if (s->completed == n && s->tokens_out == (long)(tokens * n))
+		ms = s->e2e_ms.median;
+	else
+		fprintf(stderr, "bench-loadgen: stream: %zu of %zu completed, %ld tokens\n",
+			s->completed, n, s->tokens_out);
+	atb_loadgen_result_free(res);
+	return ms;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Per-token timestamp overhead: the cost of atb's per-token work (an
+ * arrival time per token, SSE split, JSON parse of each event, text
+ * append) over loopback, against the same stream read by libcurl with no
+ * per-token work, in the same run, interleaved round by round.
+ */
+static double median_sorted(double *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void bench_stream_overhead(void)
+{
+	enum { N = 20000, ROUNDS = 7, PER = 3 };
+	double plain[ROUNDS * PER], plain_cpu[ROUNDS * PER], full[ROUNDS], full_cpu[ROUNDS];
+	double p, f, pc, fc;
+	char base[64], url[96];
+	size_t len, np = 0, nf = 0, r, k;
+	char *body = canned_stream(N, &len);
+	int port = 0;
+	pid_t srv;
+
+	if (!body)
+		return;
+	srv = start_stream_server(body, len, &port);
+	if (srv < 0) {
+		printf("per-token overhead over loopback: not measured: cannot start the server (%s)\n",
+		       strerror(errno));
+		atb_free(body);
+		return;
+	}
+	snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
+	snprintf(url, sizeof(url), "%s/v1/completions", base);
+	for (r = 0; r < ROUNDS; r++) {
+		for (k = 0; k < PER; k++) {
+			double c, x = read_plain_ms(url, len, &c);
+
+			if (x > 0) {
+				plain_cpu[np] = c;
+				plain[np++] = x;
+			}
+		}
+		f = read_atb_ms(base, N, PER, &fc);
+		if (f > 0) {
+			full_cpu[nf] = fc;
+			full[nf++] = f;
+		}
+	}
+	kill(srv, SIGKILL);
+	waitpid(srv, NULL, 0);
+	atb_free(body);
+	if (!np || !nf) {
+		printf("per-token overhead over loopback: not measured: a reader failed\n");
+		return;
+	}
+	p = median_sorted(plain, np);
+	pc = median_sorted(plain_cpu, np);
+	f = median_sorted(full, nf);
+	fc = median_sorted(full_cpu, nf);
+	printf("per-token overhead over loopback: one stream of %d completion events (%zu bytes),\n"
+	       "  %zu plain reads and %zu atb requests (medians of %d), interleaved in %d rounds;\n"
+	       "  wall: end-to-end per request; cpu: this process's CPU time per request\n",
+	       N, len, np, nf * PER, PER, ROUNDS);
+	printf("  %-34s %10s %10s\n", "", "wall ms", "cpu ms");
+	printf("  %-34s %10.2f %10.2f\n", "libcurl, bytes discarded (ref.)", p, pc);
+	printf("  %-34s %10.2f %10.2f\n", "atb client (token times, SSE, JSON)", f, fc);
+	printf("  per-token overhead  wall %.0f ns/token, cpu %.0f ns/token\n", (f - p) * 1e6 / N,
+	       (fc - pc) * 1e6 / N);
+	printf("  atb/plain           wall %.3f, cpu %.3f\n", f / p, pc > 0 ? fc / pc : 0);
+}
+
 int main(int argc, char **argv)
 {
 	int seconds = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
@@ -331,6 +560,7 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	bench_events();
+	bench_stream_overhead();
 	bench_server(seconds, conns);
 	return 0;
 }
