@@ -242,8 +242,10 @@ static void engine_text(const struct atb_report *r, json_t **figs)
 						"e2e_median_ms", "e2e_p99_ms"};
 	size_t i, k;
 
-	if (!figs)
-		return;
+	for (i = 0; figs && i < r->niters && !figs[i]; i++)
+		;
+	if (!figs || i == r->niters)
+		return;   /* no iteration has a stored result */
 	printf("engine    figures from each result's stored stats (> 1: the candidate is faster;\n"
 	       "          requests/s candidate / default, latency default / candidate, 95%% CIs)\n");
 	for (i = 0; i < r->niters; i++) {
