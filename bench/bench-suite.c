@@ -22,7 +22,10 @@
  *
  * Usage: bench-suite [--device cpu|cuda] [--filter GLOB] [--python PY]
  *                    [--candidates DIR] [--seeds N] [--baseline eager|compile]
- * (ATB_HOME selects the tree; the default filter is every task.)
+ *                    [--suite DIR]
+ * (ATB_HOME selects the tree; the default suite is its tasks/kernelbench, the
+ * default filter every task.  --suite DIR: another folder, e.g. a copy of
+ * the bundled tasks with sizes cut for a CPU.)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -100,13 +103,15 @@ int main(int argc, char **argv)
 			o.paired_seeds = strtoll(argv[a + 1], NULL, 10);
 		else if (!strcmp(argv[a], "--baseline"))
 			o.baseline = argv[a + 1];
+		else if (!strcmp(argv[a], "--suite"))
+			snprintf(suite, sizeof(suite), "%s", argv[a + 1]);
 		else
 			break;
 	}
 	if (a < argc) {
 		fprintf(stderr, "usage: bench-suite [--device cpu|cuda] [--filter GLOB] "
 				"[--python PY] [--candidates DIR] [--seeds N] "
-				"[--baseline eager|compile]\n");
+				"[--baseline eager|compile] [--suite DIR]\n");
 		return 2;
 	}
 	if (!mkdtemp(dir)) {

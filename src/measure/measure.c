@@ -1356,7 +1356,17 @@ static void torch_facts(struct measure *m, const struct job_result *j1)
 		return;
 	snprintf(o->inputs_on, sizeof(o->inputs_on), "%s", on ? on : "");
 	snprintf(o->inputs_why, sizeof(o->inputs_why), "%s", why ? why : "");
-	if (m->with_compile && !o->compile_measured && !o->compile_why[0])
+	if (!m->with_compile)
+		return;
+	if (!(o->compile_s > 0))  /* its compilation happened, whatever came after */
+		o->compile_s = (double)json_integer_value(json_object_get(j1->compile_event,
+									  "compile_ns")) / 1e9;
+	if (o->compile_measured || o->compile_why[0])
+		return;
+	if (o->verdict == ATB_MEASURE_REJECTED && o->gate[0])
+		snprintf(o->compile_why, sizeof(o->compile_why),
+			 "not compared: the candidate was rejected at gate '%s'", o->gate);
+	else
 		snprintf(o->compile_why, sizeof(o->compile_why),
 			 "the measurement ended before the compiled reference was compared");
 }
