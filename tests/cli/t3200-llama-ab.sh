@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The REAL engine: llama.cpp's llama-server (scripts/install-engine-deps.sh),
+# started on loopback by atb, on the tiny constructed model the test writes
+# (tools/engine/make-tiny-gguf.py: greedy decoding follows one seeded cycle).
+# Prompt-lookup (n-gram) speculation against the engine's default:
+#  - on the repetitive workload (the cycle is in the prompt) it is admitted
+#    with requests/s ratio > 1 and its CI above 1, the greedy probes equal
+#    the default's token for token, and the engine's own counters show the
+#    drafts were made and accepted (the treatment was delivered);
+#  - on the random workload it gives no speedup (no admitted CI above 1)
+#    and its drafts find nothing to accept.
+# PROTO: engine.paired_order, engine.fresh_engine_per_arm,
+# engine.output_equivalence, stats.min_paired_seeds.
+. "$(dirname "$0")/lib.sh"
+. "$ATB_SOURCE_DIR/tools/engine/test-lib.sh"
+command -v jq >/dev/null || skip_all "jq not installed"
+command -v curl >/dev/null || skip_all "curl not installed"
+command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
+
+REP=$LLAMA_TASKS/engine-llamacpp-repeat/engine.yaml
+RND=$LLAMA_TASKS/engine-llamacpp-random/engine.yaml
+SPEC=spec_type=ngram-simple,spec_ngram_size_n=3,spec_ngram_size_m=16
+
+test_expect "llama-server answers greedily and deterministically on the tiny model" '
+	port=$(python3 -c "import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])")
+	"$LLAMA_SERVER" --model "$ATB_TINY_GGUF" --host 127.0.0.1 --port "$port" --parallel 1 \
+		>srv.log 2>&1 &
+	pid=$!
+	for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+	p=$(jq -c "{prompt, max_tokens: 24, temperature: 0}" "${REP%/*}/probes.jsonl" | head -1)
+	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >a
+	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >b
+	kill "$pid"; wait "$pid" || true
+	test -s a && cmp a b &&
+	# the continuation is the cycle the prompt already holds
+	jq -r .prompt "${REP%/*}/probes.jsonl" | head -1 >prompt &&
+	grep -qF "$(cat a)" prompt
+'
+
+# What the protocol promises for a real 2x speedup: admitted with its CI
+# above 1 when the cv of the per-seed ratios is within stats.cv_cap; on a box
+# whose other work swings the engine's speed more than that, a refusal as
+# noise with every cv stored, never an admission.  On this 2-core box under
+# other engineers' work (load 4-6) one baseline request took 18 ms in one
+# second and 60 ms a few seconds later; the cv of the means of 4 requests was
+# 0.28 and of 64 requests still 0.16, and the default against itself (a null
+# A/B in t3210) gave a cv of the per-seed ratios of 0.65: no workload short
+# enough for CI gets under a 5% cap here.  When refused, the speedup must
+# still show in the stored raw pairs of the first run (each seed's two arms
+# measured back to back; the noise re-runs measure one side again later, so
+# their pairs are not time-adjacent): at least 7 of 8 per-seed ratios
+# candidate/default above 1 (sign test p = 9/256) and their geometric mean
+# at least 1.5; on the random workload that geometric mean stays below 1.5.
+# first_pairs OUTCOME.json: "ABOVE GEOMEAN" of the first run's per-seed
+# ratios in the stored rejection of that job.
+first_pairs() {
+	python3 - "$1" <<'PY'
+import json, math, sqlite3, sys
+uuid = json.load(open(sys.argv[1]))["job_uuid"]
+(d,) = sqlite3.connect("atb.db").execute(
+    "select detail from rejection where job_uuid = ?", (uuid,)).fetchone()
+d = json.loads(d)
+def first(side):
+    for r in d["reruns"]:          # the values a re-run replaced are the first run's
+        if r["side"] == side:
+            return r["replaced"]
+    return [p for p in d["per_seed"] if p["arm"] == side]
+b = {p["seed"]: p["requests_per_s"] for p in first("baseline")}
+r = [p["requests_per_s"] / b[p["seed"]] for p in first("candidate")]
+assert len(r) == 8, r
+print(sum(x > 1 for x in r), math.exp(sum(map(math.log, r)) / len(r)))
+PY
+}
+
+test_expect "n-gram speculation on the repetitive workload: admitted with CI above 1, or (noisy box) refused as noise with the speedup in the raw pairs" '
+	mkdir -p w-rep w-rnd &&
+	"$ATB" --db atb.db engine ab "$REP" --candidate "$SPEC" --seeds 8 \
+		--work-dir w-rep --json >rep.json 2>rep.err || true
+	test -s rep.json &&
+	if jq -e ".verdict == \"admitted\"" rep.json >/dev/null; then
+		jq -e ".speedup > 1 and .ci_low > 1" rep.json
+	else
+		jq -e ".verdict == \"rejected\" and .gate == \"noise\"" rep.json &&
+		first_pairs rep.json >pairs &&
+		read above gm <pairs &&
+		test "$above" -ge 7 && python3 -c "assert $gm >= 1.5, $gm" &&
+		echo "# admission not reached on this box: $(jq -r .reason rep.json); first-run pairs: $above of 8 above 1, geometric mean $gm" >"$TRASH/noisy"
+	fi
+'
+[ -s "$TRASH/noisy" ] && cat "$TRASH/noisy"
+
+test_expect "the drafts were made and accepted (treatment delivered), none in the default" '
+	grep -h "draft acceptance" w-rep/seed-*-candidate/engine.stderr >acc &&
+	test -s acc &&
+	! grep -q "draft acceptance" w-rep/seed-1-baseline/engine.stderr
+'
+
+test_expect "n-gram speculation on the random workload: no speedup" '
+	"$ATB" --db atb.db engine ab "$RND" --candidate "$SPEC" --seeds 8 --work-dir w-rnd \
+		--json >rnd.json 2>rnd.err || true
+	# admitted with its CI reaching 1 or below, or refused as noise with no
+	# speedup in its raw pairs: never a speedup, never a failure of the engine
+	test -s rnd.json &&
+	if jq -e ".verdict == \"admitted\"" rnd.json >/dev/null; then
+		jq -e ".ci_low <= 1" rnd.json
+	else
+		jq -e ".gate == \"noise\"" rnd.json &&
+		first_pairs rnd.json >pairs-rnd &&
+		read above gm <pairs-rnd && python3 -c "assert $gm < 1.5, $gm"
+	fi
+'
+
+test_expect "each outcome is stored (a result with paired seeds, or a rejection with its reason) and the audit chain verifies" '
+	test "$(sqlite3 atb.db "select (select count(*) from result) + (select count(*) from rejection where rule like \"gate:noise\")")" -ge 2 &&
+	test "$(sqlite3 atb.db "select count(*) from result r join job j on j.id = r.job where r.n_seeds < 8")" = 0 &&
+	"$ATB" --db atb.db audit verify >v 2>&1
+'
+
+test_done
