@@ -60,6 +60,35 @@ void cli_fmt_duration(char *buf, size_t size, double s);
    command cmd (printed) naming the option and its value. */
 int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
 		  int64_t *out);
+/*
+ * The progress line of a long command (cli/progress.c), on stderr:
+ *   UNIT K/N[ NAME]  phase PHASE  TAIL  eta E
+ * with "outcome OUTCOME" ("-" when NULL) in place of the phase once the
+ * item's phase is "done".  On a terminal every call redraws the line in
+ * place ("\r...\033[K"); elsewhere only finished items are written, one
+ * line each.  Nothing when quiet.
+ */
+struct cli_progress {
+	int tty;     /* stderr is a terminal (cli_progress_init) */
+	int quiet;   /* --quiet */
+	int drawn;   /* a line is left on the terminal: cli_progress_end ends it */
+};
+
+struct cli_progress_line {
+	const char *unit;      /* "iter", "task" */
+	int64_t k, n;          /* item k (from 1) of n */
+	const char *name;      /* the item's name after K/N; NULL: none */
+	const char *phase;     /* the phase in progress, or "done" */
+	const char *outcome;   /* a finished item's outcome */
+	const char *tail;      /* the command's own part ("best ...  usable 2/3") */
+	double eta_s;          /* < 0: not known yet ("?") */
+};
+
+void cli_progress_init(struct cli_progress *p, int quiet);
+void cli_progress_draw(struct cli_progress *p, const struct cli_progress_line *l);
+/* A newline after a line left on the terminal, so what follows starts clean. */
+void cli_progress_end(struct cli_progress *p);
+
 int cmd_suite(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_engine(int argc, char **argv, struct cli_ctx *ctx);

@@ -116,43 +116,21 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
-struct progress_ctx {
-	int tty;
-	int quiet;
-	size_t width;     /* of the last line drawn on a tty */
-};
-
 static void progress(void *vctx, const struct atb_loop_progress *p)
 {
-	struct progress_ctx *c = vctx;
-	char line[400], best[96], eta[32];
-	int finished = !strcmp(p->phase, "done");
-	int64_t shown = p->k + 1;
-	int n;
+	char best[96], tail[160];
+	struct cli_progress_line l = {.unit = "iter", .k = p->k + 1, .n = p->planned,
+				      .phase = p->phase, .outcome = p->last_outcome,
+				      .tail = tail, .eta_s = p->eta_s};
 
-	if (c->quiet || (!c->tty && !finished))
-		return;
 	if (p->have_best)
 		snprintf(best, sizeof(best), "%.3gx [%.3g, %.3g] (iter %" PRId64 ")",
 			 p->best_speedup, p->best_ci_low, p->best_ci_high, p->best_k);
 	else
 		snprintf(best, sizeof(best), "none yet");
-	cli_fmt_duration(eta, sizeof(eta), p->eta_s);
-	n = snprintf(line, sizeof(line),
-		     "iter %" PRId64 "/%" PRId64 "  %s %s  best %s  usable %" PRId64 "/%" PRId64
-		     "  eta %s",
-		     shown, p->planned, finished ? "outcome" : "phase",
-		     finished ? (p->last_outcome ? p->last_outcome : "-") : p->phase, best,
-		     p->usable, p->done, eta);
-	if (n < 0)
-		return;
-	if (c->tty) {
-		fprintf(stderr, "\r%s\033[K", line);
-		c->width = (size_t)n;
-	} else {
-		fprintf(stderr, "%s\n", line);
-	}
-	fflush(stderr);
+	snprintf(tail, sizeof(tail), "best %s  usable %" PRId64 "/%" PRId64, best, p->usable,
+		 p->done);
+	cli_progress_draw(vctx, &l);
 }
 
 static int print_summary(const struct atb_loop_summary *sum, int json)
@@ -242,12 +220,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 {
 	struct atb_loop_opts o;
 	struct atb_loop_summary sum;
-	struct progress_ctx pc = {0};
+	struct cli_progress pc;
 	struct atb_store *s = NULL;
 	struct atb_error err;
 	struct sigaction sa, old_int, old_term;
 	const char *task_name = NULL, *resume = NULL;
-	int json = ctx->json, plan = 0, i, rc;
+	int json = ctx->json, plan = 0, quiet = 0, i, rc;
 	enum atb_status st;
 
 	if (cli_wants_help(argc, argv)) {
@@ -264,7 +242,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		if (!strcmp(a, "--json")) {
 			json = 1;
 		} else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-			pc.quiet = 1;
+			quiet = 1;
 		} else if (!strcmp(a, "--naive")) {
 			o.naive = 1;
 		} else if (!strcmp(a, "--no-naive")) {
@@ -319,7 +297,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			   &err))
 		return cli_fail(&err);
 
-	pc.tty = isatty(STDERR_FILENO);
+	cli_progress_init(&pc, quiet);
 	o.progress = progress;
 	o.progress_ctx = &pc;
 	o.stop = &stop_flag;
@@ -337,8 +315,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	atb_store_close(s);
-	if (pc.tty && pc.width && !pc.quiet)
-		fputc('\n', stderr);
+	cli_progress_end(&pc);
 	if (st) {
 		rc = cli_fail(&err);
 		if (sum.run_id[0])
