@@ -13,8 +13,8 @@
 #  - spec_ngram_size_n=0, inside engines/llamacpp.yaml's domain, renders to a
 #    flag the server refuses at start with its own message (what a search
 #    must count as an unusable iteration).
-# The timed A/B, search and death tests are in tools/engine/pending/ (see
-# docs/engines-real.md: too noisy on this busy box to pass reliably yet).
+# The timed A/B, search and death tests are t3200-llama-ab, t3210-llama-search
+# and t3220-llama-death (docs/engines-real.md).
 . "$(dirname "$0")/lib.sh"
 . "$ATB_SOURCE_DIR/tools/engine/test-lib.sh"
 command -v jq >/dev/null || skip_all "jq not installed"
