@@ -117,4 +117,13 @@ test_expect "each outcome is stored (a result with paired seeds, or a rejection 
 	"$ATB" --db atb.db audit verify >v 2>&1
 '
 
+# On a failure keep what explains it (outcomes, the store, the arms' logs and
+# records), since the test's folder is removed when it exits.
+if [ "$tests_failed" -gt 0 ]; then
+	keep=$ATB_BUILD_DIR/t3200-llama-ab.failed
+	rm -rf "$keep" && mkdir -p "$keep" &&
+		cp -r "$TRASH"/*.json "$TRASH"/*.err "$TRASH"/atb.db* "$TRASH"/w-rep "$TRASH"/w-rnd \
+			"$keep"/ 2>/dev/null
+	echo "# kept for diagnosis in $keep"
+fi
 test_done
