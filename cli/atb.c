@@ -3,9 +3,11 @@
  * atb: main, global options and the command table.  Adding a command is one
  * file (cmd_<name>.c) and one row here.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdarg.h>
@@ -39,6 +41,35 @@ int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, i
 				       " to %" PRId64, opt, v, lo, hi);
 	*out = x;
 	return 0;
+}
+
+/* ---- Ctrl-C and SIGTERM for long commands (one per process) ---- */
+
+static volatile sig_atomic_t stop_flag;
+static struct sigaction old_int, old_term;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+volatile sig_atomic_t *cli_stop_catch(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	return &stop_flag;
+}
+
+void cli_stop_restore(void)
+{
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 }
 
 static const struct cli_command commands[] = {

@@ -12,6 +12,7 @@
 #ifndef ATB_CLI_H
 #define ATB_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +61,15 @@ void cli_fmt_duration(char *buf, size_t size, double s);
    command cmd (printed) naming the option and its value. */
 int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
 		  int64_t *out);
+/*
+ * Ctrl-C and SIGTERM during a long command (atb run, atb suite): from
+ * cli_stop_catch() until cli_stop_restore() either signal only sets the
+ * returned flag, which the library call polls (its opts' stop) to stop
+ * after the work in progress; the old handlers come back on restore.
+ */
+volatile sig_atomic_t *cli_stop_catch(void);
+void cli_stop_restore(void);
+
 /*
  * The progress line of a long command (cli/progress.c), on stderr:
  *   UNIT K/N[ NAME]  phase PHASE  TAIL  eta E

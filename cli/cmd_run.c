@@ -6,12 +6,8 @@
  * documentation (docs/run.md says the same at more length).
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -107,14 +103,6 @@ static const char usage_text[] =
 	"exit codes: 0 the run finished (whatever its outcomes); 2 bad usage,\n"
 	"unknown task or run, a run of another box; 3 store, i/o or system\n"
 	"failure (the run stays resumable); 130 interrupted (resumable)\n";
-
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_flag = 1;
-}
 
 static void progress(void *vctx, const struct atb_loop_progress *p)
 {
@@ -223,7 +211,6 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct cli_progress pc;
 	struct atb_store *s = NULL;
 	struct atb_error err;
-	struct sigaction sa, old_int, old_term;
 	const char *task_name = NULL, *resume = NULL;
 	int json = ctx->json, plan = 0, quiet = 0, i, rc;
 	enum atb_status st;
@@ -300,20 +287,14 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	cli_progress_init(&pc, quiet);
 	o.progress = progress;
 	o.progress_ctx = &pc;
-	o.stop = &stop_flag;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	o.stop = cli_stop_catch();
 
 	if (resume)
 		st = atb_loop_resume(s, resume, &o, &sum, &err);
 	else
 		st = atb_loop_start(s, task_name, &o, &sum, &err);
 
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
+	cli_stop_restore();
 	atb_store_close(s);
 	cli_progress_end(&pc);
 	if (st) {

@@ -4,6 +4,7 @@
 # leaves a consistent store (db check, audit verify) with no row for that
 # iteration; `atb run --resume` redoes it and finishes, and the run's whole
 # sequence of proposals equals the uninterrupted plan for the same seed.
+# SIGTERM stops a run after the measurement in progress with exit 130.
 # Real measurements on the fixture task relu-steady (seconds per iteration).
 . "$(dirname "$0")/lib.sh"
 
@@ -63,6 +64,22 @@ test_expect "resuming a finished run does nothing" '
 	id=$("$ATB" report --last --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"run\"][\"id\"])") &&
 	"$ATB" run --resume "$id" --json >again.json &&
 	python3 -c "import json; r=json.load(open(\"again.json\")); assert r[\"done\"]==2 and r[\"first_iteration\"]==2, r"
+'
+
+test_expect "SIGTERM stops a run after the measurement in progress: exit 130, resumable" '
+	mkdir term
+	setsid "$ATB" --db term/atb.db run ./relu --iterations 3 --seed 5 --runs-dir term/runs \
+		>term.out 2>term.err &
+	pid=$!
+	for i in $(seq 300); do
+		ls -d term/runs/*/iter-0 >/dev/null 2>&1 && break
+		sleep 1
+	done
+	kill -TERM $pid
+	rc=0; wait $pid || rc=$?
+	{ test $rc -eq 130 || { echo "exit $rc, want 130"; cat term.err; false; }; } &&
+	expect_grep "interrupted after" term.err && expect_grep "atb run --resume" term.err &&
+	"$ATB" --db term/atb.db db check >/dev/null && "$ATB" --db term/atb.db audit verify >/dev/null
 '
 
 test_done
