@@ -33,6 +33,14 @@ TestSuite(store, .init = setup, .fini = teardown);
 	"INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest, box_fingerprint," \
 	" created) VALUES ('" uuid "', '" kind "', 't', 'c', 'ns', " digest ", " box ", 'now');"
 #define JOBID(uuid) "(SELECT id FROM job WHERE uuid = '" uuid "')"
+#define INSERT_RESULT \
+	"INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low," \
+	" ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+/* An admitted result of job uuid, its own baseline; FIGS is "speedup, ci_low, ci_high, cv";
+ * the digest and box are the two %s. */
+#define SELF_RESULT(uuid, kind, metric, nseeds, figs)                                   \
+	INSERT_RESULT JOBID(uuid) ", '" kind "', '" metric "', " JOBID(uuid) ", " nseeds \
+	", " figs ", 'admitted', '{}', '%s', '%s', 'now')"
 #define SAMPLE(uuid, arm, seed, value) \
 	"INSERT INTO sample VALUES (" JOBID(uuid) ", '" arm "', " seed ", 0, " value ");"
 /* Seed %d of a job paired by hand: both arms' samples and the seed result. */
@@ -106,20 +114,14 @@ Test(store, engine_result_without_paired_seeds_cannot_enter_db)
 	fx_accepted(&F, JOB("e1", "engine", "'%s'", "'%s'"), F.digest, F.box);
 	/* A result with no seed results at all. */
 	fx_refused(&F, "paired_seeds",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("e1") ", 'engine', 'rps', " JOBID("e1") ", 5, 1.2, 1.1, 1.3, 0.01,"
-		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("e1", "engine", "rps", "5", "1.2, 1.1, 1.3, 0.01"), F.digest, F.box);
 	/* Candidate-only samples: a seed result cannot pair them. */
 	fx_accepted(&F, SAMPLE("e1", "candidate", "1", "10.0"));
 	fx_refused(&F, "paired_seeds", "INSERT INTO seed_result VALUES (" JOBID("e1")
 		   ", 1, 10.0, 12.0, 1.2)");
 	/* n_seeds 0 is refused by the column rule. */
 	fx_refused(&F, "paired_seeds",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("e1") ", 'engine', 'rps', " JOBID("e1") ", 0, 1.2, 1.1, 1.3, 0.01,"
-		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("e1", "engine", "rps", "0", "1.2, 1.1, 1.3, 0.01"), F.digest, F.box);
 
 	/* Through the C API: candidate samples without the baseline arm. */
 	fx_teardown(&F);
@@ -146,16 +148,10 @@ Test(store, kernel_result_without_paired_seeds_cannot_enter_db)
 		fx_accepted(&F, PAIRED("k1", "1", "10.0", "8.0"), i, i, i);
 	}
 	fx_refused(&F, "paired_seeds",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("k1") ", 'kernel', 'ns', " JOBID("k1") ", 3, 1.25, 1.2, 1.3, 0.01,"
-		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("k1", "kernel", "ns", "3", "1.25, 1.2, 1.3, 0.01"), F.digest, F.box);
 	/* n_seeds that is not the count of seed results. */
 	fx_refused(&F, "paired_seeds",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("k1") ", 'kernel', 'ns', " JOBID("k1") ", 7, 1.25, 1.2, 1.3, 0.01,"
-		   " 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("k1", "kernel", "ns", "7", "1.25, 1.2, 1.3, 0.01"), F.digest, F.box);
 
 	fx_teardown(&F);
 	fx_setup(&F);
@@ -227,8 +223,7 @@ Test(store, sample_without_its_job_never_joins_a_job)
 		    " INSERT INTO sample VALUES (1, 'candidate', 1, 0, 1.0)");
 	fx_refused(&F, "malformed", "INSERT INTO seed_result VALUES (1, 1, 10.0, 1.0, 10.0)");
 	fx_refused(&F, "malformed",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   INSERT_RESULT
 		   "1, 'kernel', 'ns', 1, 1, 1.25, 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')",
 		   F.digest, F.box);
 	/* ...and no job can be created over them, by explicit id or the next rowid. */
@@ -311,20 +306,14 @@ Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 	/* SQL: a fully paired job whose result names the first job's baseline. */
 	JOB_PAIRED_BY_HAND("o1", "10.0", "8.0", 5);
 	fx_refused(&F, "baseline_elsewhere",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
+		   INSERT_RESULT
 		   JOBID("o1") ", 'kernel', 'ns', (SELECT id FROM job WHERE uuid = '%s'), 5, 1.25,"
 		   " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", uuid, F.digest, F.box);
 	/* ...or another box than its job's. */
 	fx_refused(&F, "baseline_elsewhere",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("o1") ", 'kernel', 'ns', " JOBID("o1") ", 5, 1.25,"
-		   " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box2);
-	fx_accepted(&F, "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup,"
-		    " ci_low, ci_high, cv, status, stats, protocol_digest, box_fingerprint, created)"
-		    " VALUES (" JOBID("o1") ", 'kernel', 'ns', " JOBID("o1") ", 5, 1.25,"
-		    " 1.2, 1.3, 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest, F.box2);
+	fx_accepted(&F, SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest,
+		    F.box);
 
 	/* C API. */
 	fx_teardown(&F);
@@ -363,10 +352,8 @@ Test(store, admitted_anomaly_cannot_enter_db)
 
 	JOB_PAIRED_BY_HAND("a1", "61000.0", "1.0", 5);
 	fx_refused(&F, "anomaly_not_quarantined",
-		   "INSERT INTO result (job, kind, metric, baseline_job, n_seeds, speedup, ci_low,"
-		   " ci_high, cv, status, stats, protocol_digest, box_fingerprint, created) VALUES ("
-		   JOBID("a1") ", 'kernel', 'ns', " JOBID("a1") ", 5, 61000.0, 60000.0, 62000.0,"
-		   " 0.01, 'admitted', '{}', '%s', '%s', 'now')", F.digest, F.box);
+		   SELF_RESULT("a1", "kernel", "ns", "5", "61000.0, 60000.0, 62000.0, 0.01"), F.digest,
+		   F.box);
 	/* The C ingest quarantines it (exactly at the factor too). */
 	fx_ingest(&F, 5, 10.0);
 	ingest_ok(&o);
