@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "atb/alloc.h"
 #include "cli.h"
 #include "banned.h"
 
@@ -41,6 +44,20 @@ int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, i
 				       " to %" PRId64, opt, v, lo, hi);
 	*out = x;
 	return 0;
+}
+
+int cli_print_json(const char *cmd, json_t *v)
+{
+	char *s = v ? json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
+
+	json_decref(v);
+	if (!s) {
+		fprintf(stderr, "atb %s: out of memory\n", cmd);
+		return CLI_RUNTIME;
+	}
+	printf("%s\n", s);
+	atb_free(s);
+	return CLI_OK;
 }
 
 /* ---- Ctrl-C and SIGTERM for long commands (one per process) ---- */

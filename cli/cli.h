@@ -61,6 +61,15 @@ void cli_fmt_duration(char *buf, size_t size, double s);
    command cmd (printed) naming the option and its value. */
 int cli_parse_int(const char *cmd, const char *opt, const char *v, int64_t lo, int64_t hi,
 		  int64_t *out);
+struct json_t;
+
+/*
+ * Print v (taken: freed here) on stdout as JSON, keys sorted, indented by
+ * two, then a newline.  v NULL or no memory: "atb CMD: out of memory" on
+ * stderr and CLI_RUNTIME; else CLI_OK.
+ */
+int cli_print_json(const char *cmd, struct json_t *v);
+
 /*
  * Ctrl-C and SIGTERM during a long command (atb run, atb suite): from
  * cli_stop_catch() until cli_stop_restore() either signal only sets the

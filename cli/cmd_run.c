@@ -129,7 +129,6 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 				      "first_iteration", (json_int_t)sum->first_k, "done",
 				      (json_int_t)sum->done, "usable", (json_int_t)sum->usable,
 				      "interrupted", sum->interrupted);
-		char *s;
 
 		if (o && sum->have_best)
 			json_object_set_new(o, "best",
@@ -140,15 +139,7 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 						      sum->best_naive_speedup));
 		else if (o)
 			json_object_set_new(o, "best", json_null());
-		s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
-		json_decref(o);
-		if (!s) {
-			fprintf(stderr, "atb run: out of memory\n");
-			return CLI_RUNTIME;
-		}
-		printf("%s\n", s);
-		atb_free(s);
-		return CLI_OK;
+		return cli_print_json("run", o);
 	}
 	printf("run %s: task %s, %" PRId64 " of %" PRId64 " iterations, %" PRId64 " usable\n",
 	       sum->run_id, sum->task, sum->done, sum->planned, sum->usable);
