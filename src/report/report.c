@@ -227,7 +227,33 @@ static void fmt_speedup(char *buf, size_t size, double x, double lo, double hi)
 		snprintf(buf, size, "-");
 }
 
-/* Knobs JSON {"A":"1","cflags":""} as "A=1" (cflags only when set). */
+/*
+ * A list of strings as "a,b" ("none" when empty): a suite row's
+ * "findings" (the static finding kinds, src/suite/suite.c task_row_json).
+ */
+static const char *fmt_list(char *buf, size_t size, const json_t *a)
+{
+	const json_t *e;
+	size_t i, len = 0;
+	int n;
+
+	buf[0] = '\0';
+	json_array_foreach(a, i, e) {
+		n = snprintf(buf + len, size - len, "%s%s", len ? "," : "",
+			     json_is_string(e) ? json_string_value(e) : "?");
+		if (n < 0 || (size_t)n >= size - len)
+			break;
+		len += (size_t)n;
+	}
+	return len ? buf : "none";
+}
+
+/*
+ * Knobs JSON {"A":"1","cflags":""} as "A=1" (cflags only when set).  A
+ * suite row's knobs are {"task", "candidate", "findings": [...],
+ * "measured": {...}}: the findings as a list, "measured" left out (its
+ * figures are the row's speedup columns).
+ */
 static void fmt_knobs(char *buf, size_t size, const char *knobs_json)
 {
 	json_t *o;
@@ -235,6 +261,7 @@ static void fmt_knobs(char *buf, size_t size, const char *knobs_json)
 	const char *key;
 	json_t *v;
 	size_t len = 0;
+	char list[160];
 
 	buf[0] = '\0';
 	atb_alloc_install_json();
@@ -247,8 +274,10 @@ static void fmt_knobs(char *buf, size_t size, const char *knobs_json)
 		const char *val = json_string_value(v);
 		int n;
 
-		if (!strcmp(key, "cflags") && (!val || !*val))
+		if ((!strcmp(key, "cflags") && (!val || !*val)) || json_is_object(v))
 			continue;
+		if (json_is_array(v))
+			val = fmt_list(list, sizeof(list), v);
 		n = snprintf(buf + len, size - len, "%s%s=%s", len ? " " : "", key,
 			     val ? val : "?");
 		if (n < 0 || (size_t)n >= size - len)
