@@ -97,7 +97,9 @@ test_expect "the table names every task, the totals and the bars" '
 
 test_expect "the store stays consistent and the suite is a run atb report reads" '
 	"$ATB" --db s.db db check >check.out && "$ATB" --db s.db audit verify >verify.out &&
-	"$ATB" --db s.db report --last >report.out && expect_grep "proposer suite" report.out
+	"$ATB" --db s.db report --last >report.out && expect_grep "proposer suite" report.out &&
+	expect_grep "findings=fallback_to_reference" report.out &&
+	expect_grep "findings=none" report.out && ! grep -q "findings=?" report.out
 '
 
 test_expect "--resume of a finished suite reports it again without running anything" '
