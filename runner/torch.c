@@ -150,7 +150,98 @@ struct trt {
 	int64_t compile_ns;          /* its first call (the compilation), wall time */
 	size_t compile_checks;
 	json_t *compile_failed;      /* the first input set it differed on: {seed, input, buffers} */
+	/* where the time goes (the "phases" event): the C side's own phases */
+	int64_t interpreter_ns;      /* Py_InitializeEx and importing atb_torch.runner */
+	int64_t compare_ns;          /* runner_compare over the output pairs */
+	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
+	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
+	int64_t timed_ns;            /* the sum of the timed windows (every sample) */
+	int64_t timing_ns;           /* the timing core's whole seeds (warm-up included) */
+	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
+	struct flush_timer *ft;      /* the job's timer, its flushes timed */
+	size_t seeds_timed;
 };
+
+/*
+ * The job's timer with its flush timed (CLOCK_MONOTONIC on the host, outside
+ * the timed window): every operation is the inner timer's.  On cuda the
+ * flush is an asynchronous memset, so this is its launch, not its run.
+ */
+struct flush_timer {
+	struct atb_timer t;          /* first: the core is handed &t */
+	struct atb_timer *inner;
+	int64_t flush_ns;
+	size_t nflush;
+};
+
+static void ft_start(void *s)
+{
+	struct flush_timer *f = s;
+
+	f->inner->ops->start(f->inner->state);
+}
+
+static void ft_stop(void *s)
+{
+	struct flush_timer *f = s;
+
+	f->inner->ops->stop(f->inner->state);
+}
+
+static int64_t ft_elapsed_ns(void *s)
+{
+	struct flush_timer *f = s;
+
+	return f->inner->ops->elapsed_ns(f->inner->state);
+}
+
+static void ft_flush(void *s)
+{
+	struct flush_timer *f = s;
+	int64_t t0 = atbi_monotonic_ns();
+
+	if (f->inner->ops->flush)
+		f->inner->ops->flush(f->inner->state);
+	f->flush_ns += atbi_monotonic_ns() - t0;
+	f->nflush++;
+}
+
+static int64_t ft_resolution_ns(void *s)
+{
+	struct flush_timer *f = s;
+
+	return f->inner->ops->resolution_ns(f->inner->state);
+}
+
+static int ft_sync(void *s)
+{
+	struct flush_timer *f = s;
+
+	return f->inner->ops->sync ? f->inner->ops->sync(f->inner->state) : 0;
+}
+
+static const struct atb_timer_ops ft_ops_sync = {
+	.start = ft_start, .stop = ft_stop, .elapsed_ns = ft_elapsed_ns, .flush = ft_flush,
+	.resolution_ns = ft_resolution_ns, .release = NULL, .sync = ft_sync,
+};
+
+static void flush_timer_init(struct flush_timer *f, struct atb_timer *inner,
+			     struct atb_timer_ops *ops)
+{
+	*ops = ft_ops_sync;
+	ops->name = inner->ops->name;
+	if (!inner->ops->sync)
+		ops->sync = NULL;
+	f->inner = inner;
+	f->t.ops = ops;
+	f->t.state = f;
+	f->t.flush_bytes = inner->flush_bytes;
+}
+
+static const char *ft_cuda_error(const struct atb_timer *t)
+{
+	return atb_cuda_timer_error(((const struct flush_timer *)(const void *)t)->inner);
+}
 
 /* The name the compiled reference's samples and facts carry. */
 #define COMPILE_ARM "compile"
@@ -371,11 +462,13 @@ static int py_start(struct trt *rt, const char **reason)
 	void *mod, *open_fn, *args, *s;
 	const char *err_text;
 	char *text;
+	int64_t t0;
 
 	*reason = "no_python";
 	if (py_load(json_string_value(json_object_get(pyj, "library")), rt->msg, sizeof(rt->msg)))
 		return -1;
 	*reason = "python";
+	t0 = atbi_monotonic_ns();
 	setenv("PYTHONHOME", json_string_value(json_object_get(pyj, "home")), 1);
 	setenv("PYTHONPATH", json_string_value(json_object_get(rt->torch, "module_path")), 1);
 	setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
@@ -391,6 +484,7 @@ static int py_start(struct trt *rt, const char **reason)
 	}
 	open_fn = py.PyObject_GetAttrString(mod, "open");
 	py.Py_DecRef(mod);
+	rt->interpreter_ns = atbi_monotonic_ns() - t0;
 	text = json_dumps(rt->raw, JSON_COMPACT);
 	args = text ? py.PyTuple_New(1) : NULL;
 	if (args && py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(text))) {
@@ -441,9 +535,10 @@ static json_t *unjudged(const char *name, const char *why)
  * tolerance per dtype (runner_compare: the rule of every backend).  arr and
  * worst as runner_outputs_match.  Returns 1 when every output matches.
  */
-static int compare_call(const struct atb_runner_job *job, const json_t *call, json_t *arr,
+static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 			struct runner_cmp *worst, const char **worst_name)
 {
+	const struct atb_runner_job *job = rt->job;
 	const json_t *outs = json_object_get(call, "outputs"), *o;
 	const char *structure = json_string_value(json_object_get(call, "structure"));
 	size_t i;
@@ -472,6 +567,7 @@ static int compare_call(const struct atb_runner_job *job, const json_t *call, js
 		enum atb_dtype dt;
 		struct runner_cmp c;
 		double atol, rtol;
+		int64_t t0;
 
 		atb_error_clear(&err);
 		if (!name || atb_dtype_parse(json_string_value(json_object_get(o, "dtype")), &dt,
@@ -483,12 +579,14 @@ static int compare_call(const struct atb_runner_job *job, const json_t *call, js
 			continue;
 		}
 		runner_tolerance_for(job, dt, &atol, &rtol);
+		t0 = atbi_monotonic_ns();
 		/* PROTO: correctness.tolerances -- the Python side keeps both tensors
 		 * alive until its next call; these are their CPU addresses. */
 		runner_compare((const void *)(uintptr_t)json_integer_value(json_object_get(o, "ref")),
 			       (const void *)(uintptr_t)json_integer_value(json_object_get(o, "got")),
 			       dt, (size_t)json_integer_value(json_object_get(o, "n")), atol, rtol,
 			       &c);
+		rt->compare_ns += atbi_monotonic_ns() - t0;
 		if (c.nbad)
 			pass = 0;
 		if (arr)
@@ -512,7 +610,7 @@ static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse 
 	size_t i;
 	int was_a;
 
-	if (!sa || !sb || compare_call(rt->job, sb, NULL, NULL, NULL))
+	if (!sa || !sb || compare_call(rt, sb, NULL, NULL, NULL))
 		return 0;
 	/* B's outputs from fresh tensors against A's reference: A's result? */
 	stale = json_deep_copy(sb);
@@ -523,14 +621,14 @@ static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse 
 						"outputs"), i), "ref"));
 	was_a = json_array_size(json_object_get(sa, "outputs")) ==
 		json_array_size(json_object_get(sb, "outputs")) &&
-		compare_call(rt->job, stale, NULL, NULL, NULL);
+		compare_call(rt, stale, NULL, NULL, NULL);
 	json_decref(stale);
 	if (was_a)
 		return 0;
 	res->buffers = json_array();
 	if (!res->buffers)
 		return -1;
-	compare_call(rt->job, sb, res->buffers, &res->worst, &res->worst_name);
+	compare_call(rt, sb, res->buffers, &res->worst, &res->worst_name);
 	res->kernel_status = (int)json_integer_value(json_object_get(sb, "kernel_status"));
 	res->wrong_fresh = 1;
 	res->follows = 1;
@@ -556,7 +654,7 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 	json_array_foreach(json_object_get(a, "steps"), i, s) {
 		const char *name = json_string_value(json_object_get(s, "step"));
 
-		if (compare_call(rt->job, s, NULL, NULL, NULL))
+		if (compare_call(rt, s, NULL, NULL, NULL))
 			continue;
 		res->follows = 0;
 		res->failed_step = "kernel_failed";
@@ -590,7 +688,7 @@ static int check_compiled(struct trt *rt, uint64_t seed, int dist)
 	if (!a)
 		return -1;
 	bufs = json_array();
-	pass = bufs && compare_call(job, a, bufs, &worst, &wname);
+	pass = bufs && compare_call(rt, a, bufs, &worst, &wname);
 	rt->compile_checks++;
 	if (!pass) {
 		const char *raised = json_string_value(json_object_get(a, "raised"));
@@ -685,7 +783,7 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 		}
 		f.kernel_status = (int)json_integer_value(json_object_get(a, "kernel_status"));
 		f.buffers = json_array();
-		f.pass = compare_call(job, a, f.buffers, &f.worst, &f.worst_name);
+		f.pass = compare_call(rt, a, f.buffers, &f.worst, &f.worst_name);
 		f.mutated = json_deep_copy(json_object_get(a, "mutated"));
 		f.aliasing = json_deep_copy(json_object_get(a, "aliasing"));
 		/* Once per (seed, set), on the first right outputs (as cpu and cuda). */
@@ -775,8 +873,10 @@ static int side_stream_check(struct trt *rt, size_t ai, uint64_t seed)
 {
 	struct side_ctx c = {.rt = rt, .ai = ai};
 	struct atb_error err;
+	int64_t t0 = atbi_monotonic_ns();
 	int r = runner_side_stream(rt->cu, seed, rt->job->arms[ai].name, side_call, &c, &err);
 
+	rt->side_stream_ns += atbi_monotonic_ns() - t0;
 	if (r < 0 && err.msg[0])
 		runner_emit_error("cuda", err.msg);
 	return r;
@@ -784,10 +884,31 @@ static int side_stream_check(struct trt *rt, size_t ai, uint64_t seed)
 
 static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes);
 
-/* runner_time_and_done's hook. */
+/* The timing core's seed into the phases: warm-up, timed windows, the whole. */
+static void count_timing(struct trt *rt, const struct atb_timing_seed *res)
+{
+	size_t a, k;
+
+	rt->timing_ns += res->elapsed_ns;
+	for (a = 0; a < res->narms; a++) {
+		rt->warmup_ns += res->arms[a].warmup_ns;
+		for (k = 0; k < res->arms[a].ntrials; k++)
+			rt->timed_ns += res->arms[a].times_ns[k];
+	}
+}
+
+static int emit_phases(struct trt *rt);
+
+/* runner_time_and_done's hook; the phases event after the last seed, before done. */
 static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_t *escapes)
 {
-	return time_seed(ctx, timer, seed, escapes);
+	struct trt *rt = ctx;
+
+	if (time_seed(rt, timer, seed, escapes))
+		return -1;
+	if (++rt->seeds_timed == rt->job->nseeds)
+		return emit_phases(rt);
+	return 0;
 }
 
 static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes)
@@ -833,8 +954,9 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
 		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
-				      rt->cu ? atb_cuda_timer_error : NULL, &res))
+				      rt->cu ? ft_cuda_error : NULL, &res))
 			return -1;
+		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
@@ -847,8 +969,10 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc, NULL, &res))
+		if (runner_time_group(job, timer, seed, 1, timed_call, &tc,
+				      rt->cu ? ft_cuda_error : NULL, &res))
 			return -1;
+		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
@@ -865,6 +989,68 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 					     gpu_json(&g1)));
 	}
 	return 0;
+}
+
+/* ---- where the time goes ------------------------------------------------- */
+
+static double secs(int64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/*
+ * The "phases" event: seconds per phase, exclusive (python/atb_torch/
+ * phases.py for the Python side's; "other" is the run's wall time less
+ * every phase).  The harness ignores it; where $ATB_RUNNER_PHASES_LOG names
+ * a file the same line is appended there too (bench-suite reads it: the
+ * harness keeps no runner output of an admitted job).  0, or -1 when the
+ * event cannot be written (an error there is not the measurement's).
+ */
+static int emit_phases(struct trt *rt)
+{
+	const struct atb_runner_job *job = rt->job;
+	const char *log = getenv("ATB_RUNNER_PHASES_LOG");
+	json_t *a = py_json(rt, "phases", NULL), *s = json_object(), *ev, *v;
+	int64_t flush_ns = rt->ft ? rt->ft->flush_ns : 0;
+	double sum = 0;
+	const char *k;
+	size_t i;
+	int alone = 0;
+
+	if (a && !json_object_get(a, "error"))
+		json_object_update(s, a);
+	json_decref(a);
+	/* the timing core's seed less its warm-up, windows and flushes: the
+	   per-trial overhead (the call into Python, the timer's own work) */
+	json_object_set_new(s, "interpreter", json_real(secs(rt->interpreter_ns)));
+	json_object_set_new(s, "compare", json_real(secs(rt->compare_ns)));
+	json_object_set_new(s, "side_stream", json_real(secs(rt->side_stream_ns)));
+	json_object_set_new(s, "warmup", json_real(secs(rt->warmup_ns)));
+	json_object_set_new(s, "timed", json_real(secs(rt->timed_ns)));
+	json_object_set_new(s, "flush", json_real(secs(flush_ns)));
+	json_object_set_new(s, "trial_overhead",
+			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns)));
+	json_object_foreach(s, k, v)
+		sum += json_number_value(v);
+	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));
+	for (i = 0; i < job->narms; i++)
+		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
+			 (job->narms == 1 && i == job->reference);
+	ev = json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
+		       job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
+		       secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
+		       "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
+	if (ev && log && *log) {
+		char *line = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+		FILE *f = line ? fopen(log, "a") : NULL;
+
+		if (f) {
+			fprintf(f, "%s\n", line);
+			fclose(f);
+		}
+		atb_free(line);
+	}
+	return runner_emit(ev);
 }
 
 /* ---- env and the run ------------------------------------------------------ */
@@ -969,15 +1155,20 @@ static int run(struct trt *rt)
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;
+	struct flush_timer ft = {0};
+	struct atb_timer_ops ft_ops;
 
 	if (hash_arms(rt)) {
 		runner_emit_error("dlopen", rt->msg);
 		return rc;
 	}
+	rt->t0_ns = done.t0_ns;
 	if (open_device(rt, &reason) || py_start(rt, &reason) || make_timer(rt, &timer, &reason)) {
 		runner_emit_error(reason, rt->msg);
 		goto out;
 	}
+	flush_timer_init(&ft, timer, &ft_ops);
+	rt->ft = &ft;
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
@@ -1006,10 +1197,14 @@ static int run(struct trt *rt)
 			rt->skipped += (size_t)r;
 		}
 	}
-	done.check_ns = atbi_monotonic_ns() - t_check;
+	rt->check_ns = done.check_ns = atbi_monotonic_ns() - t_check;
 	if (rt->with_compile && emit_compile(rt))
 		goto out;
-	if (!runner_time_and_done(job, timer, time_seed_cb, rt, &done))
+	/* timing skipped (runner_time_and_done's rule): the phases now */
+	if ((job->skip_timing || (done.failures && !job->time_if_incorrect) || !job->nseeds) &&
+	    emit_phases(rt))
+		goto out;
+	if (!runner_time_and_done(job, &ft.t, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);

@@ -23,6 +23,7 @@ import sys
 import traceback
 
 from atb_torch import inputs
+from atb_torch.phases import Phases
 
 STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
 # torch dtypes the C comparison knows, by name; others are converted first.
@@ -65,7 +66,9 @@ def answer(fn):
 
 class Session:
     def __init__(self, job):
-        import torch
+        self.ph = ph = Phases()
+        with ph("imports"):
+            import torch
         self.torch = torch
         sys.dont_write_bytecode = True
         torch.set_grad_enabled(False)
@@ -92,7 +95,8 @@ class Session:
             path = a["py"]
             if path not in mods:
                 try:
-                    mods[path] = load_module("atb_arm_%d" % i, path)
+                    with ph("imports"):
+                        mods[path] = load_module("atb_arm_%d" % i, path)
                 except BaseException:
                     raise Failure("dlopen", "cannot import arm '%s' ('%s'): %s" % (
                         a["name"], path, traceback.format_exc(limit=4)))
@@ -112,13 +116,14 @@ class Session:
                     cls_name, a["name"], a["py"]))
             # PROTO: the same seeded initialisation for every arm
             torch.manual_seed(self.init_seed)
-            try:
-                m = cls(*self.init_inputs)
-            except BaseException:
-                raise Failure("kernel_failed", "arm '%s' failed in its constructor: %s" % (
-                    a["name"], traceback.format_exc(limit=4)))
-            if isinstance(m, torch.nn.Module):
-                m = m.to(self.device)
+            with ph("models"):
+                try:
+                    m = cls(*self.init_inputs)
+                except BaseException:
+                    raise Failure("kernel_failed", "arm '%s' failed in its constructor: %s" % (
+                        a["name"], traceback.format_exc(limit=4)))
+                if isinstance(m, torch.nn.Module):
+                    m = m.to(self.device)
             self.models.append(m)
         # The compiled reference ("torch": {"compile": {"mode": ...}}): one more
         # model after the job's arms, timed in the same rounds, never judged.
@@ -126,7 +131,8 @@ class Session:
         self.compile_error = None
         if t.get("compile"):
             self.compile_mode = str(t["compile"].get("mode", "default"))
-            self.models.append(self.compiled_reference())
+            with ph("models"):
+                self.models.append(self.compiled_reference())
         try:
             params = list(inspect.signature(self.task.Model.forward).parameters)[1:]
         except (TypeError, ValueError):
@@ -134,8 +140,9 @@ class Session:
         self.input_names = params
         # PROTO: correctness.distributions -- on cuda the inputs are born on
         # the device where the task allows (same seed, same distribution).
-        self.inputs_on_device, self.inputs_why = inputs.placement(
-            self.task, self.device, inputs.mix(self.init_seed, 0, 0, STREAM_CHECK))
+        with ph("inputs"):
+            self.inputs_on_device, self.inputs_why = inputs.placement(
+                self.task, self.device, inputs.mix(self.init_seed, 0, 0, STREAM_CHECK))
         self.keep = []
         self.cur = None
         self.last_out = None
@@ -169,11 +176,13 @@ class Session:
         """The task's get_inputs() under the seed; for dist >= 0 every floating
         tensor redrawn from the protocol's distribution, same shape and dtype.
         On a cuda job born on the GPU where the task allows (inputs.py)."""
-        return inputs.generate(self.task, seed, dist, stream, self.dists, self.device,
-                               self.inputs_on_device)
+        with self.ph("inputs"):
+            return inputs.generate(self.task, seed, dist, stream, self.dists, self.device,
+                                   self.inputs_on_device)
 
     def clone(self, xs):
-        return [x.clone() if self.torch.is_tensor(x) else x for x in xs]
+        with self.ph("clones"):
+            return [x.clone() if self.torch.is_tensor(x) else x for x in xs]
 
     def sync(self):
         if self.device.type == "cuda":
@@ -185,6 +194,10 @@ class Session:
         each output with NaN (integers: the minimum) and free them, so an
         output the arm allocates but never writes reads poison, not a result
         left behind by an earlier call."""
+        with self.ph("poison"):
+            self._poison(ref_out)
+
+    def _poison(self, ref_out):
         torch = self.torch
         held = []
         for _, r in flatten(ref_out):
@@ -199,15 +212,22 @@ class Session:
         """Call arm on xs; (output, None) or (None, error text)."""
         if ref_out is not None:
             self.poison(ref_out)
+        name = "reference" if arm == self.reference else (
+            "arms" if arm < len(self.arms) else "compiled")
         try:
-            out = self.models[arm](*xs)
-            self.sync()
+            with self.ph(name):
+                out = self.models[arm](*xs)
+                self.sync()
             return out, None
         except BaseException:
             return None, traceback.format_exc(limit=4)
 
     def host(self, t):
         """A CPU contiguous tensor in a dtype the C comparison knows, and its name."""
+        with self.ph("host_copy"):
+            return self._host(t)
+
+    def _host(self, t):
         torch = self.torch
         t = t.detach()
         if t.is_complex():
@@ -270,6 +290,10 @@ class Session:
 
     def aliases(self, out, xs):
         """(output, input) pairs whose storages overlap."""
+        with self.ph("aliasing"):
+            return self._aliases(out, xs)
+
+    def _aliases(self, out, xs):
         torch = self.torch
         ins = self.storages(xs)
         res = set()
@@ -315,26 +339,30 @@ class Session:
             # The reference is defined only where its outputs are finite: an
             # adversarial set it is not defined on is skipped, not judged.
             if dist >= 0:
-                for _, r in flatten(ref_out):
-                    if torch.is_tensor(r) and r.is_floating_point() and \
-                            not bool(torch.isfinite(r).all()):
-                        self.cur = None
-                        return {"skip": "the reference is not finite on '%s'"
-                                % self.dists[dist].get("name", dist)}
+                with self.ph("finite_check"):
+                    bad = [r for _, r in flatten(ref_out)
+                           if torch.is_tensor(r) and r.is_floating_point() and
+                           not bool(torch.isfinite(r).all())]
+                if bad:
+                    self.cur = None
+                    return {"skip": "the reference is not finite on '%s'"
+                            % self.dists[dist].get("name", dist)}
             # ref_in and ref_out stay alive: their blocks are not free while
             # an arm runs (PROTO: gates result_reuse, via the allocator).
             self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
                         "aliased": self.aliases(ref_out, ref_in)}
         c = self.cur
         arm_in = self.clone(c["xs"])
-        before = [x.clone() if torch.is_tensor(x) else None for x in arm_in]
+        with self.ph("mutation"):
+            before = [x.clone() if torch.is_tensor(x) else None for x in arm_in]
         res = self.step(arm, arm_in, c["ref_out"])
         mutated = []
         # PROTO: gates input_mutation -- every input tensor byte for byte
         # against its copy from before the call.
-        for i, (x, b) in enumerate(zip(arm_in, before)):
-            if b is not None and not torch.equal(self.bytes_of(x), self.bytes_of(b)):
-                mutated.append(self.input_name(i))
+        with self.ph("mutation"):
+            for i, (x, b) in enumerate(zip(arm_in, before)):
+                if b is not None and not torch.equal(self.bytes_of(x), self.bytes_of(b)):
+                    mutated.append(self.input_name(i))
         res["mutated"] = mutated
         # PROTO: gates output_aliasing -- an output sharing storage with an
         # input, where the reference's own output does not (a view is legal
@@ -350,7 +378,8 @@ class Session:
         return res
 
     def check(self, seed, dist, arm):
-        return answer(lambda: self._check(seed, dist, arm))
+        with self.ph("check_other"):
+            return answer(lambda: self._check(seed, dist, arm))
 
     def _reuse(self, arm):
         """PROTO: gates result_reuse -- A in fresh tensors, then B's contents
@@ -379,7 +408,8 @@ class Session:
         return {"steps": steps}
 
     def reuse(self, arm):
-        return answer(lambda: self._reuse(arm))
+        with self.ph("reuse"):
+            return answer(lambda: self._reuse(arm))
 
     def _prepare(self, seed):
         self.keep = []
@@ -390,7 +420,8 @@ class Session:
         return {"ok": True}
 
     def prepare(self, seed):
-        return answer(lambda: self._prepare(seed))
+        with self.ph("prepare"):
+            return answer(lambda: self._prepare(seed))
 
     def _compile_warm(self, seed):
         """The compiled reference's first call (torch.compile compiles there),
@@ -410,7 +441,12 @@ class Session:
         return {"ok": True, "mode": self.compile_mode}
 
     def compile_warm(self, seed):
-        return answer(lambda: self._compile_warm(seed))
+        with self.ph("compile_warm"):
+            return answer(lambda: self._compile_warm(seed))
+
+    def phases(self):
+        """Seconds per phase so far (phases.py), as JSON."""
+        return answer(self.ph.seconds)
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
