@@ -11,7 +11,8 @@
 # logs, for each request in order, "prompt eval time = X ms": the time from
 # the start of prompt processing to the logits of the first token, i.e. its
 # own time to first token without the HTTP, parsing and tokenizing around
-# it.  Requests are matched by order (warm-up requests dropped from both).
+# it.  --no-keepalive: llama-server drops reused connections, so every
+# request opens its own.  Requests are matched by order (warm-up requests dropped from both).
 # Printed: per request the client TTFT (first token chunk - send), the
 # server's prompt eval time, their difference and ratio; then the median,
 # p90 and max of the difference and the median ratio.  No absolute time is a
@@ -51,7 +52,7 @@ curl -sf "http://127.0.0.1:$port/health" >/dev/null ||
 WARM=3
 "$ATB" loadgen --url "http://127.0.0.1:$port" --seed 1 --requests "$N" --warmup "$WARM" \
 	--concurrency 1 --prompts synthetic --input-len "uniform:$LEN" --output-len 4 \
-	--records "$tmp/records.jsonl" --json >"$tmp/summary.json"
+	--no-keepalive --records "$tmp/records.jsonl" --json >"$tmp/summary.json"
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
 
 python3 - "$tmp/records.jsonl" "$tmp/server.log" "$WARM" <<'EOF'

@@ -303,9 +303,7 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 	sb_printf(&b, "honest:   speedup vs the honest baseline '%s' (the claim)\n",
 		  r->honest_label);
 	if (r->engine)
-		sb_printf(&b, "engine:   speedup = candidate requests/s / default requests/s; each\n"
-			  "          usable iteration's note gives its latency ratios (default /\n"
-			  "          candidate, > 1 faster) with 95%% CIs\n");
+		sb_printf(&b, "engine:   speedup = candidate requests/s / default requests/s\n");
 	if (r->run.naive)
 		sb_printf(&b, "naive:    speedup vs the naive baseline '%s' (for reference only)\n",
 			  r->naive_label);
@@ -371,26 +369,6 @@ static json_t *speedup_json(double x, double lo, double hi, const char *label)
 			 "label", label);
 }
 
-/* An engine iteration's note "latency vs default ...: NAME Rx [LO, HI]; ..." as JSON. */
-static json_t *latency_of_note(const char *note)
-{
-	json_t *o = json_object();
-	const char *p = note ? strchr(note, ':') : NULL;
-
-	while (o && p && *p) {
-		char name[64];
-		double x, lo, hi;
-		int used = 0;
-
-		p++;
-		if (sscanf(p, " %63s %lfx [%lf, %lf]%n", name, &x, &lo, &hi, &used) == 4 && used)
-			json_object_set_new(o, name, json_pack("{s:f,s:f,s:f}", "ratio", x, "ci_low", lo,
-							       "ci_high", hi));
-		p = strchr(p, ';');
-	}
-	return o;
-}
-
 static json_t *iteration_json(const struct atb_report *r, const struct atb_iteration_row *it)
 {
 	json_t *knobs;
@@ -412,8 +390,6 @@ static json_t *iteration_json(const struct atb_report *r, const struct atb_itera
 			 (json_int_t)it->result_id, "rejection_id", (json_int_t)it->rejection_id,
 			 "wall_s", it->wall_s, "reason", it->reason ? it->reason : "", "created",
 			 it->created);
-	if (o && r->engine && it->usable)
-		json_object_set_new(o, "latency", latency_of_note(it->reason));
 	return o;
 }
 
