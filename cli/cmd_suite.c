@@ -132,36 +132,15 @@ static const char usage_text[] =
 	"3 store, i/o or system failure (the suite stays resumable); 130\n"
 	"interrupted (resumable)\n";
 
-static volatile sig_atomic_t stop_flag;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_flag = 1;
-}
-
-struct progress_ctx {
-	int tty;
-	int quiet;
-	int drawn;
-};
-
 static void progress(void *vctx, const struct atb_suite_progress *p)
 {
-	struct progress_ctx *c = vctx;
-	int finished = !strcmp(p->phase, "done");
-	char eta[32];
+	char tail[64];
+	struct cli_progress_line l = {.unit = "task", .k = p->k + 1, .n = p->ntasks,
+				      .name = p->task, .phase = p->phase,
+				      .outcome = p->last_outcome, .tail = tail, .eta_s = p->eta_s};
 
-	if (c->quiet || (!c->tty && !finished))
-		return;
-	cli_fmt_duration(eta, sizeof(eta), p->eta_s);
-	fprintf(stderr, "%stask %" PRId64 "/%" PRId64 " %s  %s %s  correct %" PRId64 "/%" PRId64
-		"  eta %s%s",
-		c->tty ? "\r" : "", p->k + 1, p->ntasks, p->task, finished ? "outcome" : "phase",
-		finished ? (p->last_outcome ? p->last_outcome : "-") : p->phase, p->correct,
-		p->done, eta, c->tty ? "\033[K" : "\n");
-	c->drawn = 1;
-	fflush(stderr);
+	snprintf(tail, sizeof(tail), "correct %" PRId64 "/%" PRId64, p->correct, p->done);
+	cli_progress_draw(vctx, &l);
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
@@ -191,7 +170,6 @@ static int print_json(const struct atb_suite_report *r)
 {
 	const struct atb_suite_stats *st = &r->stats;
 	json_t *o, *tasks = json_array(), *fast = json_array();
-	char *s;
 	size_t i;
 
 	for (i = 0; tasks && i < r->nrows; i++) {
@@ -253,15 +231,7 @@ static int print_json(const struct atb_suite_report *r)
 		      stat_json(&st->median_compile), "ci_level", st->ci_level,
 		      "bootstrap_resamples", st->bootstrap_resamples, "bootstrap_seed",
 		      (json_int_t)st->bootstrap_seed);
-	s = o ? json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
-	json_decref(o);
-	if (!s) {
-		fprintf(stderr, "atb suite: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	printf("%s\n", s);
-	atb_free(s);
-	return CLI_OK;
+	return cli_print_json("suite", o);
 }
 
 static void print_stat(const char *name, const struct atb_suite_stat *s, int percent,
@@ -335,9 +305,9 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 {
 	struct atb_suite_opts o;
 	struct atb_suite_report rep;
-	struct progress_ctx pc = {0};
+	struct cli_progress pc;
+	int quiet = 0;
 	struct atb_error err;
-	struct sigaction sa, old_int, old_term;
 	const char *dir = NULL, *resume = NULL;
 	int json = ctx->json, i, rc;
 	double x = 0;
@@ -357,7 +327,7 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 			continue;
 		}
 		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-			pc.quiet = 1;
+			quiet = 1;
 			continue;
 		}
 		if (a[0] != '-' || !a[1]) {
@@ -414,25 +384,18 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("suite", "missing --candidates DIR");
 
 	atb_error_clear(&err);
-	pc.tty = isatty(STDERR_FILENO);
+	cli_progress_init(&pc, quiet);
 	o.progress = progress;
 	o.progress_ctx = &pc;
-	o.stop = &stop_flag;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	o.stop = cli_stop_catch();
 
 	if (resume)
 		st = atb_suite_resume(ctx->db_path, resume, &o, &rep, &err);
 	else
 		st = atb_suite_start(ctx->db_path, dir, &o, &rep, &err);
 
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	if (pc.tty && pc.drawn && !pc.quiet)
-		fputc('\n', stderr);
+	cli_stop_restore();
+	cli_progress_end(&pc);
 	if (st) {
 		rc = cli_fail(&err);
 		if (rep.run_id[0])
