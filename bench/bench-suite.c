@@ -20,6 +20,12 @@
  * (no arm for them), so its timed time is not in the sum: the ratio then
  * counts it, and the compilation, as overhead.
  *
+ * Where the time goes: each torch runner appends its "phases" event
+ * (runner/torch.c: exclusive seconds per phase) to $ATB_RUNNER_PHASES_LOG,
+ * set here to a file in the temporary folder (the harness keeps no runner
+ * output of an admitted job); per task, the phases of its paired runners
+ * and of its baseline-alone runners are printed, largest first.
+ *
  * Usage: bench-suite [--device cpu|cuda] [--filter GLOB] [--python PY]
  *                    [--candidates DIR] [--seeds N] [--baseline eager|compile]
  *                    [--suite DIR]
@@ -34,6 +40,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sqlite3.h>
 
 #include "atb/atb.h"
@@ -73,12 +80,86 @@ static double trial_ns(const char *db, const char *run_id, const char *job_uuid,
 	return sum;
 }
 
+/* One phase's seconds, summed over a task's runners of one side. */
+struct phase {
+	char name[32];
+	double s[2];  /* paired, alone */
+};
+
+#define MAX_PHASES 48
+
+/*
+ * The phases of the runners of task (a path ending in "/" task) from the
+ * log: per phase, paired and alone seconds; their wall times in wall[2].
+ * The number of phases (0: none logged).
+ */
+static size_t task_phases(const char *log, const char *task, struct phase *ph, double *wall)
+{
+	FILE *f = fopen(log, "r");
+	char *line = NULL;
+	size_t cap = 0, n = 0, tl = strlen(task), i;
+	ssize_t len;
+
+	wall[0] = wall[1] = 0;
+	while (f && (len = getline(&line, &cap, f)) > 0) {
+		json_t *ev = json_loadb(line, (size_t)len, 0, NULL), *v;
+		const char *path = json_string_value(json_object_get(ev, "task")), *k;
+		size_t pl = path ? strlen(path) : 0;
+		int side = json_is_true(json_object_get(ev, "alone"));
+
+		if (!path || pl <= tl || strcmp(path + pl - tl, task) || path[pl - tl - 1] != '/') {
+			json_decref(ev);
+			continue;
+		}
+		wall[side] += json_number_value(json_object_get(ev, "wall_s"));
+		json_object_foreach(json_object_get(ev, "seconds"), k, v) {
+			for (i = 0; i < n && strcmp(ph[i].name, k); i++)
+				;
+			if (i == n && n < MAX_PHASES) {
+				memset(&ph[n], 0, sizeof(ph[n]));
+				snprintf(ph[n++].name, sizeof(ph[0].name), "%s", k);
+			}
+			if (i < n)
+				ph[i].s[side] += json_number_value(v);
+		}
+		json_decref(ev);
+	}
+	free(line);  /* getline's buffer is libc's */
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static int by_paired_desc(const void *a, const void *b)
+{
+	const struct phase *x = a, *y = b;
+
+	return (x->s[0] + x->s[1] < y->s[0] + y->s[1]) - (x->s[0] + x->s[1] > y->s[0] + y->s[1]);
+}
+
+static void print_phases(const char *log, const char *task)
+{
+	struct phase ph[MAX_PHASES];
+	double wall[2];
+	size_t n = task_phases(log, task, ph, wall), i;
+
+	if (!n) {
+		printf("  phases: none logged (not a torch task, or its runner did not finish)\n");
+		return;
+	}
+	qsort(ph, n, sizeof(ph[0]), by_paired_desc);
+	printf("  %-18s %10s %10s   (runner wall: paired %.2f s, alone %.2f s)\n", "phase",
+	       "paired_s", "alone_s", wall[0], wall[1]);
+	for (i = 0; i < n; i++)
+		printf("  %-18s %10.3f %10.3f\n", ph[i].name, ph[i].s[0], ph[i].s[1]);
+}
+
 int main(int argc, char **argv)
 {
 	struct atb_suite_opts o;
 	struct atb_suite_report rep;
 	struct atb_error err;
-	char dir[] = "/tmp/bench-suite-XXXXXX", db[600], suite[4096], cands[4096];
+	char dir[] = "/tmp/bench-suite-XXXXXX", db[600], suite[4096], cands[4096], log[600];
 	const char *home = atb_home();
 	int64_t t0, t1, nsamples = 0;
 	double wall_s, inside_s;
@@ -119,6 +200,8 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	snprintf(db, sizeof(db), "%s/atb.db", dir);
+	snprintf(log, sizeof(log), "%s/phases.jsonl", dir);
+	setenv("ATB_RUNNER_PHASES_LOG", log, 1);
 	atb_error_clear(&err);
 	t0 = atbi_monotonic_ns();
 	if (atb_suite_start(db, suite, &o, &rep, &err)) {
@@ -152,6 +235,7 @@ int main(int argc, char **argv)
 			snprintf(vc, sizeof(vc), "n/a");
 		printf("%-32s %-14s %9.4f %9.2f %9.3f %8s %-6s %s\n", w->task, w->outcome,
 		       w->speedup, w->wall_s, t_s, ratio, w->inputs_on[0] ? w->inputs_on : "?", vc);
+		print_phases(log, w->task);
 	}
 	printf("tasks (verdicts)          %zu\n", rep.nrows);
 	printf("suite wall time           %.2f s\n", wall_s);

@@ -16,7 +16,8 @@ On a cpu job nothing changes: the CPU path.
 The same seed gives the same inputs in every process on the same device
 (the paired arms and the baseline-alone runner see the same inputs).  The
 protocol's adversarial sets redraw every floating tensor (same shape and
-dtype) from a torch.Generator on the device the inputs were made on.
+dtype) from a torch.Generator on the device the inputs were made on, in
+the tensor's own dtype (float32, float64; narrower floats in float32).
 
 Run as a script it prints what a runner would draw, for the tests:
     python -m atb_torch.inputs TASK.py --device cpu|cuda|meta [--seed S]
@@ -86,34 +87,49 @@ def placement(task, device, seed_value, force=False):
     return True, "born on %s" % device.type
 
 
+# Drawn in their own dtype (one pass, in place); narrower floats in float32, then cast.
+DRAW_DTYPES = ("float32", "float64")
+
+
 def redraw(xs, d, gen_seed, device):
-    """Every floating tensor of xs redrawn from the protocol's distribution d
-    (same shape and dtype, in float64 then cast) with a generator on device."""
+    """A new list: every floating tensor of xs redrawn from the protocol's
+    distribution d (same shape and dtype; float32 and float64 drawn in
+    their own dtype, narrower floats in float32 then cast) with a generator
+    on device, filled in place (uniform_ / normal_: one pass, no float64
+    temporaries).  Other entries are xs's own."""
     import torch
     g = torch.Generator(device=device).manual_seed(gen_seed)
+    res = list(xs)
     for i, x in enumerate(xs):
         if torch.is_tensor(x) and x.is_floating_point():
+            own = str(x.dtype).replace("torch.", "") in DRAW_DTYPES
+            v = torch.empty(x.shape, dtype=x.dtype if own else torch.float32, device=device)
             if d.get("kind") == "normal":
-                v = torch.randn(x.shape, generator=g, dtype=torch.float64, device=device)
-                v = v * float(d.get("stddev", 1.0)) + float(d.get("mean", 0.0))
+                v.normal_(float(d.get("mean", 0.0)), float(d.get("stddev", 1.0)), generator=g)
             else:
-                lo, hi = float(d.get("low", 0.0)), float(d.get("high", 1.0))
-                v = torch.rand(x.shape, generator=g, dtype=torch.float64,
-                               device=device) * (hi - lo) + lo
-            xs[i] = v.to(x.dtype)
-    return xs
+                v.uniform_(float(d.get("low", 0.0)), float(d.get("high", 1.0)), generator=g)
+            res[i] = v if own else v.to(x.dtype)
+    return res
 
 
-def generate(task, seed, dist, stream, dists, device, on_device):
+def generate(task, seed, dist, stream, dists, device, on_device, base=None):
     """The inputs of (seed, set dist, stream) on device: get_inputs() under
     the seed, and for dist >= 0 every floating tensor redrawn from
-    dists[dist].  The CPU path draws on the CPU and moves the result."""
+    dists[dist].  The CPU path draws on the CPU and moves the result.
+    base: the get_inputs() draw of (seed, stream) made earlier (the same
+    for every set of the seed; only read); None draws it here.  For
+    dist < 0 on the device path the result shares base's tensors."""
     import torch
     born = device if on_device else torch.device("cpu")
-    xs = draw(task, mix(seed, 0, 0, stream), device, on_device)
+    xs = base if base is not None else draw(task, mix(seed, 0, 0, stream), device, on_device)
     if dist >= 0:
         xs = redraw(xs, dists[dist], mix(seed, 0, dist + 1, stream), born)
     return [x.to(device) if torch.is_tensor(x) else x for x in xs]
+
+
+def base(task, seed, stream, device, on_device):
+    """The get_inputs() draw generate() starts from for (seed, stream)."""
+    return draw(task, mix(seed, 0, 0, stream), device, on_device)
 
 
 def digest(x):

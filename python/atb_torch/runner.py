@@ -147,6 +147,14 @@ class Session:
         self.cur = None
         self.last_out = None
         self.timing_inputs = None
+        self.bases = {}      # (seed, stream) -> get_inputs() draw (gen)
+        self.pool = {}       # (slot, dtype, numel) -> host buffer (host)
+        self.slot = 0        # the next host buffer slot of this entry point
+        self.pending = False  # non_blocking copies issued, not yet synced
+        # Host buffers for the outputs' copies: pinned on cuda (one
+        # non_blocking copy each, one sync), allocated once per slot and
+        # shape and reused; False when pinning failed (pageable then).
+        self.pinned = self.device.type == "cuda"
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -177,8 +185,18 @@ class Session:
         tensor redrawn from the protocol's distribution, same shape and dtype.
         On a cuda job born on the GPU where the task allows (inputs.py)."""
         with self.ph("inputs"):
+            # get_inputs() once per (seed, stream): every set of the seed
+            # starts from the same draw (the adversarial ones keep only its
+            # shapes, dtypes and non-floating entries), so it is drawn once
+            # and read, never handed to a model (callers clone).
+            if self.bases and next(iter(self.bases))[0] != seed:
+                self.bases = {}
+            b = self.bases.get((seed, stream))
+            if b is None:
+                b = self.bases[(seed, stream)] = inputs.base(
+                    self.task, seed, stream, self.device, self.inputs_on_device)
             return inputs.generate(self.task, seed, dist, stream, self.dists, self.device,
-                                   self.inputs_on_device)
+                                   self.inputs_on_device, base=b)
 
     def clone(self, xs):
         with self.ph("clones"):
@@ -222,12 +240,13 @@ class Session:
         except BaseException:
             return None, traceback.format_exc(limit=4)
 
-    def host(self, t):
-        """A CPU contiguous tensor in a dtype the C comparison knows, and its name."""
+    def host(self, t, slot=None):
+        """A CPU contiguous tensor in a dtype the C comparison knows, and its
+        name: a copy in host buffer slot (None: this entry point's next)."""
         with self.ph("host_copy"):
-            return self._host(t)
+            return self._host(t, slot)
 
-    def _host(self, t):
+    def _host(self, t, slot):
         torch = self.torch
         t = t.detach()
         if t.is_complex():
@@ -236,14 +255,59 @@ class Session:
         if name is None:
             t = t.to(torch.float32) if t.is_floating_point() else t.to(torch.int64)
             name = "fp32" if t.dtype == torch.float32 else "int64"
-        # Always a copy: the arm's tensor may be an input that a later step
-        # overwrites (an identity "kernel" returns its input).
-        t = t.to("cpu", copy=True).contiguous()
-        self.keep.append(t)
-        return t, name
+        # A copy into this entry point's next host buffer: the arm's tensor
+        # may be an input that a later step overwrites (an identity "kernel"
+        # returns its input).  The buffers are reused by the next entry point
+        # (the C side has compared them by then).
+        buf = self.host_buffer(t, slot)
+        if t.device.type == "cuda":
+            buf.copy_(t, non_blocking=True)
+            self.pending = True
+        else:
+            buf.copy_(t)
+        return buf, name
 
-    def pairs(self, ref_out, out):
-        """The output pairs for the C comparison, or (None, why) on a structure mismatch."""
+    def host_buffer(self, t, slot=None):
+        """A host buffer for a copy of t (shape and dtype) in slot (None:
+        this entry point's next), allocated on first use of (slot, dtype,
+        numel) and kept."""
+        torch = self.torch
+        if slot is None:
+            slot = self.slot
+            self.slot += 1
+        key = (slot, t.dtype, t.numel())
+        buf = self.pool.get(key)
+        if buf is None:
+            for k in [k for k in self.pool if k[0] == key[0]]:
+                del self.pool[k]  # the slot's old shape: freed before the new one
+            if self.pinned:
+                try:
+                    buf = torch.empty(t.numel(), dtype=t.dtype, pin_memory=True)
+                except RuntimeError:
+                    self.pinned = False
+            if buf is None:
+                buf = torch.empty(t.numel(), dtype=t.dtype)
+            self.pool[key] = buf
+        return buf.view(t.shape)
+
+    def begin(self):
+        """A new entry point's call: host buffer slots from the first."""
+        self.keep = []
+        self.slot = 0
+
+    def pairs(self, ref_out, out, ref_host=None):
+        """The output pairs for the C comparison, or (None, why) on a structure
+        mismatch.  ref_host: {"slot": prefix, "copies": [...]}, the
+        reference's host copies for ref_out made by an earlier call (made
+        here, in slots prefix0, prefix1, ..., when missing)."""
+        res, why = self._pairs(ref_out, out, ref_host)
+        if self.pending:
+            with self.ph("host_copy"):
+                self.sync()  # the non_blocking copies, before C reads them
+            self.pending = False
+        return res, why
+
+    def _pairs(self, ref_out, out, ref_host):
         torch = self.torch
         ref, got = flatten(ref_out), flatten(out)
         if len(ref) != len(got) or type(ref_out) is not type(out) and len(ref) > 1:
@@ -260,20 +324,29 @@ class Session:
                 return None, "%s has shape %s, expected %s" % (name, list(g.shape), list(r.shape))
             if g.dtype != r.dtype:
                 return None, "%s has dtype %s, expected %s" % (name, g.dtype, r.dtype)
-            rh, dt = self.host(r)
+            k = len(res)
+            if ref_host is not None and k < len(ref_host["copies"]):
+                rh, dt = ref_host["copies"][k]
+            elif ref_host is not None:
+                # the input set's reference, copied once for every arm (its
+                # own slots: they live as long as the set)
+                rh, dt = self.host(r, "%s%d" % (ref_host["slot"], k))
+                ref_host["copies"].append((rh, dt))
+            else:
+                rh, dt = self.host(r)
             gh, _ = self.host(g)
             res.append({"name": name, "dtype": dt, "n": rh.numel(),
                         "ref": rh.data_ptr(), "got": gh.data_ptr()})
         return res, None
 
-    def step(self, arm, xs, ref_out):
+    def step(self, arm, xs, ref_out, ref_host=None):
         out, error = self.run(arm, xs, ref_out)
         self.last_out = out
         if error is not None:
             # "raised", not "error": an answer with "error" is the runner's own failure.
             last = error.strip().splitlines()[-1] if error.strip() else "an exception"
             return {"kernel_status": 1, "raised": last[:300], "outputs": [], "structure": None}
-        pairs, why = self.pairs(ref_out, out)
+        pairs, why = self.pairs(ref_out, out, ref_host)
         return {"kernel_status": 0, "outputs": pairs or [], "structure": why}
 
     def bytes_of(self, x):
@@ -327,9 +400,10 @@ class Session:
 
     def _check(self, seed, dist, arm):
         torch = self.torch
-        self.keep = []
+        self.begin()
         key = (seed, dist)
         if self.cur is None or self.cur["key"] != key:
+            self.cur = None  # the last set's tensors freed before the next is made
             xs = self.gen(seed, dist, STREAM_CHECK)
             ref_in = self.clone(xs)
             ref_out, error = self.run(self.reference, ref_in)
@@ -349,19 +423,20 @@ class Session:
                             % self.dists[dist].get("name", dist)}
             # ref_in and ref_out stay alive: their blocks are not free while
             # an arm runs (PROTO: gates result_reuse, via the allocator).
+            # xs is never handed to a model: every arm gets a clone, and
+            # xs is what each arm's inputs are compared with afterwards.
             self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
-                        "aliased": self.aliases(ref_out, ref_in)}
+                        "aliased": self.aliases(ref_out, ref_in),
+                        "ref_host": {"slot": "ref", "copies": []}}
         c = self.cur
         arm_in = self.clone(c["xs"])
-        with self.ph("mutation"):
-            before = [x.clone() if torch.is_tensor(x) else None for x in arm_in]
-        res = self.step(arm, arm_in, c["ref_out"])
+        res = self.step(arm, arm_in, c["ref_out"], c["ref_host"])
         mutated = []
         # PROTO: gates input_mutation -- every input tensor byte for byte
-        # against its copy from before the call.
+        # against the set's pristine inputs it was cloned from.
         with self.ph("mutation"):
-            for i, (x, b) in enumerate(zip(arm_in, before)):
-                if b is not None and not torch.equal(self.bytes_of(x), self.bytes_of(b)):
+            for i, (x, b) in enumerate(zip(arm_in, c["xs"])):
+                if torch.is_tensor(b) and not torch.equal(self.bytes_of(x), self.bytes_of(b)):
                     mutated.append(self.input_name(i))
         res["mutated"] = mutated
         # PROTO: gates output_aliasing -- an output sharing storage with an
@@ -386,7 +461,7 @@ class Session:
         copied into A's tensors (old pointers, new contents), then B in fresh
         tensors while A's are alive."""
         torch = self.torch
-        self.keep = []
+        self.begin()
         c = self.cur
         seed, dist = c["key"]
         in_b = self.gen(seed, dist, STREAM_REUSE)
@@ -396,13 +471,16 @@ class Session:
                           % error)
         steps = []
         a_buf = self.clone(c["xs"])
-        steps.append(dict(self.step(arm, a_buf, c["ref_out"]), step="fresh_inputs_a"))
+        ref_b_host = {"slot": "refb", "copies": []}
+        steps.append(dict(self.step(arm, a_buf, c["ref_out"], c["ref_host"]),
+                          step="fresh_inputs_a"))
         for x, b in zip(a_buf, in_b):
             if torch.is_tensor(x):
                 x.copy_(b)
-        steps.append(dict(self.step(arm, a_buf, ref_b), step="same_buffers_new_inputs"))
+        steps.append(dict(self.step(arm, a_buf, ref_b, ref_b_host),
+                          step="same_buffers_new_inputs"))
         b_buf = self.clone(in_b)
-        steps.append(dict(self.step(arm, b_buf, ref_b), step="fresh_inputs_b"))
+        steps.append(dict(self.step(arm, b_buf, ref_b, ref_b_host), step="fresh_inputs_b"))
         self.keep.append((ref_b, a_buf, b_buf))
         self.last_out = None
         return {"steps": steps}
@@ -412,10 +490,12 @@ class Session:
             return answer(lambda: self._reuse(arm))
 
     def _prepare(self, seed):
-        self.keep = []
+        self.begin()
         self.cur = None
+        self.timing_inputs = None
         xs = self.gen(seed, -1, STREAM_TIMING)
-        self.timing_inputs = [self.clone(xs) for _ in self.models]
+        self.bases = {}  # the timing draw is used once: not kept
+        self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
         self.sync()
         return {"ok": True}
 
@@ -429,7 +509,7 @@ class Session:
         C side times this call as the compile time."""
         if self.compile_error is not None:
             return {"raised": self.compile_error}
-        xs = self.gen(seed, -1, STREAM_CHECK)
+        xs = self.clone(self.gen(seed, -1, STREAM_CHECK))
         try:
             self.models[len(self.arms)](*xs)
             self.sync()
