@@ -336,10 +336,13 @@ struct atb_engine_ab_opts {
  * fault), engine_start, output_equivalence, engine_died (the load stopped
  * at once), engine_errors (failures counted by category), client_lag
  * (engine.max_dispatch_lag_ms), noise (cv over the cap after the first run
- * and at most 2 re-runs of the noisier arm, PROTO: stats.cv_cap;
- * out->attempts says how many), then the store's validator (kind "engine",
- * unit "req/s").  Returns ATB_OK whenever the outcome was recorded
- * (out->verdict says which).
+ * and at most 2 re-runs, PROTO: stats.cv_cap; out->attempts says how many),
+ * then the store's validator (kind "engine", unit "req/s").  A noise re-run
+ * measures BOTH arms of every seed again, back to back in the seed's paired
+ * order, so every stored pair is two measurements adjacent in time from one
+ * attempt; only the last attempt's pairs are the result's samples, each
+ * sample's trial being its attempt (0: first run, k: re-run k).  Returns
+ * ATB_OK whenever the outcome was recorded (out->verdict says which).
  *
  * The stored result's stats object (read back with atb_store_result_stats)
  * holds: "requests_per_s" {"ratio", "ci_low", "ci_high", "p_value",
@@ -348,8 +351,13 @@ struct atb_engine_ab_opts {
  * "ci_low", "ci_high", "p_value"}} for ttft_median_ms, tpot_median_ms,
  * e2e_median_ms and e2e_p99_ms (ratio default / candidate, > 1 faster; a
  * metric absent when some seed lacks it), "per_seed" (each arm's figures per
- * seed), "counters" (the spec's metric counters differenced, per arm),
- * "config", "engine", "verdict", "attempts" and "reruns".  out->note holds
+ * seed, with "attempt" (1-based), "order" (the arm's position among the
+ * job's measurements; a seed's two arms are consecutive) and
+ * "load_start_ns"/"load_end_ns" (wall clock)), "counters" (the spec's
+ * metric counters differenced, per arm, of the last attempt), "config",
+ * "engine", "verdict", "attempts", "rerun_arms" ("both") and "reruns" (per
+ * re-run: the cvs that caused it, "side": "both", and "replaced": the
+ * earlier attempt's per_seed entries).  out->note holds
  * the latency ratios as one line of text, for people; programs read stats.
  */
 enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol *p,

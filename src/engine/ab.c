@@ -7,9 +7,10 @@
  * warm-up excluded; the output-equivalence gate on every engine start;
  * death (watched while the load runs), request failures and client lag
  * refused; statistics by stats/ (per-seed requests/s ratios, geometric
- * mean, bootstrap CI, Wilcoxon, cv), the noisier arm re-run at most twice
- * when the cv is over the cap, and the result through the store's
- * validator, kind "engine".
+ * mean, bootstrap CI, Wilcoxon, cv), both arms of every seed re-run, in
+ * the seed's paired order, at most twice when the cv is over the cap (so
+ * every stored pair is two measurements adjacent in time), and the result
+ * through the store's validator, kind "engine".
  *
  * Does not: generate load itself (loadgen/), compute statistics (stats/),
  * or decide usability (loop/).
@@ -37,7 +38,13 @@
 
 enum { ARM_A = 0, ARM_B = 1 };   /* A: the default configuration; B: the candidate */
 
-/* The first run plus at most 2 re-runs of the noisy side (PROTO: stats.cv_cap), as measure/. */
+/*
+ * The first run plus at most 2 re-runs (PROTO: stats.cv_cap), as measure/.
+ * A re-run measures both arms of every seed again, in the seed's paired
+ * order: re-measuring only the noisier side would pair its new values with
+ * the other side's older ones, and drift of the box between the two would
+ * read as a speedup or a slowdown (docs/engine.md).
+ */
 #define NOISE_ATTEMPTS 3
 
 /* Latency metrics kept per seed and arm, ratio'd like the rate (lower is better). */
@@ -64,8 +71,8 @@ struct ab {
 	int64_t t0_ns;                 /* for the progress line's ETA */
 	size_t arms_done, arms_total;
 	int attempts;                  /* 1 + noise re-runs so far */
-	int rerun;                     /* conclude asks for a re-run of rerun_side */
-	int rerun_side;
+	int rerun;                     /* conclude asks for a re-run of both arms */
+	int64_t order;                 /* arm measurements so far in this job (per_seed's order) */
 	json_t *reruns;                /* each re-run: the cvs that caused it, values replaced */
 	json_t *counters;              /* metric counter differences, summed per arm */
 	char *config_json;
@@ -387,7 +394,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	char when[160] = "", sched[48];
 	struct atb_loadgen_workload *wl = NULL;
 	struct watch watch;
-	int64_t load_t0;
+	int64_t load_t0, load_start_ns, load_end_ns;
 	double before[64], after[64], load_s;
 	uint64_t seed = A->o->seed_base + si;
 	enum atb_status st;
@@ -440,9 +447,11 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	cfg.abort_ctx = &watch;
 	st = atb_loadgen_workload_new(&cfg, &wl, A->err);
 	load_t0 = atbi_monotonic_ns();
+	load_start_ns = atbi_realtime_ns();
 	if (!st)
 		st = atb_loadgen_run_workload(&cfg, wl, &res, A->err);
 	load_s = (double)(atbi_monotonic_ns() - load_t0) / 1e9;
+	load_end_ns = atbi_realtime_ns();
 	if (st)
 		goto out;
 	sum = atb_loadgen_result_summary(res);
@@ -487,12 +496,16 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	A->lat[arm][1][si] = sum->tpot_ms.median;
 	A->lat[arm][2][si] = sum->e2e_ms.median;
 	A->lat[arm][3][si] = sum->e2e_ms.p99;
-	ps = json_pack("{s:I,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:s}", "seed", (json_int_t)seed, "arm",
-		       arm_name(arm), "requests_per_s", sum->requests_per_s, "output_tokens_per_s",
-		       sum->output_tokens_per_s, "ttft_median_ms", sum->ttft_ms.median,
-		       "tpot_median_ms", sum->tpot_ms.median, "e2e_median_ms", sum->e2e_ms.median,
-		       "e2e_p99_ms", sum->e2e_ms.p99, "workload_digest",
-		       atb_loadgen_result_workload_digest(res));
+	/* attempt, order and the load's wall-clock span: the pair's adjacency, stored */
+	ps = json_pack("{s:I,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:i,s:I,s:I,s:I}", "seed",
+		       (json_int_t)seed, "arm", arm_name(arm), "requests_per_s",
+		       sum->requests_per_s, "output_tokens_per_s", sum->output_tokens_per_s,
+		       "ttft_median_ms", sum->ttft_ms.median, "tpot_median_ms",
+		       sum->tpot_ms.median, "e2e_median_ms", sum->e2e_ms.median, "e2e_p99_ms",
+		       sum->e2e_ms.p99, "workload_digest", atb_loadgen_result_workload_digest(res),
+		       "attempt", A->attempts, "order", (json_int_t)A->order, "load_start_ns",
+		       (json_int_t)load_start_ns, "load_end_ns", (json_int_t)load_end_ns);
+	A->order++;
 	if (ps)
 		json_array_append_new(A->per_seed, ps);
 out:
@@ -600,47 +613,40 @@ static void latency_note(struct ab *A, struct atb_paired_seed *ps)
 
 /*
  * The per-seed values over the cv cap.  Before the last attempt: record
- * the re-run (the cvs that caused it and the values it replaces), drop the
- * noisier side's per-seed entries and ask for that side to be measured
- * again on every seed (the engine's own noise is usually one side's: one
- * slow start, one erratic configuration).  On the last: refuse as noise
- * with every cv.
+ * the re-run (the cvs that caused it and the pairs it replaces), drop
+ * every per-seed entry and ask for both arms of every seed to be measured
+ * again, in the paired order (NOISE_ATTEMPTS says why both).  On the last:
+ * refuse as noise with every cv.
  */
 static enum atb_status noisy(struct ab *A, const struct atb_paired_result *r, char *reason,
 			     size_t size)
 {
-	int side = r->cv_candidate >= r->cv_baseline ? ARM_B : ARM_A;
-	json_t *kept = json_array(), *gone = json_array(), *e;
-	size_t i;
+	json_t *e;
 
 	if (A->attempts >= NOISE_ATTEMPTS) {
 		snprintf(reason, size, "cv %.4f of the per-seed requests/s over the protocol's cap "
-			 "%.4f after %d runs (%d re-runs of the noisier side; cv of the per-seed "
-			 "ratios %.4f, per arm: baseline %.4f, candidate %.4f)", r->cv, r->cv_cap,
-			 A->attempts, A->attempts - 1, r->cv_ratio, r->cv_baseline, r->cv_candidate);
-		json_decref(kept);
-		json_decref(gone);
+			 "%.4f after %d runs (%d re-runs of both arms on every seed; cv of the "
+			 "per-seed ratios %.4f, per arm: baseline %.4f, candidate %.4f)", r->cv,
+			 r->cv_cap, A->attempts, A->attempts - 1, r->cv_ratio, r->cv_baseline,
+			 r->cv_candidate);
 		return refuse(A, ATB_GATE_NOISE, reason,
 			      json_pack("{s:f,s:f,s:f,s:f,s:f,s:i,s:O,s:O}", "cv", r->cv, "cv_cap",
 					r->cv_cap, "cv_ratio", r->cv_ratio, "cv_baseline",
 					r->cv_baseline, "cv_candidate", r->cv_candidate, "attempts",
 					A->attempts, "reruns", A->reruns, "per_seed", A->per_seed));
 	}
-	json_array_foreach(A->per_seed, i, e)
-		json_array_append(strcmp(json_string_value(json_object_get(e, "arm")),
-					 arm_name(side)) ? kept : gone, e);
-	e = json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:o}", "after_attempt", A->attempts, "side",
-		      arm_name(side), "cv", r->cv, "cv_ratio", r->cv_ratio, "cv_baseline",
-		      r->cv_baseline, "cv_candidate", r->cv_candidate, "replaced", gone);
-	if (!kept || !e || json_array_append_new(A->reruns, e)) {
-		json_decref(kept);
+	e = json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:O}", "after_attempt", A->attempts, "side",
+		      "both", "cv", r->cv, "cv_ratio", r->cv_ratio, "cv_baseline", r->cv_baseline,
+		      "cv_candidate", r->cv_candidate, "replaced", A->per_seed);
+	if (!e || json_array_append_new(A->reruns, e))
 		return atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
-	}
+	/* the replaced pairs stay in reruns[].replaced; this attempt starts afresh */
 	json_decref(A->per_seed);
-	A->per_seed = kept;
-	json_object_set_new(A->counters, arm_name(side), json_object());
+	if (!(A->per_seed = json_array()))
+		return atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
+	json_object_set_new(A->counters, "baseline", json_object());
+	json_object_set_new(A->counters, "candidate", json_object());
 	A->rerun = 1;
-	A->rerun_side = side;
 	return ATB_OK;
 }
 
@@ -682,15 +688,17 @@ static enum atb_status conclude(struct ab *A)
 		goto out;
 	}
 	for (i = 0; i < A->nseeds; i++) {
-		samples[2 * i] = (struct atb_sample){(int64_t)(A->o->seed_base + i), 0,
+		/* trial: the attempt (0: first run, k: re-run k) whose pair is kept */
+		samples[2 * i] = (struct atb_sample){(int64_t)(A->o->seed_base + i), A->attempts - 1,
 						     ATB_ARM_BASELINE, A->rate[ARM_A][i]};
-		samples[2 * i + 1] = (struct atb_sample){(int64_t)(A->o->seed_base + i), 0,
-							 ATB_ARM_CANDIDATE, A->rate[ARM_B][i]};
+		samples[2 * i + 1] = (struct atb_sample){(int64_t)(A->o->seed_base + i),
+							 A->attempts - 1, ATB_ARM_CANDIDATE,
+							 A->rate[ARM_B][i]};
 		seeds[i] = (struct atb_seed_result){(int64_t)(A->o->seed_base + i),
 						    r.seeds[i].baseline_median,
 						    r.seeds[i].candidate_median, r.seeds[i].ratio};
 	}
-	sj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b,s:i,s:O}", "engine",
+	sj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b,s:i,s:O,s:s}", "engine",
 		       A->t->spec->name,
 		       "metric", "requests_per_s", "config", json_loads(A->config_json, 0, NULL),
 		       "requests_per_s", rate_json(A, &r),
@@ -699,7 +707,7 @@ static enum atb_status conclude(struct ab *A)
 		       "verdict", atb_stats_verdict_name(r.verdict), "paired_order",
 		       A->p->engine.paired_order, "fresh_engine_per_arm",
 		       A->p->engine.fresh_engine_per_arm, "attempts", A->attempts, "reruns",
-		       A->reruns);
+		       A->reruns, "rerun_arms", "both");
 	if (!sj || (st = atbi_json_canonical(sj, &stats_text, A->err))) {
 		st = st ? st : atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
 		goto out;
@@ -754,6 +762,31 @@ out:
 	return st;
 }
 
+/*
+ * One attempt: both arms of every seed, back to back (PROTO:
+ * engine.paired_order, ABBA: the default first on even seeds, the
+ * candidate first on odd ones), then the statistics.  The first run and
+ * each noise re-run take the same order, so a stored pair is always two
+ * measurements adjacent in time.
+ */
+static enum atb_status run_seeds(struct ab *A, int *refused)
+{
+	enum atb_status st = ATB_OK;
+	size_t si;
+
+	for (si = 0; !st && !*refused && si < A->nseeds; si++) {
+		int first = (si % 2 == 0 || strcmp(A->p->engine.paired_order, "ABBA")) ? ARM_A
+										      : ARM_B;
+
+		st = run_arm(A, si, first, refused);
+		if (!st && !*refused)
+			st = run_arm(A, si, 1 - first, refused);
+	}
+	if (!st && !*refused)
+		st = conclude(A);
+	return st;
+}
+
 static void ab_release(struct ab *A)
 {
 	int a, m;
@@ -780,7 +813,6 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	struct ab A;
 	char id[33];
 	enum atb_status st;
-	size_t si;
 	int a, m, refused = 0;
 	int64_t t0 = atbi_monotonic_ns();
 
@@ -829,23 +861,12 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	 */
 	A.attempts = 1;
 	A.arms_total = 2 * A.nseeds;
-	for (si = 0; !st && !refused && si < A.nseeds; si++) {
-		int first = (si % 2 == 0 || strcmp(p->engine.paired_order, "ABBA")) ? ARM_A : ARM_B;
-
-		st = run_arm(&A, si, first, &refused);
-		if (!st && !refused)
-			st = run_arm(&A, si, 1 - first, &refused);
-	}
-	if (!st && !refused)
-		st = conclude(&A);
-	/* PROTO: stats.cv_cap: the noisy side again on every seed, at most twice */
+	st = st ? st : run_seeds(&A, &refused);
+	/* PROTO: stats.cv_cap: both arms again on every seed, in order, at most twice */
 	while (!st && !refused && A.rerun) {
 		A.attempts++;
-		A.arms_total += A.nseeds;
-		for (si = 0; !st && !refused && si < A.nseeds; si++)
-			st = run_arm(&A, si, A.rerun_side, &refused);
-		if (!st && !refused)
-			st = conclude(&A);
+		A.arms_total += 2 * A.nseeds;
+		st = run_seeds(&A, &refused);
 	}
 	out->run_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
 	ab_release(&A);

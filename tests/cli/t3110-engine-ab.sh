@@ -82,7 +82,12 @@ if command -v sqlite3 >/dev/null; then
 import json; d=json.load(open(\"s\"))
 assert d[\"latency\"][\"e2e_median_ms\"][\"ratio\"] > 1.3, d[\"latency\"]
 assert d[\"counters\"][\"candidate\"][\"double_spec_accepted_tokens_total\"] > 0
-assert len(d[\"per_seed\"]) == 16"
+assert len(d[\"per_seed\"]) == 16
+# first-run pairs: attempt 1, each seed's two arms consecutive (PROTO: engine.paired_order)
+o = {(p[\"seed\"], p[\"arm\"]): p[\"order\"] for p in d[\"per_seed\"] if p[\"attempt\"] == 1}
+assert len(o) == 16 and d[\"rerun_arms\"] == \"both\", d[\"per_seed\"]
+assert all(abs(o[(s, \"baseline\")] - o[(s, \"candidate\")]) == 1 for s in range(1, 9)), o" &&
+		test "$(sqlite3 atb.db "select distinct trial from sample")" = 0
 	'
 fi
 

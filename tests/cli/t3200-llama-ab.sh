@@ -48,8 +48,9 @@ test_expect "llama-server answers greedily and deterministically on the tiny mod
 # A/B in t3210) gave a cv of the per-seed ratios of 0.65: no workload short
 # enough for CI gets under a 5% cap here.  When refused, the speedup must
 # still show in the stored raw pairs of the first run (each seed's two arms
-# measured back to back; the noise re-runs measure one side again later, so
-# their pairs are not time-adjacent): at least 7 of 8 per-seed ratios
+# measured back to back; a noise re-run measures both arms of every seed
+# again in the same order, so its pairs are time-adjacent too, each entry
+# saying its attempt and order): at least 7 of 8 per-seed ratios
 # candidate/default above 1 (sign test p = 9/256) and their geometric mean
 # at least 1.5; on the random workload that geometric mean stays below 1.5.
 # first_pairs OUTCOME.json: "ABOVE GEOMEAN" of the first run's per-seed
@@ -61,13 +62,13 @@ uuid = json.load(open(sys.argv[1]))["job_uuid"]
 (d,) = sqlite3.connect("atb.db").execute(
     "select detail from rejection where job_uuid = ?", (uuid,)).fetchone()
 d = json.loads(d)
-def first(side):
-    for r in d["reruns"]:          # the values a re-run replaced are the first run's
-        if r["side"] == side:
-            return r["replaced"]
-    return [p for p in d["per_seed"] if p["arm"] == side]
-b = {p["seed"]: p["requests_per_s"] for p in first("baseline")}
-r = [p["requests_per_s"] / b[p["seed"]] for p in first("candidate")]
+# the first re-run replaced the first run's pairs, whole
+first = d["reruns"][0]["replaced"] if d["reruns"] else d["per_seed"]
+assert all(p["attempt"] == 1 for p in first), first
+b = {p["seed"]: p for p in first if p["arm"] == "baseline"}
+c = [p for p in first if p["arm"] == "candidate"]
+assert all(abs(p["order"] - b[p["seed"]]["order"]) == 1 for p in c), first
+r = [p["requests_per_s"] / b[p["seed"]]["requests_per_s"] for p in c]
 assert len(r) == 8, r
 print(sum(x > 1 for x in r), math.exp(sum(map(math.log, r)) / len(r)))
 PY
