@@ -11,7 +11,8 @@
 # first on result reuse).  The get_inputs() draw
 # shared by a seed's input sets must not leak one arm's in-place writes
 # into another set: relu01/mutate is caught on every signed set (t4000
-# too).  Needs a python with PyTorch; skipped without one.
+# too).  Large outputs are compared in chunks on threads: the planted
+# relu_big/tail_wrong (wrong in its last 3 elements) is found exactly.  Needs a python with PyTorch; skipped without one.
 . "$(dirname "$0")/lib.sh"
 
 RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
@@ -26,8 +27,9 @@ command -v jq >/dev/null || skip_all "jq not installed"
 
 "$PY" "$FIX/python-info.py" >python.json 2>/dev/null || skip_all "cannot ask '$PY' about itself"
 
+# job CANDIDATE [FILTER]: the relu01 job (task $TASK, default relu01) with that candidate.
 job() {
-	jq -c --arg t "$FIX/relu01.py" --arg c "$FIX/relu01/$1/model_new.py" \
+	jq -c --arg t "$FIX/${TASK:-relu01}.py" --arg c "$FIX/${CDIR:-relu01}/$1/model_new.py" \
 		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
 		".arms[0].py=\$t | .arms[1].py=\$c | .torch.python=\$p[0] |
 		 .torch.module_path=\$m | ${2:-.}" "$FIX/relu01-job.json"
@@ -72,6 +74,24 @@ test_expect "in-place writes of one arm never reach the shared draw: mutate caug
 	run mutate && jq -r "select(.event==\"correctness\") | [.input,
 		(.gates.input_mutation.mutated|join(\",\"))] | @tsv" mutate.ev >f &&
 	[ "$(grep -vc "^task" f)" = 4 ] && [ "$(grep -v "^task" f | grep -c "	x$")" = 4 ]
+'
+
+# Outputs of 4 Mi elements and more are compared in chunks on threads
+# (runner/torch.c, compare_parallel): the counts and the first bad index
+# (one seed: every distribution is checked, 5 sets)
+# must be those of one pass.
+test_expect "chunked comparison: a wrong tail is found exactly (3 bad, first at 9437181)" '
+	TASK=relu_big CDIR=relu_big run tail_wrong ".seeds=[1]" &&
+	[ "$(cat tail_wrong.rc)" = 0 ] &&
+	jq -r "select(.event==\"correctness\") | .buffers[0] | [.pass, .bad_count,
+		.first_bad_index] | @tsv" tail_wrong.ev >f &&
+	[ "$(wc -l <f)" = 5 ] && [ "$(sort -u f)" = "false	3	9437181" ]
+'
+
+test_expect "chunked comparison: the honest ReLU passes every set" '
+	TASK=relu_big run honest ".seeds=[1]" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|.pass and .buffers[0].bad_count==0] |
+		length==5 and all" honest.ev >/dev/null
 '
 
 test_done
