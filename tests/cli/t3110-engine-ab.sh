@@ -83,11 +83,15 @@ import json; d=json.load(open(\"s\"))
 assert d[\"latency\"][\"e2e_median_ms\"][\"ratio\"] > 1.3, d[\"latency\"]
 assert d[\"counters\"][\"candidate\"][\"double_spec_accepted_tokens_total\"] > 0
 assert len(d[\"per_seed\"]) == 16
-# first-run pairs: attempt 1, each seed's two arms consecutive (PROTO: engine.paired_order)
-o = {(p[\"seed\"], p[\"arm\"]): p[\"order\"] for p in d[\"per_seed\"] if p[\"attempt\"] == 1}
+# the stored pairs: one attempt (the last), the two arms of each seed
+# consecutive (PROTO: engine.paired_order), the samples trial = attempt - 1
+k = d[\"attempts\"]
+o = {(p[\"seed\"], p[\"arm\"]): p[\"order\"] for p in d[\"per_seed\"] if p[\"attempt\"] == k}
 assert len(o) == 16 and d[\"rerun_arms\"] == \"both\", d[\"per_seed\"]
-assert all(abs(o[(s, \"baseline\")] - o[(s, \"candidate\")]) == 1 for s in range(1, 9)), o" &&
-		test "$(sqlite3 atb.db "select distinct trial from sample")" = 0
+assert all(abs(o[(s, \"baseline\")] - o[(s, \"candidate\")]) == 1 for s in range(1, 9)), o
+import sqlite3
+t = sqlite3.connect(\"atb.db\").execute(\"select distinct trial from sample\").fetchall()
+assert t == [(k - 1,)], (t, k)"
 	'
 fi
 
