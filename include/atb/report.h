@@ -49,8 +49,9 @@ struct atb_report {
 	char box_summary[256];             /* "cpu model, N cores, M GiB, os" */
 	/*
 	 * An engine task's run (atb/engine.h): the speedup is the ratio of
-	 * requests/s against the engine's default configuration; each usable
-	 * iteration's note holds its latency ratios with their intervals.
+	 * requests/s against the engine's default configuration; the latency
+	 * ratios with their intervals are in each result's stored stats (read
+	 * by cli/cmd_report.c through atb_store_result_stats).
 	 */
 	int engine;
 	/* Labels of the two baselines, from the task when it can be loaded. */
@@ -75,8 +76,9 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 /*
  * The report as JSON: {"run", "protocol", "box", "baselines", "trajectory",
  * "best", "usable", "gate_firings"} (docs/report.md lists every key); for
- * an engine run also "engine": true and, per usable iteration, "latency":
- * {"ttft_median_ms": {"ratio", "ci_low", "ci_high"}, ...} (docs/engine.md).
+ * an engine run also "engine": true (cli/cmd_report.c adds "requests_per_s"
+ * and "latency" to each iteration that has a stored result, from its stats;
+ * docs/engine.md).
  * Caller owns *out (json_decref).
  */
 enum atb_status atb_report_json(const struct atb_report *r, json_t **out, struct atb_error *err);
