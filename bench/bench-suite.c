@@ -91,26 +91,42 @@ struct phase {
 /*
  * The phases of the runners of task (a path ending in "/" task) from the
  * log: per phase, paired and alone seconds; their wall times in wall[2].
- * The number of phases (0: none logged).
+ * A job's last line only (a runner logs partial lines after each seed's
+ * correctness: *partial is set when a job's last one is partial, a runner
+ * killed at the job timeout).  The number of phases (0: none logged).
  */
-static size_t task_phases(const char *log, const char *task, struct phase *ph, double *wall)
+static size_t task_phases(const char *log, const char *task, struct phase *ph, double *wall,
+			  int *partial)
 {
 	FILE *f = fopen(log, "r");
+	json_t *last = json_object(), *ev;
 	char *line = NULL;
 	size_t cap = 0, n = 0, tl = strlen(task), i;
 	ssize_t len;
+	const char *id;
 
 	wall[0] = wall[1] = 0;
-	while (f && (len = getline(&line, &cap, f)) > 0) {
-		json_t *ev = json_loadb(line, (size_t)len, 0, NULL), *v;
+	*partial = 0;
+	while (f && last && (len = getline(&line, &cap, f)) > 0) {
+		ev = json_loadb(line, (size_t)len, 0, NULL);
+		id = json_string_value(json_object_get(ev, "job"));
+		if (id)
+			json_object_set_new(last, id, ev);
+		else
+			json_decref(ev);
+	}
+	free(line);  /* getline's buffer is libc's */
+	if (f)
+		fclose(f);
+	json_object_foreach(last, id, ev) {
 		const char *path = json_string_value(json_object_get(ev, "task")), *k;
 		size_t pl = path ? strlen(path) : 0;
 		int side = json_is_true(json_object_get(ev, "alone"));
+		json_t *v;
 
-		if (!path || pl <= tl || strcmp(path + pl - tl, task) || path[pl - tl - 1] != '/') {
-			json_decref(ev);
+		if (!path || pl <= tl || strcmp(path + pl - tl, task) || path[pl - tl - 1] != '/')
 			continue;
-		}
+		*partial |= json_is_true(json_object_get(ev, "partial"));
 		wall[side] += json_number_value(json_object_get(ev, "wall_s"));
 		json_object_foreach(json_object_get(ev, "seconds"), k, v) {
 			for (i = 0; i < n && strcmp(ph[i].name, k); i++)
@@ -122,11 +138,8 @@ static size_t task_phases(const char *log, const char *task, struct phase *ph, d
 			if (i < n)
 				ph[i].s[side] += json_number_value(v);
 		}
-		json_decref(ev);
 	}
-	free(line);  /* getline's buffer is libc's */
-	if (f)
-		fclose(f);
+	json_decref(last);
 	return n;
 }
 
@@ -141,15 +154,18 @@ static void print_phases(const char *log, const char *task)
 {
 	struct phase ph[MAX_PHASES];
 	double wall[2];
-	size_t n = task_phases(log, task, ph, wall), i;
+	int partial;
+	size_t n = task_phases(log, task, ph, wall, &partial), i;
 
 	if (!n) {
 		printf("  phases: none logged (not a torch task, or its runner did not finish)\n");
 		return;
 	}
 	qsort(ph, n, sizeof(ph[0]), by_paired_desc);
-	printf("  %-18s %10s %10s   (runner wall: paired %.2f s, alone %.2f s)\n", "phase",
-	       "paired_s", "alone_s", wall[0], wall[1]);
+	printf("  %-18s %10s %10s   (runner wall: paired %.2f s, alone %.2f s%s)\n", "phase",
+	       "paired_s", "alone_s", wall[0], wall[1],
+	       partial ? "; a runner did not finish: its phases up to its last seed's correctness"
+		       : "");
 	for (i = 0; i < n; i++)
 		printf("  %-18s %10.3f %10.3f\n", ph[i].name, ph[i].s[0], ph[i].s[1]);
 }

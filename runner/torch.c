@@ -1085,11 +1085,56 @@ static double secs(int64_t ns)
  * harness keeps no runner output of an admitted job).  0, or -1 when the
  * event cannot be written (an error there is not the measurement's).
  */
+static json_t *phases_json(struct trt *rt);
+
+/* The phases so far as one line in $ATB_RUNNER_PHASES_LOG (when set). */
+static void log_phases(const json_t *ev)
+{
+	const char *log = getenv("ATB_RUNNER_PHASES_LOG");
+	char *line;
+	FILE *f;
+
+	if (!ev || !log || !*log)
+		return;
+	line = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
+	f = line ? fopen(log, "a") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", line);
+		fclose(f);
+	}
+	atb_free(line);
+}
+
+/*
+ * After each seed's correctness: the phases so far into the log only, with
+ * "partial": true (a runner killed at the job timeout leaves where its time
+ * went; readers keep a job's last line).
+ */
+static void log_partial_phases(struct trt *rt)
+{
+	json_t *ev;
+
+	if (!getenv("ATB_RUNNER_PHASES_LOG"))
+		return;
+	ev = phases_json(rt);
+	if (ev && !json_object_set_new(ev, "partial", json_true()))
+		log_phases(ev);
+	json_decref(ev);
+}
+
 static int emit_phases(struct trt *rt)
 {
+	json_t *ev = phases_json(rt);
+
+	log_phases(ev);
+	return runner_emit(ev);
+}
+
+/* The "phases" event; NULL out of memory. */
+static json_t *phases_json(struct trt *rt)
+{
 	const struct atb_runner_job *job = rt->job;
-	const char *log = getenv("ATB_RUNNER_PHASES_LOG");
-	json_t *a = py_json(rt, "phases", NULL), *s = json_object(), *ev, *v;
+	json_t *a = py_json(rt, "phases", NULL), *s = json_object(), *v;
 	int64_t flush_ns = rt->ft ? rt->ft->flush_ns : 0;
 	double sum = 0;
 	const char *k;
@@ -1115,21 +1160,10 @@ static int emit_phases(struct trt *rt)
 	for (i = 0; i < job->narms; i++)
 		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
 			 (job->narms == 1 && i == job->reference);
-	ev = json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
-		       job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
-		       secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
-		       "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
-	if (ev && log && *log) {
-		char *line = json_dumps(ev, JSON_COMPACT | JSON_SORT_KEYS);
-		FILE *f = line ? fopen(log, "a") : NULL;
-
-		if (f) {
-			fprintf(f, "%s\n", line);
-			fclose(f);
-		}
-		atb_free(line);
-	}
-	return runner_emit(ev);
+	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
+			 job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
+			 secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
+			 "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
 }
 
 /* ---- env and the run ------------------------------------------------------ */
@@ -1275,6 +1309,8 @@ static int run(struct trt *rt)
 				goto out;
 			rt->skipped += (size_t)r;
 		}
+		rt->check_ns = atbi_monotonic_ns() - t_check;
+		log_partial_phases(rt);
 	}
 	rt->check_ns = done.check_ns = atbi_monotonic_ns() - t_check;
 	if (rt->with_compile && emit_compile(rt))

@@ -3,7 +3,8 @@
 # Where a torch runner's time goes, and what its cheaper correctness phase
 # must still catch.  The runner's "phases" event (runner/torch.c, before
 # done): exclusive seconds per phase, the Python side's and the C side's,
-# also appended to $ATB_RUNNER_PHASES_LOG; the harness ignores it.  The
+# also appended to $ATB_RUNNER_PHASES_LOG (after a partial line per seed's
+# correctness, for a runner killed at the timeout); the harness ignores it.  The
 # reference's host copy made once per input set and the host buffers
 # reused from call to call (python/atb_torch/runner.py) must not let a
 # stale result pass: the planted relu01/stale_first (right once, then its
@@ -51,8 +52,9 @@ test_expect "phases: one event before done, every phase, also in the log file" '
 		.seconds.timed>0 and .seconds.imports>0 and
 		([.seconds[]] | add) > .wall_s*0.99 and ([.seconds[]] | add) < .wall_s*1.01" \
 		honest.ev >/dev/null &&
-	[ "$(wc -l <ph.log)" = 1 ] &&
-	jq -e ".job==\"torch-relu01\" and .event==\"phases\"" ph.log >/dev/null
+	[ "$(wc -l <ph.log)" = 3 ] &&
+	[ "$(jq -r .partial ph.log | tr "\n" " ")" = "true true null " ] &&
+	jq -se "map(.job==\"torch-relu01\" and .event==\"phases\") | all" ph.log >/dev/null
 '
 
 test_expect "phases with timing skipped: still before done" '
@@ -92,6 +94,15 @@ test_expect "chunked comparison: the honest ReLU passes every set" '
 	TASK=relu_big run honest ".seeds=[1]" && [ "$(cat honest.rc)" = 0 ] &&
 	jq -se "[.[]|select(.event==\"correctness\")|.pass and .buffers[0].bad_count==0] |
 		length==5 and all" honest.ev >/dev/null
+'
+
+# The reference's finite check (a float64 sum first, element by element
+# only when that is not finite): exp01 is inf on large_magnitude only.
+test_expect "a set the reference is not finite on is skipped, the others checked" '
+	TASK=exp01 CDIR=exp01 run honest ".seeds=[1]" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0].inputs_skipped_undefined==1" honest.ev >/dev/null &&
+	[ "$(jq -r "select(.event==\"correctness\") | [.input, .pass] | @tsv" honest.ev |
+		sort | tr "\n" " ")" = "normal	true signed_uniform	true task	true tiny_magnitude	true " ]
 '
 
 test_done
