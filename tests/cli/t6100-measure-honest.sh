@@ -34,8 +34,19 @@ test_expect "the stored result carries the statistics, floor, drift and .so hash
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(DISTINCT arm) FROM sample")" = 3 ]
 '
 
+# A refusal by the box (noise or baseline_drift: the slow baseline's busy
+# wait read a cross-run cv of 0.35 under a loaded ctest -j2) is the load,
+# not the candidate: one more try, and it must then be quarantined.
 test_expect "a >= 10x candidate is quarantined, not admitted" '
-	expect_exit 0 "$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" &&
+	for try in 1 2; do
+		rc=0
+		"$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" \
+			>"$TRASH/out" 2>"$TRASH/err" || rc=$?
+		test $rc -eq 2 && jq -e ".gate==\"baseline_drift\" or .gate==\"noise\"" \
+			"$TRASH/out" >/dev/null || break
+		echo "# try $try refused by the box: $(jq -r .reason "$TRASH/out")"
+	done &&
+	test $rc -eq 0 &&
 	jq -e ".verdict == \"quarantined\" and .speedup >= 10" "$TRASH/out" >/dev/null &&
 	jq -r .result_id "$TRASH/out" >qid
 '
