@@ -55,18 +55,10 @@ test_expect "a bad --device is refused (exit 2)" '
 
 # A refusal by the box (baseline_drift or noise: the CPU torch baseline read
 # 0.88x beside / alone under ctest -j2 with other torch tests, 0.98x alone)
-# is the load, not the candidate: one more try, and the copy must then be
+# is the load, not the candidate: one more try (expect_exit_past_box), and the copy must then be
 # admitted.
 test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI covering 1" '
-	for try in 1 2; do
-		rc=0
-		"$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" \
-			>"$TRASH/out" 2>"$TRASH/err" || rc=$?
-		test $rc -eq 2 && jq -e ".gate==\"baseline_drift\" or .gate==\"noise\"" \
-			"$TRASH/out" >/dev/null || break
-		echo "# try $try refused by the box: $(jq -r .reason "$TRASH/out")"
-	done &&
-	test $rc -eq 0 &&
+	expect_exit_past_box 0 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" &&
 	jq -e ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
 		.ci_high>=1 and .speedup>0.9 and .speedup<1.1 and .floor_ns==0" \
 		"$TRASH/out" >/dev/null

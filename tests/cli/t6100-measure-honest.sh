@@ -38,15 +38,7 @@ test_expect "the stored result carries the statistics, floor, drift and .so hash
 # wait read a cross-run cv of 0.35 under a loaded ctest -j2) is the load,
 # not the candidate: one more try, and it must then be quarantined.
 test_expect "a >= 10x candidate is quarantined, not admitted" '
-	for try in 1 2; do
-		rc=0
-		"$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" \
-			>"$TRASH/out" 2>"$TRASH/err" || rc=$?
-		test $rc -eq 2 && jq -e ".gate==\"baseline_drift\" or .gate==\"noise\"" \
-			"$TRASH/out" >/dev/null || break
-		echo "# try $try refused by the box: $(jq -r .reason "$TRASH/out")"
-	done &&
-	test $rc -eq 0 &&
+	expect_exit_past_box 0 "$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" &&
 	jq -e ".verdict == \"quarantined\" and .speedup >= 10" "$TRASH/out" >/dev/null &&
 	jq -r .result_id "$TRASH/out" >qid
 '
