@@ -1515,6 +1515,11 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		/* Nothing to build: the runner imports the task and the copied candidate. */
 		snprintf(m->so[0], sizeof(m->so[0]), "%s", task->baseline.path);
 		snprintf(m->so[1], sizeof(m->so[1]), "%.*s", (int)sizeof(m->so[1]) - 1, csrc);
+		/* the alone runner's twin: the task file itself in the candidate's
+		   slot (the runner builds Model from it), so the alone runner
+		   builds and times two models in the same rounds as the paired one */
+		snprintf(m->so[3], sizeof(m->so[3]), "%s", task->baseline.path);
+		m->twin = 1;
 		refused = 0;
 		st = ATB_OK;
 	} else {
