@@ -281,7 +281,8 @@ int runner_gen_input_pair(const struct atb_runner_job *job, size_t set_index, ui
 
 int runner_arm_is_checked(const struct atb_runner_job *job, size_t i)
 {
-	return i != job->reference && strcmp(job->arms[i].name, "baseline_alone");
+	return !job->skip_correctness && i != job->reference &&
+	       strcmp(job->arms[i].name, "baseline_alone");
 }
 
 int runner_any_checked(const struct atb_runner_job *job)

@@ -189,6 +189,7 @@ struct atb_runner_job {
 	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */
+	int skip_correctness;          /* timing only (the torch baseline-alone runner) */
 	int pin_cpu;                   /* -1: leave affinity alone */
 };
 

@@ -776,6 +776,10 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 		if (b && !json_is_boolean(b))
 			return field_status(err, ATB_ERR_SCHEMA, "options", "skip_timing");
 		j->skip_timing = b && json_is_true(b);
+		b = json_object_get(opt, "skip_correctness");
+		if (b && !json_is_boolean(b))
+			return field_status(err, ATB_ERR_SCHEMA, "options", "skip_correctness");
+		j->skip_correctness = b && json_is_true(b);
 		INT(opt, "pin_cpu", "options", 0, pin);
 		if (pin < -1 || pin > 4095)
 			return field_status(err, ATB_ERR_SCHEMA, "options", "pin_cpu");

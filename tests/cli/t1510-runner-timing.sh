@@ -98,4 +98,16 @@ test_expect "skip_timing runs correctness only" '
 	! grep -q "\"event\":\"samples\"" skip.ev
 '
 
+test_expect "skip_correctness times without checking: no correctness event, samples out" '
+	run nocheck.ev ".options={skip_correctness:true} | .seeds=[1]" &&
+	ev_check nocheck.ev ".event==\"done\"" ".timing==\"done\" and .correctness_events==0" &&
+	! grep -q "\"event\":\"correctness\"" nocheck.ev &&
+	grep -q "\"event\":\"samples\"" nocheck.ev
+'
+
+test_expect "skip_correctness that is not a boolean is refused, naming the field" '
+	! run badnc.ev ".options={skip_correctness:\"yes\"}" &&
+	grep -q "skip_correctness" badnc.ev badnc.ev.err
+'
+
 test_done
