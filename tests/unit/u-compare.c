@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * Unit tests of the runner's output comparison (runner/check.c,
+ * runner_compare / runner_compare_bounded: PROTO: correctness.tolerances,
+ * correctness.reduction_tolerance) against the oracle in compare-oracle.h,
+ * a plain copy of the rule as it was before it was made fast.  Every
+ * result field must be bit-identical (max_abs, max_rel, bad_ref, bad_got by
+ * memcmp; first_bad, nbad, nnan by ==) on every dtype, random data with
+ * planted differences, each special value against each other one (NaN in
+ * ref only, got only, both; +-Inf equal and unequal; -0.0 and 0.0; zero
+ * against non-zero; subnormals; the largest finite numbers), int64 beyond
+ * 2^53, with and without the extra allowance, at sizes 0, 1, odd and not a
+ * multiple of any vector or block width.  The comparison is the project's
+ * trust boundary: a faster rule that differs anywhere is a bug.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "atb/alloc.h"
+#include "atb/runner.h"
+/* atb-runner is an executable, not a library: its checking layer comes in
+ * as source, with the event channel stubbed below. */
+#include "../../runner/check.c"
+#include "compare-oracle.h"
+#include "banned.h"
+
+int runner_emit(json_t *ev)
+{
+	json_decref(ev);
+	return 0;
+}
+
+void runner_emit_error(const char *reason, const char *msg)
+{
+	(void)reason;
+	(void)msg;
+}
+
+static const enum atb_dtype dtypes[] = {ATB_DTYPE_FP32, ATB_DTYPE_FP64, ATB_DTYPE_FP16,
+					ATB_DTYPE_BF16, ATB_DTYPE_INT32, ATB_DTYPE_INT64};
+#define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+
+/* Tolerance pairs: the protocol's kind, none, loose, and the odd ones a
+ * protocol could hold (infinite, negative) where the rule must not move. */
+static const double tols[][2] = {
+	{1e-5, 1e-5}, {0, 0}, {1e-2, 1e-2}, {0, 1e-3}, {1e-3, 0}, {INFINITY, 0},
+	{0, INFINITY}, {-1, 0}, {1e-8, 1e-2},
+};
+#define NTOLS (sizeof(tols) / sizeof(tols[0]))
+
+static const size_t sizes[] = {0, 1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127,
+			       129, 255, 256, 257, 511, 1023, 1025, 4099};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1). */
+static double unif(void)
+{
+	return (double)(rnd() >> 11) * 0x1p-53;
+}
+
+/* Store the double v as element k of p in dtype d (rounded as the dtype does). */
+static void put(void *p, enum atb_dtype d, size_t k, double v)
+{
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		((float *)p)[k] = (float)v;
+		break;
+	case ATB_DTYPE_FP64:
+		((double *)p)[k] = v;
+		break;
+	case ATB_DTYPE_FP16:
+		((uint16_t *)p)[k] = atb_fp16_from_float((float)v);
+		break;
+	case ATB_DTYPE_BF16:
+		((uint16_t *)p)[k] = atb_bf16_from_float((float)v);
+		break;
+	case ATB_DTYPE_INT32:
+		((int32_t *)p)[k] = (int32_t)fmax(fmin(v, 2147483647.0), -2147483648.0);
+		break;
+	case ATB_DTYPE_INT64:
+		((int64_t *)p)[k] = (int64_t)fmax(fmin(v, 9.2e18), -9.2e18);
+		break;
+	}
+}
+
+/* Store the raw bit pattern (or integer) raw as element k of p. */
+static void put_raw(void *p, enum atb_dtype d, size_t k, uint64_t raw)
+{
+	switch (atb_dtype_size(d)) {
+	case 2:
+		((uint16_t *)p)[k] = (uint16_t)raw;
+		break;
+	case 4:
+		((uint32_t *)p)[k] = (uint32_t)raw;
+		break;
+	default:
+		((uint64_t *)p)[k] = raw;
+		break;
+	}
+}
+
+/* Special values of each dtype, as raw patterns: zeros, ones and their
+ * neighbours, subnormals, the largest finite, infinities, quiet and
+ * signalling NaNs of both signs. */
+static size_t specials(enum atb_dtype d, const uint64_t **out)
+{
+	static const uint64_t f32[] = {
+		0x00000000, 0x80000000, 0x3f800000, 0xbf800000, 0x3f800001, 0x00000001,
+		0x80000001, 0x00800000, 0x007fffff, 0x7f7fffff, 0xff7fffff, 0x7f800000,
+		0xff800000, 0x7fc00000, 0xffc00000, 0x7f800001, 0x40490fdb, 0x3a83126f,
+	};
+	static const uint64_t f64[] = {
+		0x0000000000000000ull, 0x8000000000000000ull, 0x3ff0000000000000ull,
+		0xbff0000000000000ull, 0x3ff0000000000001ull, 0x0000000000000001ull,
+		0x8000000000000001ull, 0x0010000000000000ull, 0x000fffffffffffffull,
+		0x7fefffffffffffffull, 0xffefffffffffffffull, 0x7ff0000000000000ull,
+		0xfff0000000000000ull, 0x7ff8000000000000ull, 0xfff8000000000000ull,
+		0x7ff0000000000001ull, 0x400921fb54442d18ull, 0x3f50624dd2f1a9fcull,
+	};
+	static const uint64_t f16[] = {
+		0x0000, 0x8000, 0x3c00, 0xbc00, 0x3c01, 0x0001, 0x8001, 0x0400, 0x03ff,
+		0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0x4248, 0x1419,
+	};
+	static const uint64_t b16[] = {
+		0x0000, 0x8000, 0x3f80, 0xbf80, 0x3f81, 0x0001, 0x8001, 0x0080, 0x007f,
+		0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0x4049, 0x3a83,
+	};
+	static const uint64_t i32[] = {
+		0, 1, 0xffffffffu, 2, 0x7fffffffu, 0x80000000u, 0x7ffffffeu, 1000, 0xfffffc18u,
+	};
+	static const uint64_t i64[] = {
+		0, 1, 0xffffffffffffffffull, 1ull << 53, (1ull << 53) + 1, (1ull << 53) - 1,
+		(1ull << 60) + 1, 1ull << 60, 0x7fffffffffffffffull, 0x7ffffffffffffffeull,
+		0x8000000000000000ull, 0x8000000000000001ull, 1000,
+	};
+
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		*out = f32;
+		return sizeof(f32) / sizeof(f32[0]);
+	case ATB_DTYPE_FP64:
+		*out = f64;
+		return sizeof(f64) / sizeof(f64[0]);
+	case ATB_DTYPE_FP16:
+		*out = f16;
+		return sizeof(f16) / sizeof(f16[0]);
+	case ATB_DTYPE_BF16:
+		*out = b16;
+		return sizeof(b16) / sizeof(b16[0]);
+	case ATB_DTYPE_INT32:
+		*out = i32;
+		return sizeof(i32) / sizeof(i32[0]);
+	case ATB_DTYPE_INT64:
+		*out = i64;
+		return sizeof(i64) / sizeof(i64[0]);
+	}
+	*out = NULL;
+	return 0;
+}
+
+/* A value of a random scale and sign, as a test's outputs have. */
+static double draw(enum atb_dtype d)
+{
+	double v = (1 + unif()) * ldexp(1, (int)(rnd() % 21) - 10);
+
+	if (d == ATB_DTYPE_INT64 && rnd() % 4 == 0)
+		v = (double)(rnd() >> 2);     /* beyond 2^53 */
+	else if (d == ATB_DTYPE_INT32 || d == ATB_DTYPE_INT64)
+		v = floor(v * 1000);
+	return rnd() & 1 ? -v : v;
+}
+
+/*
+ * ref and got of n elements of dtype d: got is ref, or ref moved by up to
+ * about twice the tolerance either way (some pass, some fail), or off by
+ * much; a share plant_pct% of the pairs are replaced by special values.
+ */
+static void fill(void *ref, void *got, enum atb_dtype d, size_t n, unsigned plant_pct)
+{
+	const uint64_t *sp;
+	size_t ns = specials(d, &sp), k;
+
+	for (k = 0; k < n; k++) {
+		double r = draw(d), g;
+		unsigned how = (unsigned)(rnd() % 8);
+
+		put(ref, d, k, r);
+		r = oracle_elem(ref, d, k);
+		if (how < 3)
+			g = r;
+		else if (how < 6)
+			g = r + (unif() - 0.5) * 4e-5 * (1 + fabs(r));
+		else if (how < 7)
+			g = r * (1 + (unif() - 0.5) * 4e-2);
+		else
+			g = r + (unif() - 0.5) * 2 * (1 + fabs(r));
+		if (d == ATB_DTYPE_INT64 && how == 3) {
+			((int64_t *)got)[k] = ((int64_t *)ref)[k] + (rnd() & 1 ? 1 : -1);
+		} else {
+			put(got, d, k, g);
+		}
+		if (rnd() % 100 < plant_pct) {
+			put_raw(ref, d, k, sp[rnd() % ns]);
+			if (rnd() & 1)
+				put_raw(got, d, k, sp[rnd() % ns]);
+		}
+	}
+}
+
+/* The extra allowance of a reduction: mostly small and finite, at times
+ * zero, large, infinite or NaN (a NaN input makes a NaN bound). */
+static void fill_extra(double *e, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		unsigned how = (unsigned)(rnd() % 64);
+
+		e[k] = how == 0 ? INFINITY : how == 1 ? NAN : how == 2 ? 0 : how == 3 ? 1e300 :
+		       unif() * 1e-3;
+	}
+}
+
+static int same_double(double a, double b)
+{
+	return !memcmp(&a, &b, sizeof(a));
+}
+
+static void expect_same(const void *ref, const void *got, enum atb_dtype d, size_t n,
+			double atol, double rtol, const double *extra, const char *what)
+{
+	struct runner_cmp want, have;
+
+	oracle_compare(ref, got, d, n, atol, rtol, extra, &want);
+	runner_compare_bounded(ref, got, d, n, atol, rtol, extra, &have);
+	cr_assert(same_double(want.max_abs, have.max_abs) &&
+		  same_double(want.max_rel, have.max_rel) &&
+		  want.first_bad == have.first_bad && same_double(want.bad_ref, have.bad_ref) &&
+		  same_double(want.bad_got, have.bad_got) && want.nbad == have.nbad &&
+		  want.nnan == have.nnan,
+		  "%s: %s n=%zu atol=%g rtol=%g extra=%s: want max_abs %a max_rel %a first %lld "
+		  "ref %a got %a nbad %zu nnan %zu; have %a %a %lld %a %a %zu %zu",
+		  what, atb_dtype_name(d), n, atol, rtol, extra ? "yes" : "no", want.max_abs,
+		  want.max_rel, want.first_bad, want.bad_ref, want.bad_got, want.nbad, want.nnan,
+		  have.max_abs, have.max_rel, have.first_bad, have.bad_ref, have.bad_got,
+		  have.nbad, have.nnan);
+	if (!extra)
+		return;
+	/* runner_compare is runner_compare_bounded without extra */
+	runner_compare(ref, got, d, n, atol, rtol, &have);
+	oracle_compare(ref, got, d, n, atol, rtol, NULL, &want);
+	cr_assert(!memcmp(&want, &have, sizeof(want)), "%s: runner_compare differs", what);
+}
+
+struct pair {
+	void *ref, *got;
+	double *extra;
+};
+
+static void pair_alloc(struct pair *p, size_t n)
+{
+	p->ref = atb_calloc(n + 1, 8);
+	p->got = atb_calloc(n + 1, 8);
+	p->extra = atb_calloc(n + 1, sizeof(double));
+	cr_assert(p->ref && p->got && p->extra);
+}
+
+static void pair_free(struct pair *p)
+{
+	atb_free(p->ref);
+	atb_free(p->got);
+	atb_free(p->extra);
+}
+
+/* Every dtype, size, tolerance pair and planted share, with and without extra. */
+Test(compare, random_data_with_planted_differences_is_bit_identical)
+{
+	static const unsigned plants[] = {0, 1, 10, 50};
+	struct pair p;
+	size_t di, si, ti, pi, rep;
+
+	rng_state = 1;
+	pair_alloc(&p, 4099);
+	for (di = 0; di < NDTYPES; di++)
+		for (si = 0; si < NSIZES; si++)
+			for (pi = 0; pi < sizeof(plants) / sizeof(plants[0]); pi++)
+				for (rep = 0; rep < 2; rep++) {
+					fill(p.ref, p.got, dtypes[di], sizes[si], plants[pi]);
+					fill_extra(p.extra, sizes[si]);
+					for (ti = 0; ti < NTOLS; ti++) {
+						expect_same(p.ref, p.got, dtypes[di], sizes[si],
+							    tols[ti][0], tols[ti][1], NULL, "random");
+						expect_same(p.ref, p.got, dtypes[di], sizes[si],
+							    tols[ti][0], tols[ti][1], p.extra,
+							    "random");
+					}
+				}
+	pair_free(&p);
+}
+
+/* Each special value against each other one, at positions that land in
+ * every lane of a vector and in a tail, among passing neighbours. */
+Test(compare, each_special_against_each_special_is_bit_identical)
+{
+	static const size_t lens[] = {1, 6, 67, 300};
+	struct pair p;
+	size_t di, li, a, b, ti;
+
+	rng_state = 2;
+	pair_alloc(&p, 300);
+	for (di = 0; di < NDTYPES; di++) {
+		const uint64_t *sp;
+		size_t ns = specials(dtypes[di], &sp);
+
+		for (li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+			size_t n = lens[li];
+
+			for (a = 0; a < ns; a++)
+				for (b = 0; b < ns; b++) {
+					size_t at = (a * ns + b) % n;
+
+					fill(p.ref, p.got, dtypes[di], n, 0);
+					memcpy(p.got, p.ref, n * atb_dtype_size(dtypes[di]));
+					put_raw(p.ref, dtypes[di], at, sp[a]);
+					put_raw(p.got, dtypes[di], at, sp[b]);
+					fill_extra(p.extra, n);
+					for (ti = 0; ti < NTOLS; ti++) {
+						expect_same(p.ref, p.got, dtypes[di], n, tols[ti][0],
+							    tols[ti][1], NULL, "special");
+						expect_same(p.ref, p.got, dtypes[di], n, tols[ti][0],
+							    tols[ti][1], p.extra, "special");
+					}
+				}
+		}
+	}
+	pair_free(&p);
+}
+
+/*
+ * max_rel is a maximum of quotients: many elements whose relative errors
+ * tie or differ in the last bit, rising and falling, near zero references
+ * (subnormal, where products underflow) and with zero references.
+ */
+Test(compare, max_rel_ties_and_tiny_references_are_bit_identical)
+{
+	static const double scales[] = {1, 1e-300, 0x1p-1060, 1e300, 1e-30};
+	struct pair p;
+	size_t si, k, n = 2053, d;
+
+	rng_state = 3;
+	pair_alloc(&p, n);
+	for (si = 0; si < sizeof(scales) / sizeof(scales[0]); si++)
+		for (d = 0; d < 4; d++) {
+			for (k = 0; k < n; k++) {
+				double r = scales[si] * (1 + unif()), e = 1e-6;
+
+				if (d == 1)
+					e *= 1 + (double)(k % 7) * 0x1p-52;
+				else if (d == 2)
+					e *= 1 + (double)k * 0x1p-40;
+				else if (d == 3)
+					e *= 1 + (double)(n - k) * 0x1p-40;
+				((double *)p.ref)[k] = r;
+				((double *)p.got)[k] = r * (1 + e);
+				if (k % 97 == 5)
+					((double *)p.ref)[k] = k % 2 ? 0x1p-1074 : 0;
+				p.extra[k] = 0;
+			}
+			expect_same(p.ref, p.got, ATB_DTYPE_FP64, n, 0, 1e-5, NULL, "ties");
+			expect_same(p.ref, p.got, ATB_DTYPE_FP64, n, 1e-3, 1e-5, p.extra, "ties");
+			for (k = 0; k < n; k++) {
+				((float *)p.ref)[k] = (float)((double *)p.ref)[k]  /* k/2 < k: read before overwritten */;
+				((float *)p.got)[k] = (float)(((float *)p.ref)[k] * (1 + 1e-6 *
+								(1 + (double)(k % 5) * 0x1p-23)));
+			}
+			expect_same(p.ref, p.got, ATB_DTYPE_FP32, n, 0, 1e-5, NULL, "ties");
+		}
+	pair_free(&p);
+}
+
+/* Equal int64 pass exactly; beyond 2^53 an off-by-one passes as doubles
+ * (the known limit), below it fails: both as the oracle says. */
+Test(compare, int64_beyond_2_53_is_bit_identical)
+{
+	int64_t ref[9], got[9];
+	size_t k;
+
+	for (k = 0; k < 9; k++) {
+		ref[k] = ((int64_t)1 << 53) + (int64_t)k * ((int64_t)1 << 58);
+		got[k] = ref[k];
+	}
+	expect_same(ref, got, ATB_DTYPE_INT64, 9, 0, 0, NULL, "int64 equal");
+	got[3] += 1;
+	got[7] -= 1;
+	expect_same(ref, got, ATB_DTYPE_INT64, 9, 0, 0, NULL, "int64 off by one");
+	ref[1] = got[1] = 5;
+	got[1] = 6;
+	expect_same(ref, got, ATB_DTYPE_INT64, 9, 0, 0, NULL, "int64 small off by one");
+	expect_same(ref, got, ATB_DTYPE_INT64, 9, 1, 0, NULL, "int64 within atol");
+}
+
+/* The oracle is the rule: a few elements worked by hand. */
+Test(compare, the_oracle_is_the_rule)
+{
+	float ref[7] = {1.0f, 100.0f, 0.0f, INFINITY, 5.0f, NAN, -0.0f};
+	float got[7] = {1.0005f, 100.9f, 0.002f, INFINITY, NAN, NAN, 0.0f};
+	struct runner_cmp c;
+
+	oracle_compare(ref, got, ATB_DTYPE_FP32, 7, 0.001, 0.01, NULL, &c);
+	cr_expect_eq(c.nbad, 2);         /* 0.002 off a zero, and the unwritten NaN */
+	cr_expect_eq(c.first_bad, 2);
+	cr_expect_eq(c.bad_ref, 0.0);
+	cr_expect_eq(c.nnan, 1);
+	cr_expect(isinf(c.max_rel));
+	cr_expect(fabs(c.max_abs - 0.9) < 1e-5);
+	got[3] = -INFINITY;
+	oracle_compare(ref, got, ATB_DTYPE_FP32, 7, INFINITY, 0, NULL, &c);
+	cr_expect_eq(c.nbad, 2);         /* unequal infinities fail at any tolerance */
+	cr_expect(isinf(c.max_abs));
+	oracle_compare(ref, got, ATB_DTYPE_FP32, 0, 0, 0, NULL, &c);
+	cr_expect_eq(c.nbad, 0);
+	cr_expect_eq(c.first_bad, -1);
+	cr_expect_eq(c.max_abs, 0);
+}
+
+/* Larger arrays that take every path of a fast rule: all equal, all within
+ * tolerance, one bad element at the very end, every element bad. */
+Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
+{
+	size_t n = 100003, di, k;
+	struct pair p;
+
+	rng_state = 4;
+	pair_alloc(&p, n);
+	for (di = 0; di < NDTYPES; di++) {
+		enum atb_dtype d = dtypes[di];
+		size_t es = atb_dtype_size(d);
+
+		fill(p.ref, p.got, d, n, 0);
+		memcpy(p.got, p.ref, n * es);
+		fill_extra(p.extra, n);
+		expect_same(p.ref, p.got, d, n, 0, 0, NULL, "all equal");
+		for (k = 0; k < n; k++)
+			put(p.got, d, k, oracle_elem(p.ref, d, k) * (1 + 1e-6));
+		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "all within");
+		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, p.extra, "all within");
+		put(p.got, d, n - 1, 12345.0);
+		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "last bad");
+		for (k = 0; k < n; k++)
+			put(p.got, d, k, oracle_elem(p.ref, d, k) * 2 + 1);
+		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "all bad");
+	}
+	pair_free(&p);
+}
