@@ -171,7 +171,14 @@ struct atb_engine_task {
 	char **search;            /* flag names a search may change */
 	size_t nsearch;
 	char *description;        /* NULL when the task has none */
+	/* `cpus: [N, ...]`: the CPUs every engine of the task is pinned to
+	   (sched_setaffinity in the child, before exec; each an integer in
+	   [0, ATB_ENGINE_MAX_CPU], none twice); NULL and 0: not pinned. */
+	int *cpus;
+	size_t ncpus;
 };
+
+#define ATB_ENGINE_MAX_CPU 1023
 
 /*
  * True when path is a YAML file whose top-level "kind" is "engine".  Never
@@ -244,6 +251,9 @@ struct atb_engine_proc;
  * port (found by binding port 0; an engine that then reports the port
  * taken is a start failure saying so), stdout and stderr in
  * run_dir/engine.stdout and run_dir/engine.stderr (run_dir must exist),
+ * pinned to the task's cpus when it names some (a CPU the box lacks or
+ * refuses: the engine's log says "atb: cannot pin engine to cpus ..." and
+ * it is a start failure, exit status 126),
  * and wait until GET ready_path answers 200 or the spec's timeout.  On a
  * start failure returns ATB_ERR_CHECK with why in err->msg ("engine exited
  * with status 2 at start: <log tail>", "engine not ready after 5 s",

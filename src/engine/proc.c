@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,8 +299,34 @@ static int port_taken(const char *log)
 	       strstr(log, "port is already") || strstr(log, "port already");
 }
 
+/*
+ * Child side: pin to the task's CPUs (before exec, so every thread the
+ * engine makes inherits it); the refusal goes to the engine's log.
+ */
+static void pin_child(const int *cpus, size_t ncpus)
+{
+	char list[256] = "";
+	cpu_set_t set;
+	size_t i, len = 0;
+
+	if (!ncpus)
+		return;
+	CPU_ZERO(&set);
+	for (i = 0; i < ncpus; i++) {
+		CPU_SET((size_t)cpus[i], &set);
+		if (len < sizeof(list))
+			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+						i ? ", " : "", cpus[i]);
+	}
+	if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+		dprintf(2, "atb: cannot pin engine to cpus [%s]: %s\n", list, strerror(errno));
+		_exit(126);
+	}
+}
+
 /* Child side: never returns. */
-static void exec_child(char **argv, char **env, size_t nenv, int fo, int fe)
+static void exec_child(const struct atb_engine_task *t, char **argv, char **env, size_t nenv,
+		       int fo, int fe)
 {
 	size_t i;
 	int in = open("/dev/null", O_RDONLY);
@@ -309,6 +336,7 @@ static void exec_child(char **argv, char **env, size_t nenv, int fo, int fe)
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
 		_exit(126);
+	pin_child(t->cpus, t->ncpus);
 	for (i = 0; i < nenv; i++) {
 		char *eq = strchr(env[i], '=');
 
@@ -374,7 +402,7 @@ enum atb_status atb_engine_start(const struct atb_engine_task *t,
 		goto fail;
 	}
 	if (p->pid == 0)
-		exec_child(argv, env, nenv, fo, fe);
+		exec_child(t, argv, env, nenv, fo, fe);
 	setpgid(p->pid, p->pid);   /* both sides, so kill(-pid) never races the exec */
 	close(fo);
 	close(fe);

@@ -575,6 +575,7 @@ void atb_engine_task_free(struct atb_engine_task *t)
 	atbi_strv_free(t->probes, t->nprobes);
 	atbi_strv_free(t->search, t->nsearch);
 	atb_free(t->description);
+	atb_free(t->cpus);
 	atb_free(t);
 }
 
@@ -851,12 +852,64 @@ static enum atb_status load_probe_file(struct atbi_ew *w, struct fy_node *n,
 	return ATB_OK;
 }
 
+/*
+ * cpus: [N, ...], the CPUs the engine is pinned to (isolation from the
+ * load generator, docs/engine-spec.md): non-empty, integers in
+ * [0, ATB_ENGINE_MAX_CPU], none twice.  Whether the box has them is known
+ * only when the engine starts.
+ */
+static enum atb_status load_cpus(struct atbi_ew *w, struct fy_node *root,
+				 struct atb_engine_task *t)
+{
+	struct fy_node *n = atbi_ew_get(root, "cpus");
+	char **v = NULL, path[32], *end;
+	size_t nv = 0, i, j;
+	enum atb_status st;
+	long c;
+
+	if (!n)
+		return ATB_OK;
+	/* an empty flow sequence has no position of its own: point at its key */
+	if (fy_node_get_type(n) == FYNT_SEQUENCE && fy_node_sequence_item_count(n) == 0)
+		return atbi_ew_bad(w, fy_node_mapping_lookup_key_by_string(root, "cpus", FY_NT),
+				   "cpus", "must not be empty");
+	if ((st = atbi_ew_strlist(w, root, "", "cpus", 1, &v, &nv)))
+		return st;
+	if (!(t->cpus = atb_calloc(nv, sizeof(int)))) {
+		atbi_strv_free(v, nv);
+		return nomem(w->err);
+	}
+	for (i = 0; i < nv; i++) {
+		snprintf(path, sizeof(path), "cpus[%zu]", i);
+		errno = 0;
+		c = strtol(v[i], &end, 10);
+		if (!v[i][0] || *end || errno || c < 0 || c > ATB_ENGINE_MAX_CPU) {
+			st = atbi_ew_bad(w, fy_node_sequence_get_by_index(n, (int)i), path,
+					 "cpu '%s' is not an integer in [0, %d]", v[i],
+					 ATB_ENGINE_MAX_CPU);
+			break;
+		}
+		for (j = 0; j < i; j++)
+			if (t->cpus[j] == (int)c)
+				break;
+		if (j < i) {
+			st = atbi_ew_bad(w, fy_node_sequence_get_by_index(n, (int)i), path,
+					 "cpu '%s' is given twice", v[i]);
+			break;
+		}
+		t->cpus[i] = (int)c;
+		t->ncpus = i + 1;
+	}
+	atbi_strv_free(v, nv);
+	return st;
+}
+
 static enum atb_status load_task_doc(struct atbi_ew *w, struct fy_node *root, const char *home,
 				     struct atb_engine_task *t)
 {
 	static const char *const top[] = {"kind", "name", "description", "engine", "model",
 					  "extra_args", "workload", "probes", "search", "metric",
-					  NULL};
+					  "cpus", NULL};
 	static const char *const pkeys[] = {"api", "max_tokens", "prompts", "file", NULL};
 	static const char *const skeys[] = {"flags", NULL};
 	struct fy_node *n;
@@ -887,6 +940,8 @@ static enum atb_status load_task_doc(struct atbi_ew *w, struct fy_node *root, co
 					   t->extra_args[i])))
 			goto out;
 	}
+	if ((st = load_cpus(w, root, t)))
+		goto out;
 	atb_free(scratch);
 	scratch = NULL;
 	if ((st = atbi_ew_str(w, root, "", "metric", 0, &scratch)))
