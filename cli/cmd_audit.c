@@ -53,25 +53,6 @@ static const char usage_text[] =
 	"exit codes: 0 ok; 1 the chain does not verify; 2 bad usage or not a\n"
 	"store; 3 store or i/o failure\n";
 
-static int print_json(json_t *v)
-{
-	char *s;
-
-	if (!v) {
-		fprintf(stderr, "atb audit: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
-	json_decref(v);
-	if (!s) {
-		fprintf(stderr, "atb audit: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	printf("%s\n", s);
-	atb_free(s);
-	return CLI_OK;
-}
-
 static int audit_verify(struct cli_ctx *ctx, int json)
 {
 	struct atb_store *s = NULL;
@@ -102,7 +83,7 @@ static int audit_verify(struct cli_ctx *ctx, int json)
 				json_object_set_new(o, "problem", json_pack("{s:I, s:s, s:s}", "seq",
 					(json_int_t)rep.bad_seq, "copy", rep.bad_copy, "what", rep.problem));
 		}
-		rc = print_json(o);
+		rc = cli_print_json("audit", o);
 		return rc == CLI_OK && !rep.ok ? CLI_CHECK_FAILED : rc;
 	}
 	for (i = 0; i < rep.nnotes; i++)
@@ -138,7 +119,7 @@ static int audit_show(struct cli_ctx *ctx, int64_t since, int json)
 				(json_int_t)e[i].seq, "time", e[i].time, "kind", e[i].kind,
 				"payload", json_loads(e[i].payload, 0, NULL), "prev_hash",
 				e[i].prev_hash, "hash", e[i].hash));
-		rc = print_json(a);
+		rc = cli_print_json("audit", a);
 	} else {
 		for (i = 0; i < n; i++)
 			printf("%" PRId64 " %s %s %s\n", e[i].seq, e[i].time, e[i].kind, e[i].payload);

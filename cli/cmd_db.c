@@ -73,25 +73,6 @@ static const char usage_text[] =
 	"exit codes: 0 ok; 1 check found problems; 2 bad input or refused ingest;\n"
 	"3 store or i/o failure; 4 internal error\n";
 
-static int print_json(json_t *v)
-{
-	char *s;
-
-	if (!v) {
-		fprintf(stderr, "atb db: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
-	json_decref(v);
-	if (!s) {
-		fprintf(stderr, "atb db: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	printf("%s\n", s);
-	atb_free(s);
-	return CLI_OK;
-}
-
 /* ---- init ---- */
 
 static int db_init(struct cli_ctx *ctx, int json)
@@ -112,7 +93,7 @@ static int db_init(struct cli_ctx *ctx, int json)
 		return cli_fail(&err);
 	}
 	if (json)
-		rc = print_json(json_pack("{s:s, s:i, s:I, s:I, s:i}", "store", ctx->db_path,
+		rc = cli_print_json("db", json_pack("{s:s, s:i, s:I, s:I, s:i}", "store", ctx->db_path,
 					  "schema", ATB_STORE_SCHEMA_VERSION, "protocols",
 					  (json_int_t)n, "added", (json_int_t)added,
 					  "current_protocol", current));
@@ -158,7 +139,7 @@ static int db_info(struct cli_ctx *ctx, int json)
 		json_object_set_new(o, "rows", rows);
 		json_object_set_new(o, "protocols", p);
 		json_object_set_new(o, "boxes", b);
-		return print_json(o);
+		return cli_print_json("db", o);
 	}
 	printf("store     %s\nschema    %d\n", ctx->db_path, info.schema_version);
 	printf("rows\n");
@@ -201,7 +182,7 @@ static int db_check(struct cli_ctx *ctx, int json)
 		json_object_set_new(o, "ok", json_boolean(total == 0));
 		json_object_set_new(o, "findings", a);
 		json_object_set_new(o, "total", json_integer((json_int_t)total));
-		rc = print_json(o);
+		rc = cli_print_json("db", o);
 		if (rc == CLI_OK && total)
 			rc = CLI_CHECK_FAILED;
 	} else {
@@ -461,7 +442,7 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 
 		if (st && v)
 			json_object_set_new(v, "reason", json_string(err.msg));
-		rc = print_json(v);
+		rc = cli_print_json("db", v);
 		if (st)
 			rc = cli_exit_code(st);
 	} else if (st) {

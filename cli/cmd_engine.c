@@ -108,15 +108,6 @@ static const char *const type_names[] = {"bool", "int", "float", "enum", "string
 static const char *const render_names[] = {"value", "equals", "switch", "bool_pair", "list",
 					   "json"};
 
-static void print_json(json_t *v)
-{
-	char *s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
-
-	if (s)
-		printf("%s\n", s);
-	free(s);
-}
-
 static json_t *flag_json(const struct atb_engine_flag *f)
 {
 	json_t *o = json_object(), *vals = json_array();
@@ -207,8 +198,7 @@ static int do_show(const char *path, int json)
 			json_object_set_new(v, "probe_max_tokens", json_integer(t->probe_max_tokens));
 			json_object_set_new(v, "search", s);
 		}
-		print_json(v);
-		json_decref(v);
+		cli_print_json("engine", v);
 	} else {
 		print_flags(sp);
 		if (t) {
@@ -247,8 +237,7 @@ static int do_render(const char *path, const char *cand, int port, int json)
 
 		for (i = 0; i < argc; i++)
 			json_array_append_new(a, json_string(argv[i]));
-		print_json(a);
-		json_decref(a);
+		cli_print_json("engine", a);
 	} else {
 		for (i = 0; i < argc; i++)
 			printf("%s\n", argv[i]);
@@ -294,8 +283,7 @@ static int print_outcome(const struct atb_engine_task *t, const struct atb_measu
 			json_object_set_new(v, "mde", jnum(o->mde));
 		}
 		json_object_set_new(v, "run_s", jnum(o->run_s));
-		print_json(v);
-		json_decref(v);
+		cli_print_json("engine", v);
 	} else {
 		printf("%s: %s on %s\n", atb_measure_verdict_name(o->verdict), t->name,
 		       t->spec->name);

@@ -61,25 +61,6 @@ struct opts {
 	int json;
 };
 
-static int print_json(json_t *v)
-{
-	char *s;
-
-	if (!v) {
-		fprintf(stderr, "atb protocol: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
-	json_decref(v);
-	if (!s) {
-		fprintf(stderr, "atb protocol: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	printf("%s\n", s);
-	atb_free(s);
-	return CLI_OK;
-}
-
 /* On failure with --json, the error also goes to stdout as an object. */
 static int fail(const struct opts *o, const struct atb_error *err)
 {
@@ -89,7 +70,7 @@ static int fail(const struct opts *o, const struct atb_error *err)
 				      "line", (int)err->line, "column", (int)err->column,
 				      "field", err->field, "message", err->msg);
 
-		print_json(v);
+		cli_print_json("protocol", v);
 	}
 	return cli_fail(err);
 }
@@ -168,7 +149,7 @@ static int do_show(const struct opts *o)
 		return CLI_INTERNAL;
 	}
 	if (o->json) {
-		rc = print_json(json_pack("{s:b,s:i,s:s,s:s,s:O}", "ok", 1, "version", p->version,
+		rc = cli_print_json("protocol", json_pack("{s:b,s:i,s:s,s:s,s:O}", "ok", 1, "version", p->version,
 					  "digest", p->digest, "file", p->path, "protocol",
 					  doc));
 	} else {
@@ -212,7 +193,7 @@ static int do_digest(const struct opts *o)
 		if (v && version)
 			json_object_set_new(v, "version", json_integer(version));
 		atb_protocol_free(p);
-		return print_json(v);
+		return cli_print_json("protocol", v);
 	}
 	printf("%s  %s\n", digest, file);
 	atb_protocol_free(p);
@@ -245,7 +226,7 @@ static int do_verify(const struct opts *o)
 	}
 	atb_protocol_frozen_free(list, n);
 	if (o->json)
-		return print_json(json_pack("{s:b,s:i,s:o}", "ok", 1, "current", current,
+		return cli_print_json("protocol", json_pack("{s:b,s:i,s:o}", "ok", 1, "current", current,
 					    "versions", arr));
 	return CLI_OK;
 }
@@ -260,7 +241,7 @@ static int do_freeze(const struct opts *o)
 	if (atb_protocol_freeze(o->home, o->file, &version, digest, &err))
 		return fail(o, &err);
 	if (o->json)
-		return print_json(json_pack("{s:b,s:i,s:s,s:s}", "ok", 1, "version", version,
+		return cli_print_json("protocol", json_pack("{s:b,s:i,s:s,s:s}", "ok", 1, "version", version,
 					    "digest", digest, "file", o->file));
 	printf("froze '%s' as protocol version %d (digest %s); it is now current\n", o->file,
 	       version, digest);

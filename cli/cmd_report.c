@@ -75,20 +75,6 @@ static const char usage_text[] =
 	"exit codes: 0 ok; 2 bad usage, no such run, not a store; 3 store or i/o\n"
 	"failure\n";
 
-static int print_json(json_t *v)
-{
-	char *s = v ? json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2)) : NULL;
-
-	json_decref(v);
-	if (!s) {
-		fprintf(stderr, "atb report: out of memory\n");
-		return CLI_RUNTIME;
-	}
-	printf("%s\n", s);
-	atb_free(s);
-	return CLI_OK;
-}
-
 static int write_csv(const struct atb_report *r, const char *path)
 {
 	struct atb_error err;
@@ -287,7 +273,7 @@ static int list_runs(struct atb_store *s, int json)
 	if (json) {
 		if (atb_report_list_json(s, &a, &err))
 			return cli_fail(&err);
-		return print_json(a);
+		return cli_print_json("report", a);
 	}
 	if (atb_report_list_text(s, &text, &err))
 		return cli_fail(&err);
@@ -377,7 +363,7 @@ int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 				rc = cli_fail(&err);
 			} else {
 				engine_json(o, figs, r->niters);
-				rc = print_json(o);
+				rc = cli_print_json("report", o);
 			}
 		} else {
 			char *text = NULL;
