@@ -542,14 +542,20 @@ Test(loadgen, token_timestamps_and_counts_are_right)
 		check_text(r, 6);
 		cr_assert_geq(r->first_token_ns - r->sent_ns, 55000000);
 		cr_assert_eq(r->first_token_ns, r->token_ns[0]);
-		for (j = 1; j < 6; j++)
-			cr_assert_geq(r->token_ns[j] - r->token_ns[j - 1], 20000000,
-				      "gap %zu: %lld ns", j,
-				      (long long)(r->token_ns[j] - r->token_ns[j - 1]));
+		/* Token j leaves the server 60 + 25 j ms after the request: it
+		 * cannot be seen earlier (a timestamp taken too early fails),
+		 * while a busy box can only see it later.  Gaps between
+		 * consecutive tokens are not asserted: a late read of token j
+		 * shortens the next gap (14 ms seen under ASan at load 6). */
+		for (j = 1; j < 6; j++) {
+			cr_assert_geq(r->token_ns[j], r->token_ns[j - 1]);
+			cr_assert_geq(r->token_ns[j] - r->sent_ns, (int64_t)(55 + 25 * j) * 1000000,
+				      "token %zu at %lld ns", j,
+				      (long long)(r->token_ns[j] - r->sent_ns));
+		}
 		cr_assert_geq(r->end_ns, r->token_ns[5]);
 	}
 	cr_assert_geq(s->ttft_ms.median, 55.0);
-	cr_assert_geq(s->tpot_ms.median, 20.0);
 	cr_assert_eq(s->itl_ms.n, 15);
 	cr_assert_eq(s->tokens_out, 18);
 	atb_loadgen_result_free(res);
