@@ -14,7 +14,9 @@
  * backend supplies how to run the reference, an arm and the reuse steps.
  * Does not: run kernels itself or touch a device.
  */
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -382,50 +384,198 @@ double *runner_reduction_bound(const struct atb_runner_job *job, const struct at
 	return bound;
 }
 
+/*
+ * The fast rule (same results, bit for bit, as the plain one element at a
+ * time: tests/unit/u-compare.c holds it to a copy of that loop).  The
+ * elements go in blocks of CMP_BLOCK.  A first pass over a block, branch-
+ * free and typed (no dtype switch, no division), asks one question: is any
+ * element not plainly "within tolerance, finite, and raising neither
+ * maximum"?  When none is, the block changes nothing but what the pass has
+ * already proved, and is done.  Otherwise the block is compared again with
+ * the exact rule (cmp_exact), element by element.  So every NaN, infinity,
+ * bad element and new maximum is judged by the rule itself; the pass only
+ * skips elements for which the rule would change nothing.
+ *
+ * Why a skipped element changes nothing: ad = |g - r| <= cap, cap =
+ * min(max_abs, DBL_MAX), so g - r is finite (had either been NaN or
+ * infinite, so would their difference) and max_abs does not rise; ad <=
+ * atol + rtol |r| + extra, so it passes; and max_rel does not rise:
+ * rounding is monotone and max_rel and ad are doubles, so fl(ad / |r|) >
+ * max_rel implies ad / |r| > max_rel, so ad > max_rel |r|, so ad >=
+ * fl(max_rel |r|), which the pass tests (at r == 0 that product is 0).
+ * Equal int64 elements are 0 apart as doubles too, and the exact rule
+ * skips them.
+ */
+#define CMP_BLOCK 256
+
+/* The rule for one element (r, g its values as doubles, allow its extra). */
+static inline void cmp_exact(struct runner_cmp *c, size_t k, double r, double g, double atol,
+			     double rtol, double allow)
+{
+	double ad, rd;
+	int ok;
+
+	if (isnan(g) && !isnan(r))
+		c->nnan++;
+	if (isnan(r) || isnan(g)) {
+		ok = isnan(r) && isnan(g);
+		ad = rd = 0;
+	} else if (isinf(r) || isinf(g)) {
+		ok = r == g;
+		ad = rd = ok ? 0 : INFINITY;
+	} else {
+		ad = fabs(g - r);
+		rd = r != 0 ? ad / fabs(r) : (ad ? INFINITY : 0);
+		ok = ad <= atol + rtol * fabs(r) + allow;
+	}
+	if (ad > c->max_abs)
+		c->max_abs = ad;
+	if (rd > c->max_rel)
+		c->max_rel = rd;
+	if (!ok) {
+		if (c->first_bad < 0) {
+			c->first_bad = (long long)k;
+			c->bad_ref = r;
+			c->bad_got = g;
+		}
+		c->nbad++;
+	}
+}
+
+/* fp16 as float, exactly (atb_fp16_to_float), from a table built once. */
+static float fp16_table[65536];
+static pthread_once_t fp16_once = PTHREAD_ONCE_INIT;
+
+static void fp16_table_fill(void)
+{
+	uint32_t h;
+
+	for (h = 0; h < 65536; h++)
+		fp16_table[h] = atb_fp16_to_float((uint16_t)h);
+}
+
+/* bf16 is the top half of a float: atb_bf16_to_float, inline. */
+static inline float bf16_float(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline double conv_fp32(float x) { return x; }
+static inline double conv_fp64(double x) { return x; }
+static inline double conv_int32(int32_t x) { return x; }
+static inline double conv_int64(int64_t x) { return (double)x; }
+static inline double conv_fp16(uint16_t x) { return fp16_table[x]; }
+static inline double conv_bf16(uint16_t x) { return bf16_float(x); }
+
+/* max_abs as the pass's bound: no finite element is above DBL_MAX. */
+static inline double cmp_cap(const struct runner_cmp *c)
+{
+	return c->max_abs < DBL_MAX ? c->max_abs : DBL_MAX;
+}
+
+/*
+ * 0 when the element (r, g, its extra allow) is plainly within tolerance,
+ * finite and raises neither maximum (cap = cmp_cap, mr = max_rel, or
+ * smaller), so the exact rule would change nothing; 1 otherwise.  Branch-
+ * free; "+ allow" as the exact rule has it (x + 0 compares as x).
+ */
+static inline int cmp_odd(double r, double g, double cap, double mr, double atol, double rtol,
+			  double allow)
+{
+	double ad = fabs(g - r), ar = fabs(r);
+
+	return (ad > cap) | !(ad <= atol + rtol * ar + allow) | ((ad > 0) & (ad >= mr * ar));
+}
+
+/*
+ * cmp_<name>_plain and cmp_<name>_extra: the blocks of one dtype of element
+ * type T, read as doubles by CONV; ODD(k) the pass's question for element
+ * k (cmp_odd, or for int64 "not equal": equal int64 are skipped by the
+ * rule); EXTRA(k) element k's allowance.  An odd block is gone through
+ * element by element: the exact rule for the elements the same question,
+ * asked with the maxima as they are then, cannot clear.
+ */
+#define CMP_DEFINE(name, T, CONV, ODD, EXTRA)                                              \
+static void name(const void *refp, const void *gotp, size_t n, double atol, double rtol,   \
+		 const double *extra, struct runner_cmp *c)                                \
+{                                                                                         \
+	const T *ref = refp, *got = gotp;                                                   \
+	size_t lo, k;                                                                       \
+                                                                                          \
+	(void)extra;                                                                        \
+	for (lo = 0; lo < n; lo += CMP_BLOCK) {                                             \
+		size_t hi = n - lo < CMP_BLOCK ? n : lo + CMP_BLOCK;                        \
+		double cap = cmp_cap(c), mr = c->max_rel;                                   \
+		int odd = 0;                                                                \
+                                                                                          \
+		(void)cap; /* int64 asks neither */                                         \
+		(void)mr;                                                                   \
+		for (k = lo; k < hi; k++)                                                   \
+			odd |= ODD(CONV, k);                                                \
+		if (!odd)                                                                   \
+			continue;                                                           \
+		for (k = lo; k < hi; k++) {                                                 \
+			cap = cmp_cap(c);                                                   \
+			mr = c->max_rel;                                                    \
+			if (ODD(CONV, k))                                                   \
+				cmp_exact(c, k, CONV(ref[k]), CONV(got[k]), atol, rtol,     \
+					  EXTRA(k));                                        \
+		}                                                                           \
+	}                                                                                   \
+}
+
+#define CMP_NO_EXTRA(k) 0
+#define CMP_EXTRA(k) extra[k]
+#define CMP_ODD_PLAIN(CONV, k) cmp_odd(CONV(ref[k]), CONV(got[k]), cap, mr, atol, rtol, 0)
+#define CMP_ODD_EXTRA(CONV, k) cmp_odd(CONV(ref[k]), CONV(got[k]), cap, mr, atol, rtol, extra[k])
+#define CMP_ODD_EQ(CONV, k) (ref[k] != got[k])
+#define CMP_DEFINE_BOTH(name, T, CONV, ODD_PLAIN, ODD_EXTRA)                               \
+	CMP_DEFINE(cmp_##name##_plain, T, CONV, ODD_PLAIN, CMP_NO_EXTRA)                   \
+	CMP_DEFINE(cmp_##name##_extra, T, CONV, ODD_EXTRA, CMP_EXTRA)
+
+CMP_DEFINE_BOTH(fp32, float, conv_fp32, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
+CMP_DEFINE_BOTH(fp64, double, conv_fp64, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
+CMP_DEFINE_BOTH(int32, int32_t, conv_int32, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
+CMP_DEFINE_BOTH(fp16, uint16_t, conv_fp16, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
+CMP_DEFINE_BOTH(bf16, uint16_t, conv_bf16, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
+CMP_DEFINE_BOTH(int64, int64_t, conv_int64, CMP_ODD_EQ, CMP_ODD_EQ)
+
 void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, size_t n,
 			    double atol, double rtol, const double *extra, struct runner_cmp *c)
 {
-	size_t k;
+	typedef void cmp_fn(const void *, const void *, size_t, double, double, const double *,
+			    struct runner_cmp *);
+	cmp_fn *fn = NULL;
 
 	memset(c, 0, sizeof(*c));
 	c->first_bad = -1;
-	for (k = 0; k < n; k++) {
-		double r, g, ad, rd;
-		int ok;
-
-		/* Equal int64 are equal; unequal ones are compared as doubles, so
-		 * beyond 2^53 an off-by-one can pass (as it always has). */
-		if (d == ATB_DTYPE_INT64 &&
-		    ((const int64_t *)ref)[k] == ((const int64_t *)got)[k])
-			continue;
-		r = runner_elem(ref, d, k);
-		g = runner_elem(got, d, k);
-		if (isnan(g) && !isnan(r))
-			c->nnan++;
-		if (isnan(r) || isnan(g)) {
-			ok = isnan(r) && isnan(g);
-			ad = rd = 0;
-		} else if (isinf(r) || isinf(g)) {
-			ok = r == g;
-			ad = rd = ok ? 0 : INFINITY;
-		} else {
-			ad = fabs(g - r);
-			rd = r != 0 ? ad / fabs(r) : (ad ? INFINITY : 0);
-			ok = ad <= atol + rtol * fabs(r) + (extra ? extra[k] : 0);
-		}
-		if (ad > c->max_abs)
-			c->max_abs = ad;
-		if (rd > c->max_rel)
-			c->max_rel = rd;
-		if (!ok) {
-			if (c->first_bad < 0) {
-				c->first_bad = (long long)k;
-				c->bad_ref = r;
-				c->bad_got = g;
-			}
-			c->nbad++;
-		}
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		fn = extra ? cmp_fp32_extra : cmp_fp32_plain;
+		break;
+	case ATB_DTYPE_FP64:
+		fn = extra ? cmp_fp64_extra : cmp_fp64_plain;
+		break;
+	case ATB_DTYPE_INT32:
+		fn = extra ? cmp_int32_extra : cmp_int32_plain;
+		break;
+	case ATB_DTYPE_INT64:
+		fn = extra ? cmp_int64_extra : cmp_int64_plain;
+		break;
+	case ATB_DTYPE_FP16:
+		pthread_once(&fp16_once, fp16_table_fill);
+		fn = extra ? cmp_fp16_extra : cmp_fp16_plain;
+		break;
+	case ATB_DTYPE_BF16:
+		fn = extra ? cmp_bf16_extra : cmp_bf16_plain;
+		break;
 	}
+	if (fn)
+		fn(ref, got, n, atol, rtol, extra, c);
 }
 
 void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,

@@ -385,7 +385,8 @@ Test(compare, max_rel_ties_and_tiny_references_are_bit_identical)
 			expect_same(p.ref, p.got, ATB_DTYPE_FP64, n, 0, 1e-5, NULL, "ties");
 			expect_same(p.ref, p.got, ATB_DTYPE_FP64, n, 1e-3, 1e-5, p.extra, "ties");
 			for (k = 0; k < n; k++) {
-				((float *)p.ref)[k] = (float)((double *)p.ref)[k]  /* k/2 < k: read before overwritten */;
+				/* in place: float k lies in double k/2, already read */
+				((float *)p.ref)[k] = (float)((double *)p.ref)[k];
 				((float *)p.got)[k] = (float)(((float *)p.ref)[k] * (1 + 1e-6 *
 								(1 + (double)(k % 5) * 0x1p-23)));
 			}
@@ -467,4 +468,49 @@ Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
 		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "all bad");
 	}
 	pair_free(&p);
+}
+
+/*
+ * The hardest max_rel case for a rule that skips the division: a second
+ * element whose quotient rounds above the maximum so far, while that
+ * maximum times its |ref| rounds to exactly its |got - ref| (the product
+ * rounded up).  The first element's quotient is exact (ref a power of two,
+ * the difference a multiple of its ulp), so the maximum is known to the
+ * bit; every element passes, so only max_rel can tell.
+ */
+Test(compare, a_quotient_just_above_the_maximum_is_seen)
+{
+	double cur = round(0.1 * 0x1p52) * 0x1p-52, *ref, *got;
+	size_t n = 5003, k;
+	unsigned found = 0, tries;
+
+	rng_state = 5;
+	ref = atb_calloc(n, sizeof(*ref));
+	got = atb_calloc(n, sizeof(*got));
+	cr_assert(ref && got);
+	for (k = 0; k < n; k++)
+		ref[k] = got[k] = 1;
+	ref[0] = 0x1p10;
+	got[0] = ref[0] + cur * ref[0];
+	cr_assert_eq(fabs(got[0] - ref[0]) / ref[0], cur);
+	/* far from the first (a later block of any blocked rule) */
+	for (tries = 0; tries < 100000 && found < 50; tries++) {
+		double r = 1 + unif() * 0.5, ad = cur * r, g = r + ad;
+		struct runner_cmp c;
+
+		if (g - r != ad || !(ad / r > cur))
+			continue;
+		found++;
+		k = n - 1 - found % 3;
+		ref[k] = r;
+		got[k] = g;
+		expect_same(ref, got, ATB_DTYPE_FP64, n, 200, 0, NULL, "just above");
+		runner_compare(ref, got, ATB_DTYPE_FP64, n, 200, 0, &c);
+		cr_assert_eq(c.max_rel, ad / r);
+		cr_assert_eq(c.nbad, 0);
+		ref[k] = got[k] = 1;
+	}
+	atb_free(ref);
+	atb_free(got);
+	cr_assert_gt(found, 0, "no such pair found: the test proves nothing");
 }
