@@ -150,17 +150,25 @@ static int by_paired_desc(const void *a, const void *b)
 	return (x->s[0] + x->s[1] < y->s[0] + y->s[1]) - (x->s[0] + x->s[1] > y->s[0] + y->s[1]);
 }
 
-static void print_phases(const char *log, const char *task)
+/*
+ * Print a task's phases; returns the seconds its runners spent starting
+ * (phases "interpreter" and "imports", both sides): a cost per runner
+ * process that no task size changes.
+ */
+static double print_phases(const char *log, const char *task)
 {
 	struct phase ph[MAX_PHASES];
-	double wall[2];
+	double wall[2], start_s = 0;
 	int partial;
 	size_t n = task_phases(log, task, ph, wall, &partial), i;
 
 	if (!n) {
 		printf("  phases: none logged (not a torch task, or its runner did not finish)\n");
-		return;
+		return 0;
 	}
+	for (i = 0; i < n; i++)
+		if (!strcmp(ph[i].name, "interpreter") || !strcmp(ph[i].name, "imports"))
+			start_s += ph[i].s[0] + ph[i].s[1];
 	qsort(ph, n, sizeof(ph[0]), by_paired_desc);
 	printf("  %-18s %10s %10s   (runner wall: paired %.2f s, alone %.2f s%s)\n", "phase",
 	       "paired_s", "alone_s", wall[0], wall[1],
@@ -168,6 +176,7 @@ static void print_phases(const char *log, const char *task)
 		       : "");
 	for (i = 0; i < n; i++)
 		printf("  %-18s %10.3f %10.3f\n", ph[i].name, ph[i].s[0], ph[i].s[1]);
+	return start_s;
 }
 
 int main(int argc, char **argv)
@@ -178,7 +187,7 @@ int main(int argc, char **argv)
 	char dir[] = "/tmp/bench-suite-XXXXXX", db[600], suite[4096], cands[4096], log[600];
 	const char *home = atb_home();
 	int64_t t0, t1, nsamples = 0;
-	double wall_s, inside_s;
+	double wall_s, inside_s, start_s = 0;
 	size_t i;
 	int a;
 
@@ -251,7 +260,7 @@ int main(int argc, char **argv)
 			snprintf(vc, sizeof(vc), "n/a");
 		printf("%-32s %-14s %9.4f %9.2f %9.3f %8s %-6s %s\n", w->task, w->outcome,
 		       w->speedup, w->wall_s, t_s, ratio, w->inputs_on[0] ? w->inputs_on : "?", vc);
-		print_phases(log, w->task);
+		start_s += print_phases(log, w->task);
 	}
 	printf("tasks (verdicts)          %zu\n", rep.nrows);
 	printf("suite wall time           %.2f s\n", wall_s);
@@ -262,6 +271,13 @@ int main(int argc, char **argv)
 		printf("ratio wall / timed        %.2f (target <= 5)\n", wall_s / inside_s);
 	else
 		printf("ratio wall / timed        not measured (no admitted sample)\n");
+	/* What the ratio would be if a runner cost nothing to start: the part
+	   of the overhead that input size, correctness and timing drive. */
+	printf("runner start (interpreter + imports, both runners) %.2f s", start_s);
+	if (inside_s > 0 && start_s > 0)
+		printf("; ratio without it %.2f\n", (wall_s - start_s) / inside_s);
+	else
+		printf("\n");
 	{
 		size_t on = 0, known = 0;
 

@@ -1157,6 +1157,9 @@ static json_t *phases_json(struct trt *rt)
 	json_object_foreach(s, k, v)
 		sum += json_number_value(v);
 	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));
+	/* the drift side: atb measure's alone runner (its twin in the
+	   candidate's slot, nothing checked) or a one-arm job */
+	alone = job->skip_correctness;
 	for (i = 0; i < job->narms; i++)
 		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
 			 (job->narms == 1 && i == job->reference);
