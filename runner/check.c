@@ -391,10 +391,12 @@ double *runner_reduction_bound(const struct atb_runner_job *job, const struct at
  * free and typed (no dtype switch, no division), asks one question: is any
  * element not plainly "within tolerance, finite, and raising neither
  * maximum"?  When none is, the block changes nothing but what the pass has
- * already proved, and is done.  Otherwise the block is compared again with
- * the exact rule (cmp_exact), element by element.  So every NaN, infinity,
- * bad element and new maximum is judged by the rule itself; the pass only
- * skips elements for which the rule would change nothing.
+ * already proved, and is done.  Otherwise the block is gone through element
+ * by element, and each element that fails the same question (asked with
+ * the maxima as they are then) takes the exact rule (cmp_exact, the old
+ * loop's body).  So every NaN, infinity, bad element and new maximum is
+ * judged by the rule itself, in element order; the pass only skips elements
+ * for which the rule would change nothing.
  *
  * Why a skipped element changes nothing: ad = |g - r| <= cap, cap =
  * min(max_abs, DBL_MAX), so g - r is finite (had either been NaN or
@@ -402,11 +404,12 @@ double *runner_reduction_bound(const struct atb_runner_job *job, const struct at
  * atol + rtol |r| + extra, so it passes; and max_rel does not rise:
  * rounding is monotone and max_rel and ad are doubles, so fl(ad / |r|) >
  * max_rel implies ad / |r| > max_rel, so ad > max_rel |r|, so ad >=
- * fl(max_rel |r|), which the pass tests (at r == 0 that product is 0).
- * Equal int64 elements are 0 apart as doubles too, and the exact rule
- * skips them.
+ * fl(max_rel |r|), which the pass tests (at r == 0 that product is 0; when
+ * max_rel is infinite it is NaN or infinite, and nothing can raise it).
+ * int64 asks only "equal?": the rule skips equal int64 elements, and
+ * unequal ones always take the exact rule.
  */
-#define CMP_BLOCK 256
+#define CMP_BLOCK 32
 
 /* The rule for one element (r, g its values as doubles, allow its extra). */
 static inline void cmp_exact(struct runner_cmp *c, size_t k, double r, double g, double atol,
@@ -544,38 +547,29 @@ CMP_DEFINE_BOTH(fp16, uint16_t, conv_fp16, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
 CMP_DEFINE_BOTH(bf16, uint16_t, conv_bf16, CMP_ODD_PLAIN, CMP_ODD_EXTRA)
 CMP_DEFINE_BOTH(int64, int64_t, conv_int64, CMP_ODD_EQ, CMP_ODD_EQ)
 
+typedef void cmp_fn(const void *ref, const void *got, size_t n, double atol, double rtol,
+		    const double *extra, struct runner_cmp *c);
+
+/* Per dtype: without extra, with extra. */
+static cmp_fn *const cmp_fns[][2] = {
+	[ATB_DTYPE_FP32] = {cmp_fp32_plain, cmp_fp32_extra},
+	[ATB_DTYPE_FP64] = {cmp_fp64_plain, cmp_fp64_extra},
+	[ATB_DTYPE_INT32] = {cmp_int32_plain, cmp_int32_extra},
+	[ATB_DTYPE_INT64] = {cmp_int64_plain, cmp_int64_extra},
+	[ATB_DTYPE_FP16] = {cmp_fp16_plain, cmp_fp16_extra},
+	[ATB_DTYPE_BF16] = {cmp_bf16_plain, cmp_bf16_extra},
+};
+
 void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, size_t n,
 			    double atol, double rtol, const double *extra, struct runner_cmp *c)
 {
-	typedef void cmp_fn(const void *, const void *, size_t, double, double, const double *,
-			    struct runner_cmp *);
-	cmp_fn *fn = NULL;
-
 	memset(c, 0, sizeof(*c));
 	c->first_bad = -1;
-	switch (d) {
-	case ATB_DTYPE_FP32:
-		fn = extra ? cmp_fp32_extra : cmp_fp32_plain;
-		break;
-	case ATB_DTYPE_FP64:
-		fn = extra ? cmp_fp64_extra : cmp_fp64_plain;
-		break;
-	case ATB_DTYPE_INT32:
-		fn = extra ? cmp_int32_extra : cmp_int32_plain;
-		break;
-	case ATB_DTYPE_INT64:
-		fn = extra ? cmp_int64_extra : cmp_int64_plain;
-		break;
-	case ATB_DTYPE_FP16:
+	if ((size_t)d >= sizeof(cmp_fns) / sizeof(cmp_fns[0]))
+		return;
+	if (d == ATB_DTYPE_FP16)
 		pthread_once(&fp16_once, fp16_table_fill);
-		fn = extra ? cmp_fp16_extra : cmp_fp16_plain;
-		break;
-	case ATB_DTYPE_BF16:
-		fn = extra ? cmp_bf16_extra : cmp_bf16_plain;
-		break;
-	}
-	if (fn)
-		fn(ref, got, n, atol, rtol, extra, c);
+	cmp_fns[d][extra != NULL](ref, got, n, atol, rtol, extra, c);
 }
 
 void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,

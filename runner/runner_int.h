@@ -187,7 +187,15 @@ void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n
 
 /*
  * As runner_compare, with extra[k] (when not NULL) added to element k's
- * allowance: |got - ref| <= atol + rtol * |ref| + extra[k].
+ * allowance: |got - ref| <= atol + rtol * |ref| + extra[k].  *c is filled
+ * in full (max_abs, max_rel: the largest over elements, NaN elements as 0,
+ * unequal infinities as infinity; first_bad with its ref and got, nbad,
+ * nnan: a NaN got where ref is not NaN).  The results are bit-identical to
+ * the plain loop kept as the oracle in tests/unit/compare-oracle.h
+ * (u-compare holds it to that); only the time differs.  Reads ref, got
+ * and extra and writes only *c: safe to call from several threads at once
+ * on any ranges (compare_parallel in torch.c does).  An unknown d compares
+ * nothing (*c as for n = 0).
  */
 void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, size_t n,
 			    double atol, double rtol, const double *extra, struct runner_cmp *c);

@@ -150,28 +150,20 @@ static size_t specials(enum atb_dtype d, const uint64_t **out)
 		0x8000000000000000ull, 0x8000000000000001ull, 1000,
 	};
 
-	switch (d) {
-	case ATB_DTYPE_FP32:
-		*out = f32;
-		return sizeof(f32) / sizeof(f32[0]);
-	case ATB_DTYPE_FP64:
-		*out = f64;
-		return sizeof(f64) / sizeof(f64[0]);
-	case ATB_DTYPE_FP16:
-		*out = f16;
-		return sizeof(f16) / sizeof(f16[0]);
-	case ATB_DTYPE_BF16:
-		*out = b16;
-		return sizeof(b16) / sizeof(b16[0]);
-	case ATB_DTYPE_INT32:
-		*out = i32;
-		return sizeof(i32) / sizeof(i32[0]);
-	case ATB_DTYPE_INT64:
-		*out = i64;
-		return sizeof(i64) / sizeof(i64[0]);
-	}
-	*out = NULL;
-	return 0;
+	static const struct {
+		const uint64_t *v;
+		size_t n;
+	} tab[] = {
+		[ATB_DTYPE_FP32] = {f32, sizeof(f32) / sizeof(f32[0])},
+		[ATB_DTYPE_FP64] = {f64, sizeof(f64) / sizeof(f64[0])},
+		[ATB_DTYPE_FP16] = {f16, sizeof(f16) / sizeof(f16[0])},
+		[ATB_DTYPE_BF16] = {b16, sizeof(b16) / sizeof(b16[0])},
+		[ATB_DTYPE_INT32] = {i32, sizeof(i32) / sizeof(i32[0])},
+		[ATB_DTYPE_INT64] = {i64, sizeof(i64) / sizeof(i64[0])},
+	};
+
+	*out = tab[d].v;
+	return tab[d].n;
 }
 
 /* A value of a random scale and sign, as a test's outputs have. */
