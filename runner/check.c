@@ -410,6 +410,8 @@ double *runner_reduction_bound(const struct atb_runner_job *job, const struct at
  * unequal ones always take the exact rule.
  */
 #define CMP_BLOCK 32
+/* Inlined in every build: a Debug build's calls per element cost more than the rule. */
+#define CMP_INLINE static inline __attribute__((always_inline))
 
 /* The rule for one element (r, g its values as doubles, allow its extra). */
 static inline void cmp_exact(struct runner_cmp *c, size_t k, double r, double g, double atol,
@@ -458,7 +460,7 @@ static void fp16_table_fill(void)
 }
 
 /* bf16 is the top half of a float: atb_bf16_to_float, inline. */
-static inline float bf16_float(uint16_t h)
+CMP_INLINE float bf16_float(uint16_t h)
 {
 	uint32_t u = (uint32_t)h << 16;
 	float f;
@@ -467,15 +469,15 @@ static inline float bf16_float(uint16_t h)
 	return f;
 }
 
-static inline double conv_fp32(float x) { return x; }
-static inline double conv_fp64(double x) { return x; }
-static inline double conv_int32(int32_t x) { return x; }
-static inline double conv_int64(int64_t x) { return (double)x; }
-static inline double conv_fp16(uint16_t x) { return fp16_table[x]; }
-static inline double conv_bf16(uint16_t x) { return bf16_float(x); }
+CMP_INLINE double conv_fp32(float x) { return x; }
+CMP_INLINE double conv_fp64(double x) { return x; }
+CMP_INLINE double conv_int32(int32_t x) { return x; }
+CMP_INLINE double conv_int64(int64_t x) { return (double)x; }
+CMP_INLINE double conv_fp16(uint16_t x) { return fp16_table[x]; }
+CMP_INLINE double conv_bf16(uint16_t x) { return bf16_float(x); }
 
 /* max_abs as the pass's bound: no finite element is above DBL_MAX. */
-static inline double cmp_cap(const struct runner_cmp *c)
+CMP_INLINE double cmp_cap(const struct runner_cmp *c)
 {
 	return c->max_abs < DBL_MAX ? c->max_abs : DBL_MAX;
 }
@@ -486,7 +488,7 @@ static inline double cmp_cap(const struct runner_cmp *c)
  * smaller), so the exact rule would change nothing; 1 otherwise.  Branch-
  * free; "+ allow" as the exact rule has it (x + 0 compares as x).
  */
-static inline int cmp_odd(double r, double g, double cap, double mr, double atol, double rtol,
+CMP_INLINE int cmp_odd(double r, double g, double cap, double mr, double atol, double rtol,
 			  double allow)
 {
 	double ad = fabs(g - r), ar = fabs(r);
