@@ -2,8 +2,10 @@
 /*
  * Cost of the runner's output comparison (runner_compare, runner/check.c,
  * PROTO: correctness.tolerances) per dtype over N elements (default 2^26),
- * in two cases: every element within tolerance (an honest candidate: most
- * elements a few ulps off, the rest equal) and 1% of the elements bad.
+ * in three cases: "copy" (got is ref, bit for bit: a candidate that runs
+ * the reference's kernel), "pass" (every element within tolerance: an
+ * honest candidate, most elements a few ulps off, the rest equal) and
+ * "1% bad".
  * Each is timed as the best of 5 against a reference measured in the same
  * run: a plain loop that reads both arrays and sums |got - ref| (the
  * memory-bound floor of the same data; for fp16 and bf16 on the bit
@@ -164,8 +166,12 @@ static void fill(void *ref, void *got, enum atb_dtype d, size_t n, unsigned bad_
 
 static int bench_dtype(enum atb_dtype d, size_t n)
 {
-	static const unsigned bad_pcts[] = {0, 1};
-	size_t es = atb_dtype_size(d), bi;
+	static const struct {
+		const char *name;
+		unsigned bad_pct;
+		int copy;
+	} cases[] = {{"copy", 0, 1}, {"pass", 0, 0}, {"1% bad", 1, 0}};
+	size_t es = atb_dtype_size(d), ci;
 	void *ref = atb_malloc(n * es), *got = atb_malloc(n * es);
 	/* the protocol's kind of tolerance for the dtype */
 	double tol = d == ATB_DTYPE_FP16 || d == ATB_DTYPE_BF16 ? 1e-2
@@ -177,17 +183,19 @@ static int bench_dtype(enum atb_dtype d, size_t n)
 		atb_free(got);
 		return 1;
 	}
-	for (bi = 0; bi < sizeof(bad_pcts) / sizeof(bad_pcts[0]); bi++) {
+	for (ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
 		struct runner_cmp old_c, new_c;
 		double fl, o, nw;
 
-		fill(ref, got, d, n, bad_pcts[bi]);
+		fill(ref, got, d, n, cases[ci].bad_pct);
+		if (cases[ci].copy)
+			memcpy(got, ref, n * es);
 		fl = best_ns(FLOOR_LOOP, ref, got, d, n, tol, tol, NULL);
 		o = best_ns(OLD_RULE, ref, got, d, n, tol, tol, &old_c);
 		nw = best_ns(NEW_RULE, ref, got, d, n, tol, tol, &new_c);
-		printf("%-5s %3u%% bad  floor %6.3f ns/el   old %6.3f ns/el (%5.2fx floor)   "
+		printf("%-5s %-6s  floor %6.3f ns/el   old %6.3f ns/el (%5.2fx floor)   "
 		       "new %6.3f ns/el (%5.2fx floor)   old/new %5.2f   same: %s (nbad %zu)\n",
-		       atb_dtype_name(d), bad_pcts[bi], fl / (double)n, o / (double)n, o / fl,
+		       atb_dtype_name(d), cases[ci].name, fl / (double)n, o / (double)n, o / fl,
 		       nw / (double)n, nw / fl, o / nw,
 		       memcmp(&old_c, &new_c, sizeof(old_c)) ? "NO" : "yes", new_c.nbad);
 		fflush(stdout);

@@ -166,6 +166,15 @@ static size_t specials(enum atb_dtype d, const uint64_t **out)
 	return tab[d].n;
 }
 
+/* A NaN of dtype d (for integers: an ordinary value). */
+static uint64_t specials_nan(enum atb_dtype d)
+{
+	const uint64_t *sp;
+	size_t ns = specials(d, &sp);
+
+	return atb_dtype_is_real(d) ? sp[13] : sp[ns - 1];
+}
+
 /* A value of a random scale and sign, as a test's outputs have. */
 static double draw(enum atb_dtype d)
 {
@@ -436,7 +445,7 @@ Test(compare, the_oracle_is_the_rule)
  * tolerance, one bad element at the very end, every element bad. */
 Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
 {
-	size_t n = 100003, di, k;
+	size_t n = 100003, di, k, ti;
 	struct pair p;
 
 	rng_state = 4;
@@ -449,6 +458,16 @@ Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
 		memcpy(p.got, p.ref, n * es);
 		fill_extra(p.extra, n);
 		expect_same(p.ref, p.got, d, n, 0, 0, NULL, "all equal");
+		/* equal bytes are not always a pass: a negative atol, or an
+		 * infinite rtol at a zero reference, fails equal elements */
+		put(p.ref, d, 5000, 0.0);
+		put_raw(p.ref, d, 7000, specials_nan(d));
+		memcpy(p.got, p.ref, n * es);
+		for (ti = 0; ti < NTOLS; ti++) {
+			expect_same(p.ref, p.got, d, n, tols[ti][0], tols[ti][1], NULL, "all equal");
+			expect_same(p.ref, p.got, d, n, tols[ti][0], tols[ti][1], p.extra,
+				    "all equal");
+		}
 		for (k = 0; k < n; k++)
 			put(p.got, d, k, oracle_elem(p.ref, d, k) * (1 + 1e-6));
 		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "all within");
