@@ -8,16 +8,22 @@
 #   null  the default configuration against itself (a null A/B: every
 #         spread of its per-seed ratios is the box's, none the engine's);
 #   spec  n-gram speculation (ngram-simple, n=3, m=16) against the default.
-# Isolation: "none" (engine and atb share both CPUs with everyone else) or
-# "split" (the task's `cpus: [1]` pins every engine to CPU 1 with
-# sched_setaffinity before exec; atb itself runs under `taskset -c 0`).
+# Isolation (PINS): "none" (engine and atb share both CPUs with everyone
+# else); "split" (the task's `cpus: [1]` pins every engine to CPU 1 with
+# sched_setaffinity before exec; atb itself runs under `taskset -c 0`);
+# "nice" (atb under `nice -n -15`, which its engines inherit: both ahead of
+# the box's other work in the scheduler; needs root, else not measured);
+# "split-nice" (both).
 #
 # Printed per A/B: the verdict, the cv of the per-seed requests/s ratios of
 # every attempt (the first run and the noise re-runs, which atb makes while
 # the cv is over the protocol's stats.cv_cap), the geometric mean of the first
 # run's ratios and how many of them are above 1, the spread of the engine's
 # speed WITHIN an arm (median over the first run's arms of the cv of the
-# measured requests' end-to-end latencies), the A/B's wall time and the load
+# measured requests' end-to-end latencies, and their lag-1 autocorrelation:
+# near 0, request-to-request jitter that more requests average out; near 1,
+# stretches of fast and slow seconds that they do not), the A/B's wall time
+# and the load
 # average (`uptime`) before and after.  Then per configuration the ratio of
 # the spec A/B's first-run cv to the null A/B's from the same run: about 1
 # means the box's noise, not the candidate, sets the cv.
@@ -43,7 +49,19 @@ if [ -n "$ENGINE_MISSING" ]; then
 	exit 0
 fi
 [ -x "$ATB" ] || { echo "bench-engine-noise: no atb binary at $ATB" >&2; exit 2; }
-[ "$(nproc)" -ge 2 ] || PINS=none
+can_split=$([ "$(nproc)" -ge 2 ] && echo y || true)
+can_nice=$(nice -n -15 true 2>/dev/null && echo y || true)
+modes=
+for pin in $PINS; do
+	case $pin in
+	split*) [ -n "$can_split" ] || { echo "pin $pin: not measured: one CPU"; continue; } ;;
+	esac
+	case $pin in
+	*nice) [ -n "$can_nice" ] || { echo "pin $pin: not measured: nice -15 refused"; continue; } ;;
+	esac
+	modes="$modes $pin"
+done
+PINS=$modes
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/atb-enoise.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -59,7 +77,7 @@ make_task() { # REQUESTS PIN -> path
 	mkdir -p "$d"
 	cp "$src/tasks/$TASK"/* "$d"/
 	sed -i "s/^  requests: .*/  requests: $1/; s/^name: .*/name: $TASK-r$1-$2/" "$d/engine.yaml"
-	[ "$2" = split ] && printf 'cpus: [1]\n' >>"$d/engine.yaml"
+	case $2 in split*) printf 'cpus: [1]\n' >>"$d/engine.yaml" ;; esac
 	echo "$d/engine.yaml"
 }
 
@@ -81,7 +99,7 @@ first = d["reruns"][0]["replaced"] if d.get("reruns") else d["per_seed"]
 b = {p["seed"]: p["requests_per_s"] for p in first if p["arm"] == "baseline"}
 r = [p["requests_per_s"] / b[p["seed"]] for p in first if p["arm"] == "candidate"]
 gm = math.exp(sum(map(math.log, r)) / len(r))
-within = []
+within, lag1 = [], []
 for arm in sorted(os.listdir(wd)):
     if "rerun" in arm:
         continue
@@ -91,10 +109,15 @@ for arm in sorted(os.listdir(wd)):
         if not x.get("warmup") and x.get("failure") == "ok":
             e2e.append((x["end_ns"] - x["sent_ns"]) / 1e6)
     if len(e2e) > 1:
-        within.append(st.pstdev(e2e) / st.mean(e2e))
-print("%-8s %s %-28s gm1 %.3f above1 %d/%d within-arm cv %.3f" % (
+        m, v = st.mean(e2e), st.pvariance(e2e)
+        within.append(math.sqrt(v) / m)
+        if len(e2e) > 2 and v > 0:
+            lag1.append(sum((a - m) * (b - m) for a, b in zip(e2e, e2e[1:])) /
+                        (v * len(e2e)))
+print("%-8s %s %-20s gm1 %.3f above1 %d/%d within-arm cv %.3f lag1 %s" % (
     o["verdict"], "cv/attempt", " ".join("%.3f" % c for c in cvs), gm,
-    sum(x > 1 for x in r), len(r), st.median(within)))
+    sum(x > 1 for x in r), len(r), st.median(within),
+    "%.2f" % st.median(lag1) if lag1 else "-"))
 print("CV1 %.6f" % cvs[0], file=sys.stderr)
 PY
 }
@@ -105,7 +128,8 @@ for n in $REQS; do
 	for pin in $PINS; do
 		task=$(make_task "$n" "$pin")
 		pre=()
-		[ "$pin" = split ] && pre=(taskset -c 0)
+		case $pin in split*) pre=(taskset -c 0) ;; esac
+		case $pin in *nice) pre=(nice -n -15 "${pre[@]}") ;; esac
 		declare -A cv1=()
 		for arm in $ARMS; do
 			cand=default
@@ -118,18 +142,18 @@ for n in $REQS; do
 				--seeds "$SEEDS" --work-dir "$wd" --json >"$tmp/ab.json" 2>"$tmp/ab.err" || true
 			t1=$(date +%s.%N)
 			if ! jq -e .verdict "$tmp/ab.json" >/dev/null 2>&1; then
-				printf 'requests %4s pin %-5s %-4s: failed: %s\n' "$n" "$pin" "$arm" \
+				printf 'requests %4s pin %-10s %-4s: failed: %s\n' "$n" "$pin" "$arm" \
 					"$(tail -c 300 "$tmp/ab.err" | tr '\n' ' ')"
 				continue
 			fi
 			line=$(analyse "$tmp/ab.json" "$tmp/atb.db" "$wd" 2>"$tmp/cv1")
 			cv1[$arm]=$(sed -n 's/^CV1 //p' "$tmp/cv1")
-			printf 'requests %4s pin %-5s %-4s: %s; %.0f s; load %s -> %s\n' "$n" "$pin" \
+			printf 'requests %4s pin %-10s %-4s: %s; %.0f s; load %s -> %s\n' "$n" "$pin" \
 				"$arm" "$line" "$(echo "$t1 - $t0" | bc)" "$l0" "$(load1)"
 			rm -rf "$wd"
 		done
 		if [ -n "${cv1[null]:-}" ] && [ -n "${cv1[spec]:-}" ]; then
-			printf 'requests %4s pin %-5s first-run cv spec/null: %.2f\n' "$n" "$pin" \
+			printf 'requests %4s pin %-10s first-run cv spec/null: %.2f\n' "$n" "$pin" \
 				"$(echo "${cv1[spec]} / ${cv1[null]}" | bc -l)"
 		fi
 		unset cv1
