@@ -42,14 +42,15 @@ expect_exit() {
 	fi
 }
 
-# expect_exit_past_box WANT atb measure --json ...: expect_exit, but a
-# first run the box refused (exit 2, gate baseline_drift or noise: the load
-# of a shared machine, not the candidate) gets one more try.  Needs jq.
+# expect_exit_past_box WANT atb measure|engine ab --json ...: expect_exit,
+# but a first run the box refused (exit 2, gate baseline_drift, noise or
+# client_lag: the load of a shared machine, not the candidate) gets one
+# more try.  Needs jq.
 expect_exit_past_box() {
 	local want=$1 got; shift
 	"$@" >"$TRASH/out" 2>"$TRASH/err" && got=0 || got=$?
 	if [ "$got" = 2 ] && [ "$want" != 2 ] &&
-		jq -e '.gate == "baseline_drift" or .gate == "noise"' "$TRASH/out" >/dev/null 2>&1; then
+		jq -e '.gate == "baseline_drift" or .gate == "noise" or .gate == "client_lag"' "$TRASH/out" >/dev/null 2>&1; then
 		echo "# first try refused by the box: $(jq -r .reason "$TRASH/out")"
 		expect_exit "$want" "$@"
 		return

@@ -29,7 +29,7 @@ output_equivalence|truncate=2|stops early
 output_equivalence|pad=2|pads:
 output_equivalence|alter=true|text differs at byte
 engine_start|bad_flag=true|exited with status 2 at start: usage:
-engine_start|never_ready=true|engine not ready after 3 s
+engine_start|never_ready=true|engine not ready after 10 s
 engine_died|die_after=20|exited with status 3: double: listening on 127.0.0.1:
 engine_died|die_after=20|fatal: simulated crash after 20 requests
 engine_errors|fail_500=true|failed (http 500)
@@ -67,7 +67,9 @@ if command -v sqlite3 >/dev/null; then
 fi
 
 test_expect "an honest lossless 2x decode speed-up is admitted with CIs" '
-	"$ATB" --db atb.db --json engine ab "$TASK" --candidate speedup=2.0 --seeds 8 --work-dir . >j &&
+	# a refusal by the box (noise: a loaded shared machine) gets one more try
+	expect_exit_past_box 0 "$ATB" --db atb.db --json engine ab "$TASK" --candidate speedup=2.0 \
+		--seeds 8 --work-dir . && cp "$TRASH/out" j &&
 	python3 -c "
 import json; d=json.load(open(\"j\"))
 assert d[\"verdict\"]==\"admitted\", d
