@@ -494,7 +494,7 @@ CMP_INLINE double cmp_cap(const struct runner_cmp *c)
  * free; "+ allow" as the exact rule has it (x + 0 compares as x).
  */
 CMP_INLINE int cmp_odd(double r, double g, double cap, double mr, double atol, double rtol,
-			  double allow)
+		       double allow)
 {
 	double ad = fabs(g - r), ar = fabs(r);
 

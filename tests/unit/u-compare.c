@@ -269,6 +269,18 @@ static void expect_same(const void *ref, const void *got, enum atb_dtype d, size
 	cr_assert(!memcmp(&want, &have, sizeof(want)), "%s: runner_compare differs", what);
 }
 
+/* expect_same under every tolerance pair, without extra and with it. */
+static void expect_same_all_tols(const void *ref, const void *got, enum atb_dtype d, size_t n,
+				 const double *extra, const char *what)
+{
+	size_t ti;
+
+	for (ti = 0; ti < NTOLS; ti++) {
+		expect_same(ref, got, d, n, tols[ti][0], tols[ti][1], NULL, what);
+		expect_same(ref, got, d, n, tols[ti][0], tols[ti][1], extra, what);
+	}
+}
+
 struct pair {
 	void *ref, *got;
 	double *extra;
@@ -294,7 +306,7 @@ Test(compare, random_data_with_planted_differences_is_bit_identical)
 {
 	static const unsigned plants[] = {0, 1, 10, 50};
 	struct pair p;
-	size_t di, si, ti, pi, rep;
+	size_t di, si, pi, rep;
 
 	rng_state = 1;
 	pair_alloc(&p, 4099);
@@ -304,13 +316,8 @@ Test(compare, random_data_with_planted_differences_is_bit_identical)
 				for (rep = 0; rep < 2; rep++) {
 					fill(p.ref, p.got, dtypes[di], sizes[si], plants[pi]);
 					fill_extra(p.extra, sizes[si]);
-					for (ti = 0; ti < NTOLS; ti++) {
-						expect_same(p.ref, p.got, dtypes[di], sizes[si],
-							    tols[ti][0], tols[ti][1], NULL, "random");
-						expect_same(p.ref, p.got, dtypes[di], sizes[si],
-							    tols[ti][0], tols[ti][1], p.extra,
-							    "random");
-					}
+					expect_same_all_tols(p.ref, p.got, dtypes[di], sizes[si],
+							     p.extra, "random");
 				}
 	pair_free(&p);
 }
@@ -321,7 +328,7 @@ Test(compare, each_special_against_each_special_is_bit_identical)
 {
 	static const size_t lens[] = {1, 6, 67, 300};
 	struct pair p;
-	size_t di, li, a, b, ti;
+	size_t di, li, a, b;
 
 	rng_state = 2;
 	pair_alloc(&p, 300);
@@ -341,12 +348,8 @@ Test(compare, each_special_against_each_special_is_bit_identical)
 					put_raw(p.ref, dtypes[di], at, sp[a]);
 					put_raw(p.got, dtypes[di], at, sp[b]);
 					fill_extra(p.extra, n);
-					for (ti = 0; ti < NTOLS; ti++) {
-						expect_same(p.ref, p.got, dtypes[di], n, tols[ti][0],
-							    tols[ti][1], NULL, "special");
-						expect_same(p.ref, p.got, dtypes[di], n, tols[ti][0],
-							    tols[ti][1], p.extra, "special");
-					}
+					expect_same_all_tols(p.ref, p.got, dtypes[di], n, p.extra,
+							     "special");
 				}
 		}
 	}
@@ -445,7 +448,7 @@ Test(compare, the_oracle_is_the_rule)
  * tolerance, one bad element at the very end, every element bad. */
 Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
 {
-	size_t n = 100003, di, k, ti;
+	size_t n = 100003, di, k;
 	struct pair p;
 
 	rng_state = 4;
@@ -463,11 +466,7 @@ Test(compare, large_arrays_all_pass_one_bad_all_bad_are_bit_identical)
 		put(p.ref, d, 5000, 0.0);
 		put_raw(p.ref, d, 7000, specials_nan(d));
 		memcpy(p.got, p.ref, n * es);
-		for (ti = 0; ti < NTOLS; ti++) {
-			expect_same(p.ref, p.got, d, n, tols[ti][0], tols[ti][1], NULL, "all equal");
-			expect_same(p.ref, p.got, d, n, tols[ti][0], tols[ti][1], p.extra,
-				    "all equal");
-		}
+		expect_same_all_tols(p.ref, p.got, d, n, p.extra, "all equal");
 		for (k = 0; k < n; k++)
 			put(p.got, d, k, oracle_elem(p.ref, d, k) * (1 + 1e-6));
 		expect_same(p.ref, p.got, d, n, 1e-5, 1e-5, NULL, "all within");
