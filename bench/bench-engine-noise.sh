@@ -22,7 +22,10 @@
 # speed WITHIN an arm (median over the first run's arms of the cv of the
 # measured requests' end-to-end latencies, and their lag-1 autocorrelation:
 # near 0, request-to-request jitter that more requests average out; near 1,
-# stretches of fast and slow seconds that they do not), the A/B's wall time
+# stretches of fast and slow seconds that they do not; and the cv of the
+# ratio of each arm's second half to its first half, one engine measured
+# twice, to set beside the first-run cv of fresh engines' pairs), the A/B's
+# wall time
 # and the load
 # average (`uptime`) before and after.  Then per configuration the ratio of
 # the spec A/B's first-run cv to the null A/B's from the same run: about 1
@@ -32,7 +35,10 @@
 #
 # Usage: bench/bench-engine-noise.sh [ATB] [REQUESTS...]
 #   env PINS="none split" (isolation modes), ARMS="null spec",
-#   TASK=engine-llamacpp-repeat|engine-llamacpp-random, SEEDS=8
+#   TASK=engine-llamacpp-repeat|engine-llamacpp-random, SEEDS=8,
+#   MODEL_ARGS="--dim 128 --layers 1 --ffn 256 --heads 2" (make-tiny-gguf.py's
+#   shape options; the chain, and so the workloads, depend only on the seed
+#   and the vocabulary; default: the tests' model)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -43,6 +49,7 @@ PINS=${PINS:-none split}
 ARMS=${ARMS:-null spec}
 TASK=${TASK:-engine-llamacpp-repeat}
 SEEDS=${SEEDS:-8}
+MODEL_ARGS=${MODEL_ARGS:-}
 . tools/engine/env.sh
 if [ -n "$ENGINE_MISSING" ]; then
 	echo "bench-engine-noise: not measured: $ENGINE_MISSING"
@@ -66,7 +73,7 @@ PINS=$modes
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/atb-enoise.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 export ATB_TINY_GGUF=$tmp/tiny.gguf
-"$ENGINE_PY" tools/engine/make-tiny-gguf.py "$ATB_TINY_GGUF" --seed 1 >/dev/null
+"$ENGINE_PY" tools/engine/make-tiny-gguf.py "$ATB_TINY_GGUF" --seed 1 $MODEL_ARGS >/dev/null
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -76,7 +83,9 @@ make_task() { # REQUESTS PIN -> path
 	local d=$tmp/task-$1-$2
 	mkdir -p "$d"
 	cp "$src/tasks/$TASK"/* "$d"/
-	sed -i "s/^  requests: .*/  requests: $1/; s/^name: .*/name: $TASK-r$1-$2/" "$d/engine.yaml"
+	# the bundled task's own cpus line goes: the mode decides
+	sed -i "s/^  requests: .*/  requests: $1/; s/^name: .*/name: $TASK-r$1-$2/; /^cpus:/d" \
+		"$d/engine.yaml"
 	case $2 in split*) printf 'cpus: [1]\n' >>"$d/engine.yaml" ;; esac
 	echo "$d/engine.yaml"
 }
@@ -99,7 +108,7 @@ first = d["reruns"][0]["replaced"] if d.get("reruns") else d["per_seed"]
 b = {p["seed"]: p["requests_per_s"] for p in first if p["arm"] == "baseline"}
 r = [p["requests_per_s"] / b[p["seed"]] for p in first if p["arm"] == "candidate"]
 gm = math.exp(sum(map(math.log, r)) / len(r))
-within, lag1 = [], []
+within, lag1, halves = [], [], []
 for arm in sorted(os.listdir(wd)):
     if "rerun" in arm:
         continue
@@ -111,19 +120,25 @@ for arm in sorted(os.listdir(wd)):
     if len(e2e) > 1:
         m, v = st.mean(e2e), st.pvariance(e2e)
         within.append(math.sqrt(v) / m)
+        h = len(e2e) // 2
+        halves.append(st.mean(e2e[h:]) / st.mean(e2e[:h]))
         if len(e2e) > 2 and v > 0:
             lag1.append(sum((a - m) * (b - m) for a, b in zip(e2e, e2e[1:])) /
                         (v * len(e2e)))
-print("%-8s %s %-20s gm1 %.3f above1 %d/%d within-arm cv %.3f lag1 %s" % (
+# the same engine's two halves against the first run's pairs of fresh
+# engines: alike, the box drifts; pairs far noisier, each start differs
+print("%-8s %s %-20s gm1 %.3f above1 %d/%d within-arm cv %.3f lag1 %s halves cv %.3f" % (
     o["verdict"], "cv/attempt", " ".join("%.3f" % c for c in cvs), gm,
     sum(x > 1 for x in r), len(r), st.median(within),
-    "%.2f" % st.median(lag1) if lag1 else "-"))
+    "%.2f" % st.median(lag1) if lag1 else "-",
+    st.pstdev(halves) / st.mean(halves) if len(halves) > 1 else float("nan")))
 print("CV1 %.6f" % cvs[0], file=sys.stderr)
 PY
 }
 
-printf '# bench-engine-noise %s, task %s, %s seeds, %s CPUs, %s\n' \
-	"$(date -u +%FT%TZ)" "$TASK" "$SEEDS" "$(nproc)" "$(uptime | sed 's/.*load/load/')"
+printf '# bench-engine-noise %s, task %s, %s seeds, %s CPUs, model %s (%s bytes), %s\n' \
+	"$(date -u +%FT%TZ)" "$TASK" "$SEEDS" "$(nproc)" "${MODEL_ARGS:-default}" \
+	"$(stat -c %s "$ATB_TINY_GGUF")" "$(uptime | sed 's/.*load/load/')"
 for n in $REQS; do
 	for pin in $PINS; do
 		task=$(make_task "$n" "$pin")
