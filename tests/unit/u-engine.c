@@ -5,12 +5,15 @@
  * start the TEST DOUBLE engine (tests/fixtures/engine/double_engine.py, a
  * fake OpenAI-compatible server, not an engine) on loopback: ready, probes,
  * stop; exits at start on a bad flag; never ready; port already taken;
- * death detected.  The whole A/B with its gates is tests/cli/t3100*.
+ * death detected; a task's cpus pins the engine (its /proc affinity) and a
+ * CPU the box lacks is a start failure.  The whole A/B with its gates is
+ * tests/cli/t3100*.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -696,4 +699,121 @@ Test(engine, test_engine__bundled_engine_tasks_are_found_by_name)
 				       path, sizeof(path)));
 	cr_assert_not(atb_engine_task_find(ATB_SOURCE_DIR, "relu", path, sizeof(path)));
 	cr_assert_not(atb_engine_task_find(ATB_SOURCE_DIR, "../etc", path, sizeof(path)));
+}
+
+/* ---- a task's cpus: pinning (the launcher's, the same for every engine) ---- */
+
+/* The double's task with a cpus line (line 5). */
+static enum atb_status cpus_task(const char *cpus_line, struct atb_engine_task **t,
+				 struct atb_error *err)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "kind: engine\nname: engine-double-pinned\n"
+		 "engine: %s/tests/fixtures/engine/double.yaml\nmodel: double-model\n%s\n"
+		 "workload: {requests: 4}\nprobes: {max_tokens: 8, prompts: [a b c]}\n",
+		 ATB_SOURCE_DIR, cpus_line);
+	*t = NULL;
+	atb_error_clear(err);
+	return atb_engine_task_load(ATB_SOURCE_DIR, write_file("cpus.yaml", text), t, err);
+}
+
+static void cpus_bad(const char *cpus_line, const char *field, const char *msg_part)
+{
+	struct atb_engine_task *t;
+	struct atb_error err;
+
+	cr_assert_eq(cpus_task(cpus_line, &t, &err), ATB_ERR_SCHEMA, "%s: %s", cpus_line, err.msg);
+	cr_assert_null(t);
+	cr_assert_eq(err.line, 5, "%s: line %u: %s", cpus_line, err.line, err.msg);
+	cr_assert_str_eq(err.field, field);
+	cr_assert(strstr(err.msg, msg_part), "message '%s' lacks '%s'", err.msg, msg_part);
+	cr_assert(strstr(err.file, "cpus.yaml"));
+}
+
+Test(engine, test_engine__cpus_bad_values_name_line_field_and_value)
+{
+	struct atb_engine_task *t;
+	struct atb_error err;
+
+	cpus_bad("cpus: [one]", "cpus[0]", "cpu 'one' is not an integer in [0, 1023]");
+	cpus_bad("cpus: [0, -1]", "cpus[1]", "cpu '-1' is not an integer");
+	cpus_bad("cpus: [1024]", "cpus[0]", "cpu '1024' is not an integer in [0, 1023]");
+	cpus_bad("cpus: [1.5]", "cpus[0]", "cpu '1.5'");
+	cpus_bad("cpus: [1, 1]", "cpus[1]", "cpu '1' is given twice");
+	cpus_bad("cpus: []", "cpus", "must not be empty");
+	cpus_bad("cpus: 1", "cpus", "expected a sequence");
+	/* absent: not pinned */
+	cr_assert_eq(cpus_task("", &t, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(t->ncpus, 0);
+	cr_assert_null(t->cpus);
+	atb_engine_task_free(t);
+	cr_assert_eq(cpus_task("cpus: [0, 3]", &t, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(t->ncpus, 2);
+	cr_assert_eq(t->cpus[0], 0);
+	cr_assert_eq(t->cpus[1], 3);
+	atb_engine_task_free(t);
+}
+
+/* Cpus_allowed_list of pid, from /proc. */
+static void allowed_list(pid_t pid, char *buf, size_t size)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+			snprintf(buf, size, "%s", line + 18 + strspn(line + 18, " \t"));
+			buf[strcspn(buf, "\n")] = '\0';
+		}
+	fclose(f);
+}
+
+Test(engine, test_engine__cpus_pin_the_engine_only, .timeout = 60)
+{
+	struct atb_engine_task *t;
+	struct atb_engine_proc *p = NULL;
+	struct atb_error err;
+	cpu_set_t mine, after;
+	char got[64], want[16], line[32];
+	int cpu = -1, i;
+
+	/* the last CPU this test may use, so that the pin is not the default */
+	cr_assert_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &mine))
+			cpu = i;
+	cr_assert_geq(cpu, 0);
+	snprintf(line, sizeof(line), "cpus: [%d]", cpu);
+	snprintf(want, sizeof(want), "%d", cpu);
+	cr_assert_eq(cpus_task(line, &t, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(start(t, "", &p, &err), ATB_OK, "%s", err.msg);
+	allowed_list(atb_engine_pid(p), got, sizeof(got));
+	cr_assert_str_eq(got, want, "engine allowed on '%s', task says %d", got, cpu);
+	/* atb itself is left where it was */
+	cr_assert_eq(sched_getaffinity(0, sizeof(after), &after), 0);
+	cr_assert(CPU_EQUAL(&mine, &after));
+	atb_engine_stop(p);
+	atb_engine_task_free(t);
+}
+
+Test(engine, test_engine__cpus_the_box_lacks_are_a_start_failure, .timeout = 60)
+{
+	struct atb_engine_task *t;
+	struct atb_engine_proc *p = (void *)1;
+	struct atb_error err;
+
+	if (sysconf(_SC_NPROCESSORS_CONF) > 1023)
+		cr_skip_test("this box has a CPU 1023");
+	cr_assert_eq(cpus_task("cpus: [1023]", &t, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(start(t, "", &p, &err), ATB_ERR_CHECK);
+	cr_assert_null(p);
+	cr_assert(strstr(err.msg, "exited with status 126 at start"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "cannot pin engine to cpus [1023]"), "%s", err.msg);
+	atb_engine_task_free(t);
 }
