@@ -10,12 +10,19 @@
 . "$(dirname "$0")/lib.sh"
 
 command -v python3 >/dev/null || skip_all "python3 is needed for the test double engine"
+command -v jq >/dev/null || skip_all "jq not installed"
 TASK=$ATB_SOURCE_DIR/tests/fixtures/engine/task-long.yaml
 
 test_expect "planted: a candidate dying 5 requests into a 5 s schedule is caught within a second" '
-	mkdir w &&
-	expect_exit 2 "$ATB" --db atb.db --json engine ab "$TASK" --candidate die_after=12 \
-		--seeds 2 --work-dir w &&
+	# the baseline arm refused as client_lag (the loaded box, or ASan, kept
+	# the client from sending on time: 70 ms p99 lag seen) gets one more try
+	for try in 1 2; do
+		rm -rf w && mkdir w &&
+		expect_exit 2 "$ATB" --db atb.db --json engine ab "$TASK" --candidate die_after=12 \
+			--seeds 2 --work-dir w || exit 1
+		jq -e ".gate == \"client_lag\"" "$TRASH/out" >/dev/null || break
+		echo "# try $try refused by the box: $(jq -r .reason "$TRASH/out")"
+	done &&
 	cp "$TRASH/out" j &&
 	python3 - <<-PY
 	import json, re
