@@ -98,12 +98,16 @@ out, db, wd = sys.argv[1:4]
 o = json.load(open(out))
 con = sqlite3.connect(db)
 if o.get("result_id"):
-    (d,) = con.execute("select stats from result where id = ?", (o["result_id"],)).fetchone()
+    # admitted: the cv that passed is the result row's
+    (d, cv) = con.execute("select stats, cv from result where id = ?",
+                          (o["result_id"],)).fetchone()
+    d = json.loads(d)
 else:
     (d,) = con.execute("select detail from rejection where job_uuid = ?",
                        (o["job_uuid"],)).fetchone()
-d = json.loads(d)
-cvs = [r["cv_ratio"] for r in d.get("reruns", [])] + [d.get("cv_ratio", float("nan"))]
+    d = json.loads(d)
+    cv = d["cv_ratio"]
+cvs = [r["cv_ratio"] for r in d.get("reruns", [])] + [cv]
 first = d["reruns"][0]["replaced"] if d.get("reruns") else d["per_seed"]
 b = {p["seed"]: p["requests_per_s"] for p in first if p["arm"] == "baseline"}
 r = [p["requests_per_s"] / b[p["seed"]] for p in first if p["arm"] == "candidate"]
