@@ -40,7 +40,9 @@ static const char engine_help[] =
 	"  show     load and check a spec or a task (every error names\n"
 	"           file:line:column, field and value) and list the flags: type,\n"
 	"           domain, default, how a value renders; for a task also the\n"
-	"           model, the workload, the probes and the search flags\n"
+	"           model, the workload, the probes, the search flags and the\n"
+	"           CPUs its engines are pinned to (the task's cpus: [N, ...],\n"
+	"           applied to every engine it starts, both arms alike)\n"
 	"  render   print the command line SETTINGS launches, one argument a line\n"
 	"           ({port} is N, default 8000; nothing is started)\n"
 	"  ab       the paired A/B, recorded in the store (--db PATH, $ATB_DB or\n"
@@ -197,6 +199,10 @@ static int do_show(const char *path, int json)
 			json_object_set_new(v, "probes", json_integer((json_int_t)t->nprobes));
 			json_object_set_new(v, "probe_max_tokens", json_integer(t->probe_max_tokens));
 			json_object_set_new(v, "search", s);
+			s = json_array();
+			for (i = 0; i < t->ncpus; i++)
+				json_array_append_new(s, json_integer(t->cpus[i]));
+			json_object_set_new(v, "cpus", s);
 		}
 		cli_print_json("engine", v);
 	} else {
@@ -208,7 +214,10 @@ static int do_show(const char *path, int json)
 			       t->probe_max_tokens, t->probe_api);
 			for (i = 0; i < t->nsearch; i++)
 				printf(" %s", t->search[i]);
-			printf("\n");
+			printf("\n  cpus      ");
+			for (i = 0; i < t->ncpus; i++)
+				printf(" %d", t->cpus[i]);
+			printf("%s\n", t->ncpus ? "" : " any (not pinned)");
 		}
 	}
 	atb_engine_task_free(t);

@@ -81,6 +81,15 @@ test_expect "ab refuses a bad setting or task before the store is created" '
 	test ! -e atb.db && ! ls -d engine-ab.* 2>/dev/null
 '
 
+test_expect "show prints a task's pinned CPUs (cpus), or that it is not pinned" '
+	"$ATB" engine show "$ATB_HOME/tasks/engine-llamacpp-repeat/engine.yaml" >out &&
+	grep -Eq "^  cpus +1$" out &&
+	"$ATB" --json engine show "$ATB_HOME/tasks/engine-llamacpp-repeat/engine.yaml" >j &&
+	python3 -c "import json; assert json.load(open(\"j\"))[\"cpus\"] == [1]" &&
+	"$ATB" engine show v.yaml >out2 &&
+	expect_grep "any (not pinned)" out2
+'
+
 test_expect "engine with no subcommand is a usage error; --help documents the gates" '
 	expect_exit 2 "$ATB" engine &&
 	"$ATB" engine --help >h &&
