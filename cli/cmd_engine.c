@@ -199,10 +199,7 @@ static int do_show(const char *path, int json)
 			json_object_set_new(v, "probes", json_integer((json_int_t)t->nprobes));
 			json_object_set_new(v, "probe_max_tokens", json_integer(t->probe_max_tokens));
 			json_object_set_new(v, "search", s);
-			s = json_array();
-			for (i = 0; i < t->ncpus; i++)
-				json_array_append_new(s, json_integer(t->cpus[i]));
-			json_object_set_new(v, "cpus", s);
+			json_object_set_new(v, "cpus", atb_engine_task_cpus_json(t));
 		}
 		cli_print_json("engine", v);
 	} else {

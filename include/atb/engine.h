@@ -218,6 +218,13 @@ enum atb_status atb_engine_task_load(const char *home, const char *path,
 void atb_engine_task_free(struct atb_engine_task *t);
 
 /*
+ * The task's cpus as a new JSON array of integers (jansson; caller owns
+ * it), or JSON null when the task pins nothing; NULL when out of memory.
+ * What the store keeps as engine_cpus and `atb engine show --json` prints.
+ */
+struct json_t *atb_engine_task_cpus_json(const struct atb_engine_task *t);
+
+/*
  * The full command line for config: the spec's argv, the task's
  * extra_args, then the configuration's flags (plain flags in spec order,
  * then each JSON flag once), placeholders expanded with model, host, port

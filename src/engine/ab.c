@@ -99,20 +99,6 @@ static void phase(struct ab *A, const char *fmt, ...)
 	A->o->progress(A->o->progress_ctx, buf);
 }
 
-/* The task's cpus (the engines' pinning) as a JSON array; null when not pinned. */
-static json_t *cpus_json(const struct atb_engine_task *t)
-{
-	json_t *a;
-	size_t i;
-
-	if (!t->ncpus)
-		return json_null();
-	a = json_array();
-	for (i = 0; a && i < t->ncpus; i++)
-		json_array_append_new(a, json_integer(t->cpus[i]));
-	return a;
-}
-
 /* Store a rejection "gate:<gate>" and fill the outcome. */
 static enum atb_status refuse(struct ab *A, const char *gate, const char *reason, json_t *extra)
 {
@@ -126,7 +112,7 @@ static enum atb_status refuse(struct ab *A, const char *gate, const char *reason
 		json_object_set_new(d, "engine", json_string(A->t->spec->name));
 		json_object_set_new(d, "config", json_loads(A->config_json, 0, NULL));
 		json_object_set_new(d, "protocol_digest", json_string(A->p->digest));
-		json_object_set_new(d, "engine_cpus", cpus_json(A->t));
+		json_object_set_new(d, "engine_cpus", atb_engine_task_cpus_json(A->t));
 		if (extra)
 			json_object_update(d, extra);
 	}
@@ -724,7 +710,7 @@ static enum atb_status conclude(struct ab *A)
 		       A->p->engine.fresh_engine_per_arm, "attempts", A->attempts, "reruns",
 		       A->reruns, "rerun_arms", "both");
 	if (sj)
-		json_object_set_new(sj, "engine_cpus", cpus_json(A->t));
+		json_object_set_new(sj, "engine_cpus", atb_engine_task_cpus_json(A->t));
 	if (!sj || (st = atbi_json_canonical(sj, &stats_text, A->err))) {
 		st = st ? st : atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
 		goto out;

@@ -559,6 +559,22 @@ enum atb_status atb_engine_spec_load(const char *path, struct atb_engine_spec **
 
 /* ---- tasks ---- */
 
+json_t *atb_engine_task_cpus_json(const struct atb_engine_task *t)
+{
+	json_t *a;
+	size_t i;
+
+	if (!t->ncpus)
+		return json_null();
+	a = json_array();
+	for (i = 0; a && i < t->ncpus; i++)
+		if (json_array_append_new(a, json_integer(t->cpus[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
 void atb_engine_task_free(struct atb_engine_task *t)
 {
 	if (!t)

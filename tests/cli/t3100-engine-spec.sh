@@ -87,7 +87,9 @@ test_expect "show prints a task's pinned CPUs (cpus), or that it is not pinned" 
 	"$ATB" --json engine show "$ATB_HOME/tasks/engine-llamacpp-repeat/engine.yaml" >j &&
 	python3 -c "import json; assert json.load(open(\"j\"))[\"cpus\"] == [1]" &&
 	"$ATB" engine show v.yaml >out2 &&
-	expect_grep "any (not pinned)" out2
+	expect_grep "any (not pinned)" out2 &&
+	"$ATB" --json engine show v.yaml >j2 &&
+	python3 -c "import json; assert json.load(open(\"j2\"))[\"cpus\"] is None"
 '
 
 test_expect "engine with no subcommand is a usage error; --help documents the gates" '

@@ -85,6 +85,7 @@ import json; d=json.load(open(\"s\"))
 assert d[\"latency\"][\"e2e_median_ms\"][\"ratio\"] > 1.3, d[\"latency\"]
 assert d[\"counters\"][\"candidate\"][\"double_spec_accepted_tokens_total\"] > 0
 assert len(d[\"per_seed\"]) == 16
+assert \"engine_cpus\" in d and d[\"engine_cpus\"] is None, d.get(\"engine_cpus\")
 # the stored pairs: one attempt (the last), the two arms of each seed
 # consecutive (PROTO: engine.paired_order), the samples trial = attempt - 1
 k = d[\"attempts\"]

@@ -120,6 +120,12 @@ test_expect "n-gram speculation on the random workload: no speedup" '
 test_expect "each outcome is stored (a result with paired seeds, or a rejection with its reason) and the audit chain verifies" '
 	test "$(sqlite3 atb.db "select (select count(*) from result) + (select count(*) from rejection where rule like \"gate:noise\")")" -ge 2 &&
 	test "$(sqlite3 atb.db "select count(*) from result r join job j on j.id = r.job where r.n_seeds < 8")" = 0 &&
+	# the tasks pin the engine to CPU 1 (cpus: [1]); each outcome says so
+	sqlite3 atb.db "select stats from result union all select detail from rejection where rule like \"gate:noise\"" >cpus &&
+	python3 -c "
+import json
+rows = [json.loads(l) for l in open(\"cpus\")]
+assert rows and all(r[\"engine_cpus\"] == [1] for r in rows), [r.get(\"engine_cpus\") for r in rows]" &&
 	"$ATB" --db atb.db audit verify >v 2>&1
 '
 
