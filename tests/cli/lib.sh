@@ -61,6 +61,19 @@ expect_exit_past_box() {
 	return 1
 }
 
+# need_torch_cpu RUNNER: the torch tests' preconditions on CPU tensors; sets
+# PY ($ATB_PYTHON, else .venv-torch's python).  Skips the whole script when
+# RUNNER is a sanitizer build (every allocation of the uninstrumented torch
+# goes through ASan's allocator: one correctness-only job took 5 minutes;
+# docs/internals/torch.md) or when PY cannot import torch.
+need_torch_cpu() {
+	PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
+	ldd "$1" 2>/dev/null | grep -q libasan &&
+		skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
+	[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
+		skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
+}
+
 # expect_grep PATTERN FILE: FILE must contain PATTERN (fixed string).
 expect_grep() {
 	grep -qF -- "$1" "$2" || { echo "missing '$1' in $2:"; cat "$2"; return 1; }

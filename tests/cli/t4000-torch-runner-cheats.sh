@@ -10,15 +10,9 @@
 
 RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
 FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 [ -x "$RUNNER" ] || skip_all "no atb-runner at $RUNNER"
-# Under ASan every allocation of the (uninstrumented) torch goes through the
-# sanitizer's allocator: one correctness-only job took 5 minutes here.
-ldd "$RUNNER" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
+need_torch_cpu "$RUNNER"
 command -v jq >/dev/null || skip_all "jq not installed"
-[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
 
 # What atb_task_load_kernelbench asks the interpreter (library, home, path).
 "$PY" -c '

@@ -12,14 +12,8 @@
 . "$(dirname "$0")/lib.sh"
 
 FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 command -v jq >/dev/null || skip_all "jq not installed"
-# Under ASan every allocation of the (uninstrumented) torch goes through the
-# sanitizer's allocator: one correctness-only job took 5 minutes here.
-ldd "$ATB_BUILD_DIR/atb-runner" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
-[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
+need_torch_cpu "$ATB_BUILD_DIR/atb-runner"
 export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
 export ATB_DB=$TRASH/atb.db
 find "$FIX" -type f | sort | xargs sha256sum >fix.before

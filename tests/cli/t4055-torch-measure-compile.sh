@@ -15,13 +15,9 @@
 
 FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
 RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 command -v jq >/dev/null || skip_all "jq not installed"
 command -v sqlite3 >/dev/null || skip_all "sqlite3 is needed to read the store"
-ldd "$RUNNER" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
-[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
+need_torch_cpu "$RUNNER"
 export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
 export ATB_DB=$TRASH/atb.db
 

@@ -18,13 +18,9 @@
 
 RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
 FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 [ -x "$RUNNER" ] || skip_all "no atb-runner at $RUNNER"
-ldd "$RUNNER" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
+need_torch_cpu "$RUNNER"
 command -v jq >/dev/null || skip_all "jq not installed"
-[ -x "$PY" ] && "$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
 
 "$PY" "$FIX/python-info.py" >python.json 2>/dev/null || skip_all "cannot ask '$PY' about itself"
 

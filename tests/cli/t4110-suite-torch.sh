@@ -12,15 +12,9 @@
 # 2-core box.  Skipped (77) without torch.
 . "$(dirname "$0")/lib.sh"
 
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 command -v sqlite3 >/dev/null || skip_all "sqlite3 is needed to read the store"
 [ -x "$ATB_BUILD_DIR/atb-runner" ] || skip_all "no atb-runner in $ATB_BUILD_DIR"
-# Under ASan every allocation of the (uninstrumented) torch goes through the
-# sanitizer's allocator (one job: 5 minutes); t4000/t4010 skip there too.
-ldd "$ATB_BUILD_DIR/atb-runner" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
-"$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no PyTorch in '$PY' (scripts/install-torch.sh installs it in .venv-torch)"
+need_torch_cpu "$ATB_BUILD_DIR/atb-runner"
 export ATB_PYTHON=$PY
 KB="$ATB_HOME/tasks/kernelbench"
 FX="$ATB_HOME/tests/fixtures/suite"

@@ -11,13 +11,9 @@
 # without torch, and under ASan.
 . "$(dirname "$0")/lib.sh"
 
-PY=${ATB_PYTHON:-$ATB_SOURCE_DIR/.venv-torch/bin/python3}
 command -v jq >/dev/null || skip_all "jq not installed"
 [ -x "$ATB_BUILD_DIR/atb-runner" ] || skip_all "no atb-runner in $ATB_BUILD_DIR"
-ldd "$ATB_BUILD_DIR/atb-runner" 2>/dev/null | grep -q libasan &&
-	skip_all "sanitizer build: torch in an ASan runner is too slow to test (see docs/internals/torch.md)"
-"$PY" -c "import torch" 2>/dev/null ||
-	skip_all "no PyTorch in '$PY' (scripts/install-torch.sh installs it in .venv-torch)"
+need_torch_cpu "$ATB_BUILD_DIR/atb-runner"
 export ATB_PYTHON=$PY
 KB="$ATB_HOME/tasks/kernelbench"
 
