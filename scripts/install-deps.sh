@@ -7,7 +7,7 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config sqlite3 libsqlite3-dev libfyaml-dev
       libjansson-dev libssl-dev libgsl-dev libcurl4-openssl-dev
-      libcriterion-dev python3 jq)
+      libcriterion-dev libseccomp-dev bubblewrap python3 jq)
 
 missing=()
 for p in "${pkgs[@]}"; do
