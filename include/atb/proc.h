@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: GPL-3.0-or-later */
+/*
+ * The child-process module: start a program (optionally inside the
+ * sandbox), wait for it with a deadline, kill its whole tree, reap it.
+ *
+ * The sandbox is for everything that runs or compiles candidate code
+ * (DESIGN.md, "The trust boundary"): atb-runner and the compilers.  It is
+ * bubblewrap (bwrap) with a seccomp filter made by libseccomp: new user,
+ * PID, network, IPC and UTS namespaces; a filesystem view of the system's
+ * read-only folders plus the paths the caller names; a private /tmp, /proc
+ * and /dev; a scratch folder (read-write, the working folder, HOME and
+ * TMPDIR); a clean environment; resource limits; no capabilities and
+ * no_new_privs; and the PID namespace's end takes every process the child
+ * left.  Where a part cannot be had on this machine (no bwrap, no user
+ * namespaces) the child still gets what can be had here -- the clean
+ * environment, the scratch folder, the limits, the seccomp filter, a
+ * parent-death signal -- and atb_sandbox_facts() says, per rule, what was
+ * enforced and what was not, for the result to carry.
+ *
+ * Does not: judge anything, read the child's output (the caller owns the
+ * descriptors it hands in), or decide what a job may see (the runner's
+ * harness and the build do, with atbi_sandbox_* calls).
+ */
+#ifndef ATB_PROC_H
+#define ATB_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "atb/status.h"
+
+/* How strictly the sandbox is asked for ($ATB_SANDBOX: auto, require, off). */
+enum atb_sandbox_mode {
+	ATB_SANDBOX_AUTO = 0,     /* the strongest level this machine allows; gaps recorded */
+	ATB_SANDBOX_REQUIRE = 1,  /* refuse to start unless every rule is enforced */
+	ATB_SANDBOX_OFF = 2,      /* no sandbox at all (recorded as such in every result) */
+};
+
+/* A sandbox description; make with atb_sandbox_new, free with atb_sandbox_free. */
+struct atb_sandbox;
+
+/*
+ * A new sandbox description for the given mode, with a scratch folder
+ * (must exist; read-write, the child's working folder, HOME and TMPDIR).
+ * Caller owns *out (atb_sandbox_free); NULL on failure.  ATB_ERR_NOMEM,
+ * ATB_ERR_USAGE (no scratch, relative scratch).
+ */
+enum atb_status atb_sandbox_new(enum atb_sandbox_mode mode, const char *scratch,
+				struct atb_sandbox **out, struct atb_error *err);
+void atb_sandbox_free(struct atb_sandbox *sb);
+
+/*
+ * Paths the child sees at the same place: read-only, read-write, or a
+ * device node.  A path that does not exist is skipped (recorded).  A
+ * folder that holds the store, the audit mirror, ATB_HOME or the caller's
+ * working folder (an ancestor of, or equal to, any of them) is never bound:
+ * it is skipped and recorded as refused, so a job cannot see the store
+ * through a path the caller did not think about.  Files are always fine.
+ * ATB_ERR_NOMEM, ATB_ERR_USAGE (relative path, too many paths).
+ */
+enum atb_status atb_sandbox_ro(struct atb_sandbox *sb, const char *path, struct atb_error *err);
+enum atb_status atb_sandbox_rw(struct atb_sandbox *sb, const char *path, struct atb_error *err);
+enum atb_status atb_sandbox_dev(struct atb_sandbox *sb, const char *path, struct atb_error *err);
+
+/*
+ * One KEY=VALUE of the child's environment, which is otherwise only PATH,
+ * HOME, TMPDIR and LANG.  atb_sandbox_pass_env copies the caller's value of
+ * each listed name that is set (names only, e.g. "CUDA_VISIBLE_DEVICES").
+ */
+enum atb_status atb_sandbox_env(struct atb_sandbox *sb, const char *key, const char *value,
+				struct atb_error *err);
+enum atb_status atb_sandbox_pass_env(struct atb_sandbox *sb, const char *const *names,
+				     struct atb_error *err);
+
+/* Resource limits; 0 leaves one unset.  Defaults: none but core 0. */
+struct atb_sandbox_limits {
+	uint64_t cpu_s;          /* RLIMIT_CPU */
+	uint64_t data_bytes;     /* RLIMIT_DATA (not for CUDA: it maps far more) */
+	uint64_t fsize_bytes;    /* RLIMIT_FSIZE */
+	uint64_t nofile;         /* RLIMIT_NOFILE */
+	uint64_t nproc;          /* RLIMIT_NPROC (uid 0 is exempt: recorded) */
+};
+void atb_sandbox_set_limits(struct atb_sandbox *sb, const struct atb_sandbox_limits *l);
+
+/*
+ * What the sandbox enforces on this machine, as JSON (caller owns it):
+ * {"mode", "level" ("full", "no_userns", "seccomp_only", "off"), "tool"
+ *  ("bwrap 0.8.0" or null), "enforced": [rule...], "not_enforced":
+ *  [{"rule", "why"}...], "refused_paths": [...], "skipped_paths": [...]}.
+ * Rules: filesystem_view, private_tmp, pid_namespace, network_namespace,
+ * ipc_namespace, user_namespace, no_capabilities, no_new_privs, seccomp,
+ * clean_env, scratch_cwd, rlimits, nproc_limit, kill_tree, die_with_parent.
+ * Valid after atb_proc_start (the level is probed once per process).
+ */
+json_t *atb_sandbox_facts(const struct atb_sandbox *sb);
+
+/* A started child.  Fill with atb_proc_start; end with atb_proc_reap. */
+struct atb_proc {
+	pid_t pid;              /* the child (bwrap when sandboxed); its group's leader */
+	int status;             /* waitpid status once reaped */
+	int reaped;
+	int exec_errno;         /* the direct child's exec failed: its errno; else 0 */
+	int sandboxed;          /* bwrap stands between us and the program */
+	int errfd;              /* internal; -1 */
+};
+
+/*
+ * Start argv (argv[0] an absolute path, or a name looked up in $PATH of
+ * the caller) with fds in/out/err as its 0/1/2 (-1: /dev/null), in a new
+ * process group, inside sb (NULL: a plain child that inherits the
+ * environment: only for trusted programs).  Other descriptors are not
+ * inherited.  ATB_ERR_SYSTEM (fork, pipe), ATB_ERR_USAGE (sandbox
+ * required but not to be had here: the message says which rule),
+ * ATB_ERR_NOMEM.
+ */
+enum atb_status atb_proc_start(const char *const *argv, int in, int out, int errfd,
+			       struct atb_sandbox *sb, struct atb_proc *p,
+			       struct atb_error *err);
+
+/*
+ * Reap the child if it has exited, waiting until deadline_ns
+ * (atbi_monotonic_ns clock; 0: do not wait; INT64_MAX: forever).
+ * Returns 1 when reaped (p->status set), 0 when still running.
+ */
+int atb_proc_wait(struct atb_proc *p, int64_t deadline_ns);
+
+/* SIGKILL the child's whole process group (and, sandboxed, its PID namespace). */
+void atb_proc_kill(struct atb_proc *p);
+
+/*
+ * Kill whatever is left of the tree and reap the child (blocking).  Call
+ * once per started child, also after atb_proc_wait returned 1: a process
+ * the child left behind in its group goes too.
+ */
+void atb_proc_reap(struct atb_proc *p);
+
+/* The mode $ATB_SANDBOX asks for; an unknown value is ATB_ERR_USAGE naming it. */
+enum atb_status atb_sandbox_mode_from_env(enum atb_sandbox_mode *mode, struct atb_error *err);
+
+#endif
