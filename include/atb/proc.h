@@ -137,6 +137,16 @@ void atb_proc_kill(struct atb_proc *p);
  */
 void atb_proc_reap(struct atb_proc *p);
 
+/*
+ * A fresh scratch folder "$TMPDIR/PREFIX-XXXXXX" (mode 0700) into buf.
+ * ATB_ERR_SYSTEM (mkdtemp), ATB_ERR_USAGE (too long); buf is "" then.
+ */
+enum atb_status atb_proc_scratch(const char *prefix, char *buf, size_t size,
+				 struct atb_error *err);
+
+/* Remove dir and all below it, links as links (nothing outside it); "" is a no-op. */
+void atb_proc_remove_tree(const char *dir);
+
 /* The mode $ATB_SANDBOX asks for; an unknown value is ATB_ERR_USAGE naming it. */
 enum atb_status atb_sandbox_mode_from_env(enum atb_sandbox_mode *mode, struct atb_error *err);
 

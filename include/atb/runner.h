@@ -253,6 +253,7 @@ struct atb_runner_outcome {
 	size_t nevents;
 	int64_t wall_ns;
 	int pid;
+	char sandbox_level[16]; /* "full", "no_userns", "seccomp_only", "off"; "" before start */
 };
 
 /*

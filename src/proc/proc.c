@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,6 +71,10 @@ enum atb_status atb_proc_start(const char *const *argv, int in, int out, int err
 		return atb_error_set(err, ATB_ERR_USAGE, "nothing to start");
 	if (resolve(av0, prog, sizeof(prog)))
 		return atb_error_set(err, ATB_ERR_NOT_FOUND, "cannot find '%s' in PATH", av0);
+	/* sandboxed, bwrap would be the one to fail: say it here */
+	if (sb && access(prog, X_OK))
+		return atb_error_set(err, ATB_ERR_NOT_FOUND, "cannot execute '%s': %s", prog,
+				     strerror(errno));
 	for (n = 0; argv[n]; n++)
 		;
 	args = atb_calloc(n + 1, sizeof(*args));
@@ -214,4 +219,40 @@ void atb_proc_reap(struct atb_proc *p)
 	}
 	/* anything left in the group (a grandchild) goes too */
 	kill(-p->pid, SIGKILL);
+}
+
+enum atb_status atb_proc_scratch(const char *prefix, char *buf, size_t size,
+				 struct atb_error *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	int w = snprintf(buf, size, "%s/%s-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp", prefix);
+
+	if (w < 0 || (size_t)w >= size) {
+		if (size)
+			buf[0] = '\0';
+		return atb_error_set(err, ATB_ERR_USAGE, "scratch folder path too long");
+	}
+	if (!mkdtemp(buf)) {
+		enum atb_status st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "cannot create a scratch folder '%s': %s", buf,
+						   strerror(errno));
+
+		buf[0] = '\0';
+		return st;
+	}
+	return ATB_OK;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+void atb_proc_remove_tree(const char *dir)
+{
+	/* FTW_PHYS: a link is removed as a link, never followed */
+	if (dir && dir[0] == '/')
+		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "atb/alloc.h"
+#include "atb/proc.h"
 #include "atb/runner.h"
 #include "util.h"
 #include "banned.h"
@@ -131,6 +133,7 @@ struct run {
 	int got_done;
 	int got_error;
 	enum atb_status cb_status;
+	json_t *sandbox_facts;  /* what the job's sandbox enforced (the harness's word) */
 };
 
 static void keep_tail(char *tail, size_t size, const char *data, size_t n)
@@ -178,6 +181,9 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 			return ATB_RUNNER_MALFORMED;
 		}
 		r->out->nevents++;
+		/* the sandbox facts are the harness's, over anything the runner says */
+		if (!strcmp(json_string_value(kind), "env") && r->sandbox_facts)
+			json_object_set(ev, "sandbox", r->sandbox_facts);
 		if (!strcmp(json_string_value(kind), "done"))
 			r->got_done = 1;
 		if (!strcmp(json_string_value(kind), "error")) {
@@ -214,37 +220,118 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 	return 0;
 }
 
-static void kill_group(pid_t pid)
+/* ---- the sandbox a job runs in ---------------------------------------- */
+
+/* What of the caller's environment a runner may see (no store, no keys). */
+static const char *const pass_env[] = {
+	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+	"NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+	"OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "ASAN_OPTIONS",
+	"UBSAN_OPTIONS", "LSAN_OPTIONS", "ATB_RUNNER_PHASES_LOG", "PYTORCH_CUDA_ALLOC_CONF",
+	"CUBLAS_WORKSPACE_CONFIG", NULL,
+};
+
+static enum atb_status ro_dirs_of(struct atb_sandbox *sb, const char *list,
+				  struct atb_error *err)
 {
-	/* The runner leads its own group: this takes any children with it. */
-	if (kill(-pid, SIGKILL) && errno == ESRCH)
-		kill(pid, SIGKILL);
+	char buf[8192], *save = NULL, *d;
+	enum atb_status st = ATB_OK;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (d = strtok_r(buf, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
+		if (d[0] == '/')
+			st = atb_sandbox_ro(sb, d, err);
+	return st;
 }
 
-static pid_t spawn(const char *path, int sock, int errfd, struct atb_error *err)
+/*
+ * The view of one job: the runner itself, each arm's object (or python
+ * file), the job's interpreter for kind torch, the GPU's device nodes for
+ * cuda and torch, read-only; a fresh scratch folder read-write.  Nothing
+ * else of the caller's files: not the store, not ATB_HOME, not the task.
+ */
+static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
+				   double timeout_s, const char *scratch, struct atb_sandbox **out,
+				   struct atb_error *err)
 {
-	pid_t pid = fork();
+	const json_t *arms = json_object_get(job, "arms"), *a, *torch, *py, *p;
+	const char *backend = json_string_value(json_object_get(job, "backend"));
+	int gpu = backend && (!strcmp(backend, "cuda") || !strcmp(backend, "torch"));
+	const char *phases = getenv("ATB_RUNNER_PHASES_LOG"), *ldp = getenv("LD_LIBRARY_PATH");
+	struct atb_sandbox_limits lim = {0};
+	struct atb_sandbox *sb = NULL;
+	enum atb_sandbox_mode mode;
+	enum atb_status st;
+	size_t i;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
-	if (pid < 0) {
-		atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork atb-runner: %s", strerror(errno));
-		return -1;
-	}
-	if (pid == 0) {
-		char *argv[] = {(char *)path, NULL};
+	*out = NULL;
+	if ((st = atb_sandbox_mode_from_env(&mode, err)) ||
+	    (st = atb_sandbox_new(mode, scratch, &sb, err)))
+		return st;
+	st = atb_sandbox_ro(sb, runner_path, err);
+	json_array_foreach(arms, i, a) {
+		const char *so = json_string_value(json_object_get(a, "so"));
 
-		setpgid(0, 0);
-		if (dup2(sock, 0) < 0 || dup2(sock, 1) < 0 || dup2(errfd, 2) < 0)
-			_exit(126);
-		if (sock > 2)
-			close(sock);
-		if (errfd > 2)
-			close(errfd);
-		signal(SIGPIPE, SIG_DFL);
-		execv(path, argv);
-		_exit(127);
+		if (!st && so && so[0] == '/')
+			st = atb_sandbox_ro(sb, so, err);
 	}
-	setpgid(pid, pid);  /* both sides, so no kill(-pid) can race the child's own */
-	return pid;
+	torch = json_object_get(job, "torch");
+	py = json_object_get(torch, "python");
+	if (!st && py) {
+		const char *lib = json_string_value(json_object_get(py, "library"));
+		const char *home = json_string_value(json_object_get(py, "home"));
+		const char *mod = json_string_value(json_object_get(torch, "module_path"));
+
+		if (lib && lib[0] == '/')
+			st = atb_sandbox_ro(sb, lib, err);
+		if (!st && home && home[0] == '/')
+			st = atb_sandbox_ro(sb, home, err);
+		if (!st && mod && mod[0] == '/')
+			st = atb_sandbox_ro(sb, mod, err);
+		json_array_foreach(json_object_get(py, "path"), i, p) {
+			const char *d = json_string_value(p);
+
+			if (!st && d && d[0] == '/')
+				st = atb_sandbox_ro(sb, d, err);
+		}
+	}
+	if (!st)
+		st = atb_sandbox_ro(sb, "/sys", err);
+	if (!st && gpu) {
+		glob_t g;
+
+		if (glob("/dev/nvidia*", 0, NULL, &g) == 0) {
+			for (i = 0; !st && i < g.gl_pathc; i++)
+				st = atb_sandbox_dev(sb, g.gl_pathv[i], err);
+			globfree(&g);
+		}
+	}
+	if (!st && ldp)
+		st = ro_dirs_of(sb, ldp, err);
+	if (!st && phases && phases[0] == '/') {
+		char dir[4096], *slash;
+
+		snprintf(dir, sizeof(dir), "%s", phases);
+		slash = strrchr(dir, '/');
+		if (slash && slash != dir) {
+			*slash = '\0';
+			st = atb_sandbox_rw(sb, dir, err);
+		}
+	}
+	if (!st)
+		st = atb_sandbox_pass_env(sb, pass_env, err);
+	/* Backstops only: the harness's deadline ends the job first. */
+	lim.cpu_s = (uint64_t)((timeout_s > 0 ? timeout_s : 600) * (double)(ncpu > 0 ? ncpu : 1)) + 60;
+	lim.fsize_bytes = (uint64_t)1 << 30;
+	lim.nofile = 8192;
+	atb_sandbox_set_limits(sb, &lim);
+	if (st) {
+		atb_sandbox_free(sb);
+		return st;
+	}
+	*out = sb;
+	return ATB_OK;
 }
 
 enum atb_status atb_runner_run(const char *runner_path, const json_t *job, double timeout_s,
@@ -253,11 +340,14 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 {
 	struct run r = {0};
 	int sv[2] = {-1, -1}, ep[2] = {-1, -1};
-	char *text = NULL;
+	char *text = NULL, scratch[4096] = "";
 	size_t text_len, sent = 0;
 	int64_t t0 = atbi_monotonic_ns(), deadline;
 	enum atb_status st = ATB_OK;
 	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
+	struct atb_sandbox *sb = NULL;
+	struct atb_proc proc = {.pid = -1};
+	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
 
 	memset(out, 0, sizeof(*out));
@@ -278,14 +368,38 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 				   strerror(errno));
 		goto out_fds;
 	}
-	pid = spawn(runner_path, sv[1], ep[1], err);
+	/* inside the sandbox bwrap would exec it: say so here, plainly */
+	if (access(runner_path, X_OK)) {
+		out->exit_code = 127;
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot execute atb-runner '%s': %s",
+				   runner_path, strerror(errno));
+		goto out_fds;
+	}
+	/* PROTO: sandbox -- a fresh scratch folder per runner, removed after it */
+	if ((st = atb_proc_scratch("atb-runner", scratch, sizeof(scratch), err)))
+		goto out_fds;
+	st = job_sandbox(runner_path, job, timeout_s, scratch, &sb, err);
+	if (!st)
+		st = atb_proc_start(argv, sv[1], sv[1], ep[1], sb, &proc, err);
 	close(sv[1]);
 	close(ep[1]);
 	sv[1] = ep[1] = -1;
-	if (pid < 0) {
-		st = ATB_ERR_SYSTEM;
+	if (st)
+		goto out_fds;
+	if (proc.exec_errno) {
+		out->exit_code = 127;
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot execute atb-runner '%s': %s",
+				   runner_path, strerror(proc.exec_errno));
+		atb_proc_reap(&proc);
 		goto out_fds;
 	}
+	r.sandbox_facts = atb_sandbox_facts(sb);
+	if (r.sandbox_facts) {
+		const char *lv = json_string_value(json_object_get(r.sandbox_facts, "level"));
+
+		snprintf(out->sandbox_level, sizeof(out->sandbox_level), "%s", lv ? lv : "");
+	}
+	pid = proc.pid;
 	out->pid = (int)pid;
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
@@ -373,25 +487,16 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 		}
 	}
 	if (end >= 0)
-		kill_group(pid);
+		atb_proc_kill(&proc);
 	/* Its channels closed, but it may still run (or hang): wait to the deadline. */
-	for (;;) {
-		pid_t w = waitpid(pid, &status, end >= 0 ? 0 : WNOHANG);
-		struct timespec ts = {0, 5000000};
-
-		if (w == pid || (w < 0 && errno != EINTR))
-			break;
-		if (w == 0 && atbi_monotonic_ns() >= deadline) {
-			end = ATB_RUNNER_TIMEOUT;
-			st = atb_error_set(err, ATB_ERR_SYSTEM,
-					   "atb-runner timed out after %.3g s: killed", timeout_s);
-			kill_group(pid);
-		} else if (w == 0) {
-			nanosleep(&ts, NULL);
-		}
+	if (!atb_proc_wait(&proc, end >= 0 ? INT64_MAX : deadline)) {
+		end = ATB_RUNNER_TIMEOUT;
+		st = atb_error_set(err, ATB_ERR_SYSTEM,
+				   "atb-runner timed out after %.3g s: killed", timeout_s);
 	}
-	/* Anything left in the group (a grandchild) goes too. */
-	kill(-pid, SIGKILL);
+	/* Anything left (a grandchild; sandboxed, the whole PID namespace) goes too. */
+	atb_proc_reap(&proc);
+	status = proc.status;
 	out->wall_ns = atbi_monotonic_ns() - t0;
 
 	if (end < 0 && r.lines.len) {
@@ -444,5 +549,8 @@ out_fds:
 		close(ep[1]);
 	atb_free(r.lines.p);
 	atb_free(text);
+	json_decref(r.sandbox_facts);
+	atb_sandbox_free(sb);
+	atb_proc_remove_tree(scratch);
 	return st;
 }

@@ -27,6 +27,7 @@
 
 #include "atb/alloc.h"
 #include "atb/atb.h"
+#include "atb/proc.h"
 #include "atb/task.h"
 #include "task_cuda.h"
 #include "task_int.h"
@@ -227,6 +228,61 @@ static int64_t now_ns(void)
 	return atbi_monotonic_ns();
 }
 
+/* The folder part of path ("." when none) into buf. */
+static void dir_of(const char *path, char *buf, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		snprintf(buf, size, ".");
+	else if (slash == path)
+		snprintf(buf, size, "/");
+	else
+		snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+static enum atb_status build_sandbox(const char *source_path, const char *out_so_path,
+				     char *scratch, size_t size, struct atb_sandbox **out,
+				     struct atb_error *err)
+{
+	static const char *const pass[] = {"LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+					   "LSAN_OPTIONS", NULL};
+	struct atb_sandbox_limits lim = {.fsize_bytes = (uint64_t)1 << 30, .nofile = 4096};
+	char dir[4096], abs[4096], inc[4200], cwd[4096];
+	enum atb_sandbox_mode mode;
+	enum atb_status st;
+
+	*out = NULL;
+	if ((st = atb_sandbox_mode_from_env(&mode, err)) ||
+	    (st = atb_proc_scratch("atb-build", scratch, size, err)) ||
+	    (st = atb_sandbox_new(mode, scratch, out, err)))
+		return st;
+	if (!getcwd(cwd, sizeof(cwd)))
+		snprintf(cwd, sizeof(cwd), "/");
+	/* relative paths are the caller's: name them absolutely inside */
+	snprintf(abs, sizeof(abs), "%s%s%s", source_path[0] == '/' ? "" : cwd,
+		 source_path[0] == '/' ? "" : "/", source_path);
+	dir_of(abs, dir, sizeof(dir));
+	/* the file itself too: its folder is not bound when it holds the store */
+	st = atb_sandbox_ro(*out, dir, err);
+	if (!st)
+		st = atb_sandbox_ro(*out, abs, err);
+	if (!st) {
+		snprintf(inc, sizeof(inc), "%s/include", atb_home());
+		st = atb_sandbox_ro(*out, inc, err);
+	}
+	if (!st) {
+		snprintf(abs, sizeof(abs), "%s%s%s", out_so_path[0] == '/' ? "" : cwd,
+			 out_so_path[0] == '/' ? "" : "/", out_so_path);
+		dir_of(abs, dir, sizeof(dir));
+		st = atb_sandbox_rw(*out, dir, err);
+	}
+	if (!st)
+		st = atb_sandbox_pass_env(*out, pass, err);
+	atb_sandbox_set_limits(*out, &lim);
+	return st;
+}
+
 enum atb_status atb_task_build(const struct atb_task *t, const char *source_path,
 			       const struct atb_knob_assignment *knobs,
 			       const struct atb_protocol *proto, const char *out_so_path,
@@ -236,12 +292,14 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 	char defs[ATB_TASK_MAX_KNOBS][2 * ATB_TASK_NAME_MAX + 4];
 	char flags[ATB_TASK_FLAGS_MAX], incdir[4200], arch[32], *tok, *save = NULL;
 	struct logbuf log = {0};
-	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	int outp[2] = {-1, -1};
 	size_t argc = 0, i;
 	enum atb_status st = ATB_OK;
 	int64_t deadline;
 	int status = 0, timed_out = 0, exec_errno = 0, eof = 0, exited = 0, cuda;
-	pid_t pid;
+	struct atb_sandbox *sb = NULL;
+	struct atb_proc proc = {.pid = -1};
+	char scratch[4096] = "";
 
 	if (build_log)
 		*build_log = NULL;
@@ -283,33 +341,26 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 	    (cuda && (st = add_arg(argv, &argc, ATBI_TASK_CUDA_LIBS, err))))
 		return st;
 
-	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC)) {
+	if (pipe2(outp, O_CLOEXEC)) {
 		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot build '%s': pipe: %s",
 				   source_path, strerror(errno));
 		goto done;
 	}
-	pid = fork();
-	if (pid < 0) {
-		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot build '%s': fork: %s",
-				   source_path, strerror(errno));
+	/* PROTO: sandbox -- the compiler sees the system, the source's folder and
+	   atb's headers read-only, the output's folder read-write; nothing else
+	   (an #include of the store or of another candidate finds nothing) */
+	st = build_sandbox(source_path, out_so_path, scratch, sizeof(scratch), &sb, err);
+	if (!st)
+		st = atb_proc_start(argv, -1, outp[1], outp[1], sb, &proc, err);
+	close(outp[1]);
+	outp[1] = -1;
+	if (st) {
+		if (st == ATB_ERR_NOT_FOUND)
+			st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot run compiler '%s': %s",
+					   argv[0], strerror(ENOENT));
 		goto done;
 	}
-	if (pid == 0) {
-		int e;
-
-		setpgid(0, 0);
-		dup2(outp[1], STDOUT_FILENO);
-		dup2(outp[1], STDERR_FILENO);
-		execvp(argv[0], (char *const *)argv);
-		e = errno;
-		if (write(errp[1], &e, sizeof(e)) < 0)
-			_exit(126);
-		_exit(127);
-	}
-	setpgid(pid, pid);  /* also in the parent: no race with the kill below */
-	close(outp[1]);
-	close(errp[1]);
-	outp[1] = errp[1] = -1;
+	exec_errno = proc.exec_errno;
 	deadline = now_ns() + (int64_t)(proto->build.timeout_s * 1e9);
 	while (!exited) {
 		int64_t left_ns = deadline - now_ns();
@@ -317,8 +368,7 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 
 		if (left_ns <= 0) {
 			timed_out = 1;
-			kill(-pid, SIGKILL);
-			waitpid(pid, &status, 0);
+			atb_proc_reap(&proc);
 			break;
 		}
 		if (!eof) {
@@ -340,8 +390,7 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 
 			nanosleep(&ts, NULL);
 		}
-		pr = waitpid(pid, &status, WNOHANG);
-		if (pr == pid)
+		if (atb_proc_wait(&proc, 0))
 			exited = 1;
 	}
 	/* Drain what the compiler wrote before it exited. */
@@ -357,10 +406,8 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 			break;
 		log_append(&log, buf, (size_t)r);
 	}
-	if (!timed_out && read(errp[0], &exec_errno, sizeof(exec_errno)) != sizeof(exec_errno))
-		exec_errno = 0;
-	if (!timed_out && exited)
-		kill(-pid, SIGKILL);  /* leftovers of the group, if any */
+	atb_proc_reap(&proc);  /* leftovers of the group, if any */
+	status = proc.status;
 	if (log.truncated)
 		log_append(&log, "", 0);
 	if (log.oom) {
@@ -384,12 +431,11 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 					   argv[0], WEXITSTATUS(status), source_path);
 	}
 done:
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 2; i++)
 		if (outp[i] >= 0)
 			close(outp[i]);
-		if (errp[i] >= 0)
-			close(errp[i]);
-	}
+	atb_sandbox_free(sb);
+	atb_proc_remove_tree(scratch);
 	if (build_log && !log.oom) {
 		*build_log = log.data ? log.data : atb_strdup("");
 		if (!*build_log && st == ATB_OK)
