@@ -37,9 +37,18 @@ test_expect "surface: a subfolder is refused" '
 	mkdir -p sub/kernel.c && refused sub surface
 '
 
-test_expect "surface: a kernel that appends to the task file is caught" '
+# The sandbox shows the runner no task and passes it no such variable, so
+# the append cannot happen (t6300 tries harder); without the sandbox the
+# surface recheck still catches it.
+test_expect "surface: a kernel that appends to the task file cannot, sandboxed" '
 	cp task/task.yaml before.yaml &&
-	ATB_CHEAT_TASK_YAML=$PWD/task/task.yaml refused "$CHEATS/relu/tamper" surface &&
+	ATB_CHEAT_TASK_YAML=$PWD/task/task.yaml expect_exit_past_box 0 "$ATB" measure --json \
+		"$TRASH/task" "$CHEATS/relu/tamper" &&
+	cmp -s before.yaml task/task.yaml
+'
+
+test_expect "surface: without the sandbox, the append is caught by the recheck" '
+	ATB_SANDBOX=off ATB_CHEAT_TASK_YAML=$PWD/task/task.yaml refused "$CHEATS/relu/tamper" surface &&
 	expect_grep "task.yaml" "$TRASH/out" && ! cmp -s before.yaml task/task.yaml &&
 	cp before.yaml task/task.yaml
 '
