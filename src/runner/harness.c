@@ -270,6 +270,18 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 	    (st = atb_sandbox_new(mode, scratch, &sb, err)))
 		return st;
 	st = atb_sandbox_ro(sb, runner_path, err);
+	/* a runner carried with its libraries (scripts/gpu-check: RPATH $ORIGIN/../lib) */
+	if (!st) {
+		char lib[4200], *slash;
+
+		snprintf(lib, sizeof(lib), "%s", runner_path);
+		slash = strrchr(lib, '/');
+		if (slash) {
+			snprintf(slash, sizeof(lib) - (size_t)(slash - lib), "/../lib");
+			if (access(lib, F_OK) == 0)
+				st = atb_sandbox_ro(sb, lib, err);
+		}
+	}
 	json_array_foreach(arms, i, a) {
 		const char *so = json_string_value(json_object_get(a, "so"));
 

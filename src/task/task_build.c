@@ -245,8 +245,12 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 				     char *scratch, size_t size, struct atb_sandbox **out,
 				     struct atb_error *err)
 {
-	static const char *const pass[] = {"LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+	static const char *const pass[] = {"LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
+					   "C_INCLUDE_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS",
 					   "LSAN_OPTIONS", NULL};
+	static const char *const dirs[] = {"LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
+					   "C_INCLUDE_PATH", NULL};
+	size_t k;
 	struct atb_sandbox_limits lim = {.fsize_bytes = (uint64_t)1 << 30, .nofile = 4096};
 	char dir[4096], abs[4096], inc[4200], cwd[4096];
 	enum atb_sandbox_mode mode;
@@ -279,6 +283,16 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 	}
 	if (!st)
 		st = atb_sandbox_pass_env(*out, pass, err);
+	/* the folders those variables name (the toolkit's, a pip-installed cuBLAS) */
+	for (k = 0; !st && dirs[k]; k++) {
+		const char *v = getenv(dirs[k]);
+		char list[8192], *save = NULL, *d;
+
+		snprintf(list, sizeof(list), "%s", v ? v : "");
+		for (d = strtok_r(list, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
+			if (d[0] == '/')
+				st = atb_sandbox_ro(*out, d, err);
+	}
 	atb_sandbox_set_limits(*out, &lim);
 	return st;
 }
