@@ -184,6 +184,8 @@ void atb_sandbox_free(struct atb_sandbox *sb)
 	atb_free(sb);
 }
 
+static int under_system(const char *real);
+
 static enum atb_status add_path(struct atb_sandbox *sb, const char *path, int kind,
 				struct atb_error *err)
 {
@@ -202,6 +204,10 @@ static enum atb_status add_path(struct atb_sandbox *sb, const char *path, int ki
 		json_array_append_new(sb->refused, json_string(path));
 		return ATB_OK;
 	}
+	/* already seen read-only at the same place through /usr, /opt, ...: a
+	   second bind under a read-only mount cannot even be made */
+	if (kind == P_RO && under_system(real) && under_system(path))
+		return ATB_OK;
 	for (i = 0; i < sb->npaths; i++)
 		if (!strcmp(sb->paths[i].dst, path)) {
 			if (kind == P_RW)
@@ -382,6 +388,27 @@ static const char *const etc_ro[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/et
 				     "/etc/alternatives", "/etc/localtime", "/etc/passwd",
 				     "/etc/group", "/etc/nsswitch.conf", "/etc/hosts",
 				     "/etc/nvidia", "/etc/OpenCL", "/etc/gcrypt"};
+
+/* 1 when path lies under a system folder that system_binds() shows as it is. */
+static int under_system(const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(system_ro) / sizeof(system_ro[0]); i++) {
+		size_t n = strlen(system_ro[i]);
+		struct stat st;
+		char real[PATH_MAX];
+
+		if (strncmp(path, system_ro[i], n) || (path[n] != '/' && path[n] != '\0'))
+			continue;
+		/* a symlinked /lib is /usr/lib: covered when /usr is */
+		if (lstat(system_ro[i], &st) || S_ISLNK(st.st_mode) ||
+		    !realpath(system_ro[i], real) || holds_forbidden(real))
+			continue;
+		return 1;
+	}
+	return 0;
+}
 
 static int find_bwrap(void)
 {

@@ -346,6 +346,35 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 	return ATB_OK;
 }
 
+/* A copy of the job whose arms' objects and module path are absolute (NULL: memory). */
+static json_t *absolute_job(const json_t *job)
+{
+	json_t *j = json_deep_copy(job), *a, *torch;
+	char cwd[4096], path[8200];
+	size_t i;
+
+	if (!j || !getcwd(cwd, sizeof(cwd)))
+		return j;
+	json_array_foreach(json_object_get(j, "arms"), i, a) {
+		const char *so = json_string_value(json_object_get(a, "so"));
+
+		if (so && so[0] != '/') {
+			snprintf(path, sizeof(path), "%s/%s", cwd, so);
+			json_object_set_new(a, "so", json_string(path));
+		}
+	}
+	torch = json_object_get(j, "torch");
+	if (json_is_string(json_object_get(torch, "module_path"))) {
+		const char *m = json_string_value(json_object_get(torch, "module_path"));
+
+		if (m[0] != '/') {
+			snprintf(path, sizeof(path), "%s/%s", cwd, m);
+			json_object_set_new(torch, "module_path", json_string(path));
+		}
+	}
+	return j;
+}
+
 enum atb_status atb_runner_run(const char *runner_path, const json_t *job, double timeout_s,
 			       atb_runner_event_fn on_event, void *ctx,
 			       struct atb_runner_outcome *out, struct atb_error *err)
@@ -359,6 +388,8 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
 	struct atb_sandbox *sb = NULL;
 	struct atb_proc proc = {.pid = -1};
+	json_t *sent_job;
+	char runner_abs[4200];
 	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
 
@@ -370,7 +401,10 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	r.ctx = ctx;
 	atb_alloc_install_json();
 
-	text = json_dumps(job, JSON_COMPACT);
+	/* the runner works in its scratch folder: every path it is sent is absolute */
+	sent_job = absolute_job(job);
+	text = sent_job ? json_dumps(sent_job, JSON_COMPACT) : NULL;
+	json_decref(sent_job);
 	if (!text)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot encode job: out of memory");
 	text_len = strlen(text);
@@ -381,6 +415,13 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 		goto out_fds;
 	}
 	/* inside the sandbox bwrap would exec it: say so here, plainly */
+	if (runner_path[0] != '/') {
+		char cwd[2048];
+
+		if (getcwd(cwd, sizeof(cwd)))
+			snprintf(runner_abs, sizeof(runner_abs), "%s/%s", cwd, runner_path);
+		argv[0] = runner_path = runner_abs;
+	}
 	if (access(runner_path, X_OK)) {
 		out->exit_code = 127;
 		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot execute atb-runner '%s': %s",
@@ -390,7 +431,10 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	/* PROTO: sandbox -- a fresh scratch folder per runner, removed after it */
 	if ((st = atb_proc_scratch("atb-runner", scratch, sizeof(scratch), err)))
 		goto out_fds;
-	st = job_sandbox(runner_path, job, timeout_s, scratch, &sb, err);
+	sent_job = absolute_job(job);
+	st = sent_job ? job_sandbox(runner_path, sent_job, timeout_s, scratch, &sb, err)
+		      : atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
+	json_decref(sent_job);
 	if (!st)
 		st = atb_proc_start(argv, sv[1], sv[1], ep[1], sb, &proc, err);
 	close(sv[1]);

@@ -241,6 +241,17 @@ static void dir_of(const char *path, char *buf, size_t size)
 		snprintf(buf, size, "%.*s", (int)(slash - path), path);
 }
 
+/* path made absolute against the working folder (the compiler runs elsewhere) */
+static void absolute(const char *path, char *buf, size_t size)
+{
+	char cwd[4096];
+
+	if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		snprintf(buf, size, "%s", path);
+	else
+		snprintf(buf, size, "%s/%s", cwd, path);
+}
+
 static enum atb_status build_sandbox(const char *source_path, const char *out_so_path,
 				     char *scratch, size_t size, struct atb_sandbox **out,
 				     struct atb_error *err)
@@ -252,7 +263,7 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 					   "C_INCLUDE_PATH", NULL};
 	size_t k;
 	struct atb_sandbox_limits lim = {.fsize_bytes = (uint64_t)1 << 30, .nofile = 4096};
-	char dir[4096], abs[4096], inc[4200], cwd[4096];
+	char dir[4096], abs[4096], inc[4200];
 	enum atb_sandbox_mode mode;
 	enum atb_status st;
 
@@ -261,11 +272,8 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 	    (st = atb_proc_scratch("atb-build", scratch, size, err)) ||
 	    (st = atb_sandbox_new(mode, scratch, out, err)))
 		return st;
-	if (!getcwd(cwd, sizeof(cwd)))
-		snprintf(cwd, sizeof(cwd), "/");
 	/* relative paths are the caller's: name them absolutely inside */
-	snprintf(abs, sizeof(abs), "%s%s%s", source_path[0] == '/' ? "" : cwd,
-		 source_path[0] == '/' ? "" : "/", source_path);
+	absolute(source_path, abs, sizeof(abs));
 	dir_of(abs, dir, sizeof(dir));
 	/* the file itself too: its folder is not bound when it holds the store */
 	st = atb_sandbox_ro(*out, dir, err);
@@ -276,8 +284,7 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 		st = atb_sandbox_ro(*out, inc, err);
 	}
 	if (!st) {
-		snprintf(abs, sizeof(abs), "%s%s%s", out_so_path[0] == '/' ? "" : cwd,
-			 out_so_path[0] == '/' ? "" : "/", out_so_path);
+		absolute(out_so_path, abs, sizeof(abs));
 		dir_of(abs, dir, sizeof(dir));
 		st = atb_sandbox_rw(*out, dir, err);
 	}
@@ -305,6 +312,7 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 	const char *argv[BUILD_MAX_ARGS] = {NULL};
 	char defs[ATB_TASK_MAX_KNOBS][2 * ATB_TASK_NAME_MAX + 4];
 	char flags[ATB_TASK_FLAGS_MAX], incdir[4200], arch[32], *tok, *save = NULL;
+	char abs_src[4096], abs_out[4096];
 	struct logbuf log = {0};
 	int outp[2] = {-1, -1};
 	size_t argc = 0, i;
@@ -317,6 +325,8 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 
 	if (build_log)
 		*build_log = NULL;
+	absolute(source_path, abs_src, sizeof(abs_src));
+	absolute(out_so_path, abs_out, sizeof(abs_out));
 	/* Kind "cuda": the protocol's build.cuda (nvcc) plus -arch (task_cuda.c). */
 	cuda = t->kind && !strcmp(t->kind, "cuda");
 	if (!(cuda ? proto->build.cuda_compiler : proto->build.cpu_compiler)[0])
@@ -349,8 +359,8 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 	snprintf(incdir, sizeof(incdir), "-I%s/include", atb_home());
 	if ((st = add_arg(argv, &argc, incdir, err)) ||
 	    (st = add_arg(argv, &argc, "-o", err)) ||
-	    (st = add_arg(argv, &argc, out_so_path, err)) ||
-	    (st = add_arg(argv, &argc, source_path, err)) ||
+	    (st = add_arg(argv, &argc, abs_out, err)) ||
+	    (st = add_arg(argv, &argc, abs_src, err)) ||
 	    (st = add_arg(argv, &argc, "-lm", err)) ||
 	    (cuda && (st = add_arg(argv, &argc, ATBI_TASK_CUDA_LIBS, err))))
 		return st;

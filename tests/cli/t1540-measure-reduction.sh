@@ -98,7 +98,9 @@ cat >runner.sh <<SH
 tee -a "$TRASH/jobs.jsonl" | "$REAL" "\$@" | tee -a "\$EVENTS"
 SH
 chmod +x runner.sh
-export ATB_RUNNER=$TRASH/runner.sh
+# The wrapper (a test instrument that records what atb sends) lives outside
+# any sandbox view: these runs are unsandboxed; t6300 and u-proc test the sandbox.
+export ATB_RUNNER=$TRASH/runner.sh ATB_SANDBOX=off
 
 # measure NAME: atb measure --json of candidate NAME into out.json, events
 # into NAME.ev; the verdict is read from the output, whatever the exit.

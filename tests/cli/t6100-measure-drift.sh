@@ -18,7 +18,9 @@ command -v jq >/dev/null || skip_all "jq not installed"
 command -v python3 >/dev/null || skip_all "python3 is needed to read the runner jobs"
 export ATB_DB=$TRASH/m.db
 
-# A runner that keeps a copy of every job it is given (the real one does the work).
+# A runner that keeps a copy of every job it is given (the real one does the
+# work).  It writes outside any sandbox view, so its runs are unsandboxed
+# (ATB_SANDBOX=off); t6300 and u-proc test the sandbox.
 mkdir jobs &&
 cat >runner.sh <<EOF
 #!/bin/sh
@@ -29,7 +31,7 @@ chmod +x runner.sh
 test_expect "an honest candidate: one runner per seed and side, alternated, drift per seed" '
 	mkdir honest && cp "$FIX/relu-steady/tunable.c" honest/kernel.c &&
 	rc=0 &&
-	ATB_RUNNER=$TRASH/runner.sh "$ATB" measure --json "$FIX/relu-steady" honest \
+	ATB_SANDBOX=off ATB_RUNNER=$TRASH/runner.sh "$ATB" measure --json "$FIX/relu-steady" honest \
 		--no-naive >out 2>err || rc=$? &&
 	{ [ $rc = 0 ] || [ $rc = 2 ]; } &&
 	python3 - <<"PY"
