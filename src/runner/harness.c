@@ -282,11 +282,15 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 				st = atb_sandbox_ro(sb, lib, err);
 		}
 	}
+	/* "so": a shared object; "py": kind torch's python file */
 	json_array_foreach(arms, i, a) {
 		const char *so = json_string_value(json_object_get(a, "so"));
+		const char *py_file = json_string_value(json_object_get(a, "py"));
 
 		if (!st && so && so[0] == '/')
 			st = atb_sandbox_ro(sb, so, err);
+		if (!st && py_file && py_file[0] == '/')
+			st = atb_sandbox_ro(sb, py_file, err);
 	}
 	torch = json_object_get(job, "torch");
 	py = json_object_get(torch, "python");
@@ -356,11 +360,16 @@ static json_t *absolute_job(const json_t *job)
 	if (!j || !getcwd(cwd, sizeof(cwd)))
 		return j;
 	json_array_foreach(json_object_get(j, "arms"), i, a) {
-		const char *so = json_string_value(json_object_get(a, "so"));
+		static const char *const keys[] = {"so", "py"};
+		size_t k;
 
-		if (so && so[0] != '/') {
-			snprintf(path, sizeof(path), "%s/%s", cwd, so);
-			json_object_set_new(a, "so", json_string(path));
+		for (k = 0; k < 2; k++) {
+			const char *f = json_string_value(json_object_get(a, keys[k]));
+
+			if (f && f[0] != '/') {
+				snprintf(path, sizeof(path), "%s/%s", cwd, f);
+				json_object_set_new(a, keys[k], json_string(path));
+			}
 		}
 	}
 	torch = json_object_get(j, "torch");
