@@ -19,6 +19,7 @@
 
 #include "atb/alloc.h"
 #include "atb/audit.h"
+#include "proc/proc_int.h"
 #include "store/store_int.h"
 #include "banned.h"
 
@@ -259,6 +260,16 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	*out = NULL;
 	if (!path || !*path)
 		return atb_error_set(err, ATB_ERR_USAGE, "no store path given");
+	{
+		/* PROTO: sandbox -- no job may ever see this store's folder */
+		char dir[4096], *slash;
+
+		snprintf(dir, sizeof(dir), "%s", path);
+		slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		atbi_sandbox_forbid(slash ? (dir[0] ? dir : "/") : ".");
+	}
 	if (stat(path, &sb) == 0) {
 		if (!S_ISREG(sb.st_mode))
 			return atb_error_set(err, ATB_ERR_NOT_A_STORE,

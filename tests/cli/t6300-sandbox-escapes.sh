@@ -36,7 +36,7 @@ LISTENER=$!
 trap 'kill $LISTENER 2>/dev/null; rm -rf "$TRASH"' EXIT
 
 subst() {
-	sed -e "s|@ATB@|$ATB|g" -e "s|@DB@|$ATB_DB|g" -e "s|@HOME@|$ATB_HOME|g" \
+	sed -e "s|@ATB@|$ATB|g" -e "s|@DB@|${ATB_DB}|g" -e "s|@HOME@|$ATB_HOME|g" \
 	    -e "s|@TRASH@|$TRASH|g" -e "s|@PID@|$PID|g" -e "s|@PORT@|$PORT|g" "$1"
 }
 mkdir escape && subst "$ESC/kernel.c.in" >escape/kernel.c
@@ -81,6 +81,19 @@ test_expect "no process the candidate started outlived the job (setsid included)
 
 test_expect "the loopback listener saw no connection" '
 	[ ! -e "$TRASH/connected" ]
+'
+
+# A folder the job would be shown (here: named by LD_LIBRARY_PATH) that holds
+# the store is refused, whatever names it: the store opened registers it.
+test_expect "a store in a folder the job would see is not shown (refused_paths)" '
+	mkdir libdir escape2 &&
+	ATB_DB=$TRASH/libdir/s.db subst "$ESC/kernel.c.in" >escape2/kernel.c &&
+	LD_LIBRARY_PATH=$TRASH/libdir expect_exit_past_box 0 \
+		"$ATB" --db "$TRASH/libdir/s.db" measure --json "$TRASH/task" "$TRASH/escape2" &&
+	sqlite3 libdir/s.db "SELECT stats FROM result" >stats2 &&
+	jq -e --arg d "$TRASH/libdir" ".runner.sandbox.refused_paths | index(\$d)" stats2 >/dev/null &&
+	! grep -q "garbage rows" libdir/s.db &&
+	ATB_DB=$TRASH/libdir/s.db "$ATB" db check >/dev/null
 '
 
 test_expect "an #include of a file outside the candidate finds nothing" '
