@@ -2,9 +2,10 @@
 /*
  * Knobs and builds: default, sampled and checked knob assignments, candidate
  * folders, and the compiler run that turns a kernel source into a shared
- * object.  The compiler runs under fork/execvp with no shell (a knob value
- * can never become a command), in its own process group so that a hung
- * build is killed whole at the protocol's timeout (PROTO: build.timeout_s),
+ * object.  The compiler runs through the child-process module with no shell
+ * (a knob value can never become a command), sandboxed (PROTO: sandbox), in
+ * its own process group so that a hung build is killed whole at the
+ * protocol's timeout (PROTO: build.timeout_s),
  * with the protocol's flags first and the task's extra flags only added
  * after them (PROTO: build.cpu.flags).
  * Does not: load or run the shared object (atb-runner does).
@@ -281,6 +282,12 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 		st = atb_sandbox_ro(*out, abs, err);
 	if (!st) {
 		snprintf(inc, sizeof(inc), "%s/include", atb_home());
+		st = atb_sandbox_ro(*out, inc, err);
+	}
+	/* atb's bundled tasks are public sources a candidate may build on
+	   (several cheat fixtures include a task's baseline through ../tasks) */
+	if (!st) {
+		snprintf(inc, sizeof(inc), "%s/tasks", atb_home());
 		st = atb_sandbox_ro(*out, inc, err);
 	}
 	if (!st) {
