@@ -29,6 +29,7 @@
 #include "atb/alloc.h"
 #include "atb/proc.h"
 #include "atb/task.h"
+#include "task_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -106,8 +107,7 @@ static int defines(const char *text, const char *prefix, const char *delims)
 	return 0;
 }
 
-/* The interpreter to run: python, else $ATB_PYTHON, else python3, found on PATH. */
-static enum atb_status resolve_python(const char *python, char **out, struct atb_error *err)
+enum atb_status atbi_task_python_resolve(const char *python, char **out, struct atb_error *err)
 {
 	const char *path, *p;
 	char buf[4096];
@@ -215,8 +215,7 @@ static enum atb_status run_query(const char *python, char **out, struct atb_erro
 	return ATB_OK;
 }
 
-/* Ask the interpreter about itself: the canonical JSON text of its answer. */
-static enum atb_status python_info(const char *python, char **info, struct atb_error *err)
+enum atb_status atbi_task_python_info(const char *python, char **info, struct atb_error *err)
 {
 	char *text = NULL, *line;
 	json_error_t je;
@@ -325,8 +324,8 @@ enum atb_status atb_task_load_kernelbench(const char *py_path, const char *pytho
 		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot load task: out of memory");
 		goto fail;
 	}
-	if ((st = resolve_python(python, &t->python, err)) ||
-	    (st = python_info(t->python, &t->python_info, err)))
+	if ((st = atbi_task_python_resolve(python, &t->python, err)) ||
+	    (st = atbi_task_python_info(t->python, &t->python_info, err)))
 		goto fail;
 	*out = t;
 	return ATB_OK;
