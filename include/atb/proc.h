@@ -121,14 +121,75 @@ enum atb_status atb_proc_start(const char *const *argv, int in, int out, int err
 			       struct atb_error *err);
 
 /*
+ * What else a child may need, for atb_proc_start_opts and atb_proc_start_fn
+ * (git's struct child_process is the model).  All zero: nothing.
+ */
+struct atb_proc_opts {
+	/*
+	 * Plain children only (a sandbox has atb_sandbox_env): changes to the
+	 * caller's environment, NULL-ended; "NAME=VALUE" sets, "NAME" removes.
+	 * argv[0] without a slash is looked up in the PATH the child gets.
+	 */
+	const char *const *env;
+	/*
+	 * Run in the child once 0-2 are in place, right before the exec (and
+	 * before a sandbox's limits and filter): what must hold for every
+	 * thread the program makes, e.g. sched_setaffinity.  Returns 0 to go
+	 * on; anything else is the child's exit status and the program does
+	 * not run (the hook says why on fd 2 if it wants to).  The caller may
+	 * have threads: only async-signal-safe calls.
+	 */
+	int (*before_exec)(void *arg);
+	void *before_exec_arg;
+	/*
+	 * A plain child's signal when the thread that started it ends
+	 * (PR_SET_PDEATHSIG); 0: none.  Sandboxed children always get SIGKILL.
+	 */
+	int death_signal;
+};
+
+/* atb_proc_start with opts (NULL: as atb_proc_start).  ATB_ERR_USAGE: env with a sandbox. */
+enum atb_status atb_proc_start_opts(const char *const *argv, int in, int out, int errfd,
+				    struct atb_sandbox *sb, const struct atb_proc_opts *opts,
+				    struct atb_proc *p, struct atb_error *err);
+
+/*
+ * Run fn(arg) in a forked copy of this process, for atb's own work that
+ * must not share its state (a suite's task; git's start_async): its own
+ * process group, opts->death_signal, exit status fn's return (0-255).
+ * The copy keeps every descriptor and signal handler of the parent (it is
+ * atb's code: close or reset what it must not keep); stdio is flushed
+ * before the fork so that nothing buffered is written twice.  Only
+ * death_signal of opts is used (ATB_ERR_USAGE for env or before_exec).
+ * ATB_ERR_SYSTEM (fork).
+ */
+enum atb_status atb_proc_start_fn(int (*fn)(void *arg), void *arg,
+				  const struct atb_proc_opts *opts, struct atb_proc *p,
+				  struct atb_error *err);
+
+/*
  * Reap the child if it has exited, waiting until deadline_ns
  * (atbi_monotonic_ns clock; 0: do not wait; INT64_MAX: forever).
  * Returns 1 when reaped (p->status set), 0 when still running.
  */
 int atb_proc_wait(struct atb_proc *p, int64_t deadline_ns);
 
-/* SIGKILL the child's whole process group (and, sandboxed, its PID namespace). */
+/*
+ * SIGKILL the child's whole tree: its process group, and, while it is not
+ * reaped, every process under it (from /proc) with its group, so that
+ * children that made groups or sessions of their own go too (a runner
+ * that atb's child started; a setsid).  Sandboxed, bwrap's death also
+ * takes its PID namespace.  Not this process's own group.
+ */
 void atb_proc_kill(struct atb_proc *p);
+
+/*
+ * Ask the child to end: sig (e.g. SIGTERM) to its group, up to grace_ns
+ * for it to exit, then atb_proc_reap (SIGKILL to the tree, as above).
+ * Sandboxed, bwrap gets sig and its end takes the namespace: the program
+ * itself gets no grace.  p->status says how it ended.
+ */
+void atb_proc_stop(struct atb_proc *p, int sig, int64_t grace_ns);
 
 /*
  * Kill whatever is left of the tree and reap the child (blocking).  Call

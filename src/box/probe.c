@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +19,7 @@
 #include <unistd.h>
 
 #include "atb/alloc.h"
+#include "atb/proc.h"
 #include "box_int.h"
 #include "banned.h"
 
@@ -152,7 +151,8 @@ static enum atb_status probe_caches(struct atb_box *box)
 
 /*
  * The environment for the compiler: ours with the locale forced to C, so
- * that the version line (an identity field) does not depend on LANG.
+ * that the version line (an identity field) does not depend on LANG.  As
+ * changes for atb_proc ("NAME" removes, "NAME=VALUE" sets; atb_free_env).
  */
 static char **c_locale_env(void)
 {
@@ -165,52 +165,69 @@ static char **c_locale_env(void)
 	if (!env)
 		return NULL;
 	for (i = 0; i < n; i++) {
-		if (!strncmp(environ[i], "LC_", 3) || !strncmp(environ[i], "LANG=", 5) ||
-		    !strncmp(environ[i], "LANGUAGE=", 9))
+		if (strncmp(environ[i], "LC_", 3) && strncmp(environ[i], "LANG=", 5) &&
+		    strncmp(environ[i], "LANGUAGE=", 9))
 			continue;
-		env[j++] = environ[i];
+		if (!(env[j++] = atb_strndup(environ[i], strcspn(environ[i], "="))))
+			goto oom;
 	}
-	env[j++] = "LC_ALL=C";
+	if (!(env[j++] = atb_strdup("LC_ALL=C")))
+		goto oom;
 	env[j] = NULL;
 	return env;
+oom:
+	for (i = 0; env[i]; i++)
+		atb_free(env[i]);
+	atb_free(env);
+	return NULL;
+}
+
+static void free_env(char **env)
+{
+	size_t i;
+
+	for (i = 0; env && env[i]; i++)
+		atb_free(env[i]);
+	atb_free(env);
 }
 
 /*
  * Run `compiler --version` (no shell) and keep its first line (PROTO:
  * build.cpu.compiler names the compiler; callers pass it).  Whatever
- * goes wrong short of memory leaves compiler_version NULL.
+ * goes wrong short of memory leaves compiler_version NULL.  The compiler
+ * is the caller's (trusted) and reads no candidate file: a plain child.
  */
 static enum atb_status probe_compiler(struct atb_box *box, const char *compiler)
 {
-	posix_spawn_file_actions_t fa;
+	const char *argv[] = {compiler, "--version", NULL};
+	struct atb_proc_opts o = {0};
+	struct atb_proc proc;
+	struct atb_error err;
 	char buf[4096], drain[4096];
-	char *argv[3];
 	char **env;
 	size_t n = 0;
-	int fds[2], rc, status = 0, timed_out = 0;
-	pid_t pid;
+	int fds[2], rc, timed_out = 0;
+	enum atb_status st;
 	int64_t deadline;
 
 	env = c_locale_env();
 	if (!env)
 		return ATB_ERR_NOMEM;
 	if (pipe2(fds, O_CLOEXEC) != 0) {
-		atb_free(env);
+		free_env(env);
 		return ATB_OK;
 	}
-	argv[0] = (char *)compiler;
-	argv[1] = "--version";
-	argv[2] = NULL;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	rc = posix_spawnp(&pid, compiler, &fa, NULL, argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	atb_free(env);
+	o.env = (const char *const *)env;
+	st = atb_proc_start_opts(argv, -1, fds[1], -1, NULL, &o, &proc, &err);
+	free_env(env);
 	close(fds[1]);
-	if (rc != 0) {
+	if (st) {
 		close(fds[0]);
+		return ATB_PRIMARY(st) == ATB_ERR_NOMEM ? ATB_ERR_NOMEM : ATB_OK;
+	}
+	if (proc.exec_errno) {
+		close(fds[0]);
+		atb_proc_reap(&proc);
 		return ATB_OK;
 	}
 
@@ -244,11 +261,10 @@ static enum atb_status probe_compiler(struct atb_box *box, const char *compiler)
 			n += (size_t)r;
 	}
 	close(fds[0]);
-	if (timed_out)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+	if (!timed_out)
+		atb_proc_wait(&proc, INT64_MAX);
+	atb_proc_reap(&proc);   /* killed (with what it started) when it timed out */
+	if (timed_out || !WIFEXITED(proc.status) || WEXITSTATUS(proc.status) != 0)
 		return ATB_OK;
 	buf[n] = '\0';
 	return atbi_box_clean(buf, strcspn(buf, "\r\n"), &box->compiler_version);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * Engine lifecycle: spawn in its own process group on a free loopback port
- * with stdout and stderr in files, readiness polled with libcurl, death
- * detection with waitpid(WNOHANG), stop with SIGTERM to the group then
- * SIGKILL after the grace period, and the log's tail for every reason.
+ * Engine lifecycle: spawn (atb_proc: a plain child, the engine being the
+ * user's program) in its own process group on a free loopback port with
+ * stdout and stderr in files, readiness polled with libcurl, death
+ * detection without waiting, stop with SIGTERM to the group then SIGKILL
+ * after the grace period, and the log's tail for every reason.
  *
  * Does not: decide what a failure means for a measurement (ab.c does).
  */
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -28,16 +28,13 @@
 #include <curl/curl.h>
 
 #include "atb/alloc.h"
+#include "atb/proc.h"
 #include "engine_int.h"
 #include "banned.h"
 
-extern char **environ;
-
 struct atb_engine_proc {
-	pid_t pid;                 /* also the process group id */
+	struct atb_proc proc;      /* its pid is also the process group id */
 	int port;
-	int reaped;
-	int wstatus;
 	double grace_s;
 	char url[64];
 	char out_path[PATH_MAX];
@@ -51,7 +48,7 @@ const char *atb_engine_base_url(const struct atb_engine_proc *p)
 
 pid_t atb_engine_pid(const struct atb_engine_proc *p)
 {
-	return p->pid;
+	return p->proc.pid;
 }
 
 /* A port the kernel just handed out on 127.0.0.1; 0 on failure. */
@@ -126,16 +123,11 @@ static void describe_exit(int ws, char *buf, size_t size)
 int atb_engine_alive(struct atb_engine_proc *p, char *why, size_t why_size)
 {
 	char how[96], tail[400];
-	pid_t r;
 
-	if (!p->reaped) {
-		r = waitpid(p->pid, &p->wstatus, WNOHANG);
-		if (r == 0)
-			return 1;
-		p->reaped = 1;
-	}
+	if (!atb_proc_wait(&p->proc, 0))
+		return 1;
 	if (why && why_size) {
-		describe_exit(p->wstatus, how, sizeof(how));
+		describe_exit(p->proc.status, how, sizeof(how));
 		atb_engine_log_tail(p, tail, sizeof(tail));
 		snprintf(why, why_size, "engine %s: %s", how, tail[0] ? tail : "(empty log)");
 	}
@@ -152,28 +144,11 @@ static void sleep_ms(long ms)
 
 void atb_engine_stop(struct atb_engine_proc *p)
 {
-	int64_t deadline;
-
 	if (!p)
 		return;
-	if (!p->reaped) {
-		kill(-p->pid, SIGTERM);
-		deadline = atbi_monotonic_ns() + (int64_t)(p->grace_s * 1e9);
-		while (!p->reaped && atbi_monotonic_ns() < deadline) {
-			if (waitpid(p->pid, &p->wstatus, WNOHANG) == p->pid)
-				p->reaped = 1;
-			else
-				sleep_ms(20);
-		}
-		if (!p->reaped) {
-			kill(-p->pid, SIGKILL);
-			while (waitpid(p->pid, &p->wstatus, 0) < 0 && errno == EINTR)
-				;
-			p->reaped = 1;
-		}
-	}
-	/* Children of the engine that outlived it (same group). */
-	kill(-p->pid, SIGKILL);
+	/* SIGTERM to the group, the grace period, then SIGKILL to what is left
+	   (children of the engine that outlived it too) */
+	atb_proc_stop(&p->proc, SIGTERM, (int64_t)(p->grace_s * 1e9));
 	atb_free(p);
 }
 
@@ -299,56 +274,40 @@ static int port_taken(const char *log)
 	       strstr(log, "port is already") || strstr(log, "port already");
 }
 
-/*
- * Child side: pin to the task's CPUs (before exec, so every thread the
- * engine makes inherits it); the refusal goes to the engine's log.
- */
-static void pin_child(const int *cpus, size_t ncpus)
-{
-	char list[256] = "";
+/* The CPUs to pin to, and the list as the refusal names it. */
+struct pin {
 	cpu_set_t set;
+	char list[256];
+};
+
+static void pin_prepare(const int *cpus, size_t ncpus, struct pin *pin)
+{
 	size_t i, len = 0;
 
-	if (!ncpus)
-		return;
-	CPU_ZERO(&set);
+	CPU_ZERO(&pin->set);
+	pin->list[0] = '\0';
 	for (i = 0; i < ncpus; i++) {
-		CPU_SET((size_t)cpus[i], &set);
-		if (len < sizeof(list))
-			len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+		CPU_SET((size_t)cpus[i], &pin->set);
+		if (len < sizeof(pin->list))
+			len += (size_t)snprintf(pin->list + len, sizeof(pin->list) - len, "%s%d",
 						i ? ", " : "", cpus[i]);
-	}
-	if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-		dprintf(2, "atb: cannot pin engine to cpus [%s]: %s\n", list, strerror(errno));
-		_exit(126);
 	}
 }
 
-/* Child side: never returns. */
-static void exec_child(const struct atb_engine_task *t, char **argv, char **env, size_t nenv,
-		       int fo, int fe)
+/*
+ * Child side, right before the exec (atb_proc's hook): pin to the task's
+ * CPUs, so every thread the engine makes inherits it; the refusal goes to
+ * the engine's log (fd 2 is already the log) and is exit status 126.
+ */
+static int pin_child(void *arg)
 {
-	size_t i;
-	int in = open("/dev/null", O_RDONLY);
+	const struct pin *pin = arg;
 
-	setpgid(0, 0);
-	/* An engine outliving a SIGKILLed atb would hold its port and GPU. */
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (in < 0 || dup2(in, 0) < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-		_exit(126);
-	pin_child(t->cpus, t->ncpus);
-	for (i = 0; i < nenv; i++) {
-		char *eq = strchr(env[i], '=');
-
-		if (eq) {
-			*eq = '\0';
-			setenv(env[i], eq + 1, 1);
-		}
+	if (sched_setaffinity(0, sizeof(pin->set), &pin->set) != 0) {
+		dprintf(2, "atb: cannot pin engine to cpus [%s]: %s\n", pin->list, strerror(errno));
+		return 126;
 	}
-	signal(SIGPIPE, SIG_DFL);
-	execvp(argv[0], argv);
-	dprintf(2, "atb: cannot run engine '%s': %s\n", argv[0], strerror(errno));
-	_exit(127);
+	return 0;
 }
 
 enum atb_status atb_engine_start(const struct atb_engine_task *t,
@@ -363,6 +322,8 @@ enum atb_status atb_engine_start(const struct atb_engine_task *t,
 	enum atb_status st;
 	int64_t deadline;
 	int fo = -1, fe = -1;
+	struct atb_proc_opts po = {0};
+	struct pin pin;
 
 	*out = NULL;
 	p = atb_calloc(1, sizeof(*p));
@@ -396,14 +357,27 @@ enum atb_status atb_engine_start(const struct atb_engine_task *t,
 				   run_dir, strerror(errno));
 		goto fail;
 	}
-	p->pid = fork();
-	if (p->pid < 0) {
-		st = atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork: %s", strerror(errno));
+	/* An engine outliving a SIGKILLed atb would hold its port and GPU. */
+	po.death_signal = SIGTERM;
+	po.env = (const char *const *)env;
+	if (t->ncpus) {
+		pin_prepare(t->cpus, t->ncpus, &pin);
+		po.before_exec = pin_child;
+		po.before_exec_arg = &pin;
+	}
+	st = atb_proc_start_opts((const char *const *)argv, -1, fo, fe, NULL, &po, &p->proc, err);
+	if (st == ATB_ERR_NOT_FOUND) {
+		/* as an exec that failed: said in the log, a start failure */
+		dprintf(fe, "atb: cannot run engine '%s': %s\n", argv[0], strerror(ENOENT));
+		atb_engine_log_tail(p, tail, sizeof(tail));
+		st = atb_error_set(err, ATB_ERR_CHECK, "engine could not start: %s", tail);
 		goto fail;
 	}
-	if (p->pid == 0)
-		exec_child(t, argv, env, nenv, fo, fe);
-	setpgid(p->pid, p->pid);   /* both sides, so kill(-pid) never races the exec */
+	if (st)
+		goto fail;
+	if (p->proc.exec_errno)   /* the child exits 127; the log says why */
+		dprintf(fe, "atb: cannot run engine '%s': %s\n", argv[0],
+			strerror(p->proc.exec_errno));
 	close(fo);
 	close(fe);
 	fo = fe = -1;
@@ -417,7 +391,7 @@ enum atb_status atb_engine_start(const struct atb_engine_task *t,
 
 		if (!atb_engine_alive(p, NULL, 0)) {
 			atb_engine_log_tail(p, tail, sizeof(tail));
-			describe_exit(p->wstatus, why, sizeof(why));
+			describe_exit(p->proc.status, why, sizeof(why));
 			if (port_taken(tail))
 				st = atb_error_set(err, ATB_ERR_CHECK, "port %d already taken: engine %s: %s",
 						   p->port, why, tail);

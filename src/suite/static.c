@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * The static checks of a candidate (include/atb/suite.h): runs
- * python/atb_static.py with the configured interpreter (fork/execvp, no
- * shell, its own process group killed whole at the timeout), reads its JSON
- * findings with jansson, and applies the refusal policy.  Python is parsed
- * by Python's own `ast` module, never here.
+ * python/atb_static.py with the configured interpreter (atb_proc, no shell,
+ * killed whole at the timeout), reads its JSON findings with jansson, and
+ * applies the refusal policy.  Python is parsed by Python's own `ast`
+ * module, never here.
+ *
+ * The checker reads the candidate's source, so it runs in the sandbox
+ * (include/atb/proc.h) like everything that touches candidate input: it
+ * sees the system's folders, the interpreter (what it says of itself:
+ * its executable, libpython, prefix and sys.path), atb's python/ folder,
+ * the reference and the candidate, all read-only, and a scratch folder
+ * removed after it.  The facts of that sandbox ride in its JSON
+ * ("sandbox"), so the stored findings say what was enforced.
  *
  * Does not: store anything (suite.c stores findings and refusals).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +32,9 @@
 
 #include "atb/alloc.h"
 #include "atb/atb.h"
+#include "atb/proc.h"
 #include "atb/suite.h"
+#include "task/task_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -58,13 +68,15 @@ static int append(struct capture *c, const char *data, size_t n)
 	return 0;
 }
 
-/* Run argv, capturing stdout and stderr, killed after timeout_s. */
-static enum atb_status spawn(char *const argv[], double timeout_s, struct capture *out,
-			     struct capture *errout, int *exit_status, struct atb_error *err)
+/* Run argv in sb, capturing stdout and stderr, killed (all of it) after timeout_s. */
+static enum atb_status spawn(const char *const argv[], struct atb_sandbox *sb, double timeout_s,
+			     struct capture *out, struct capture *errout, int *exit_status,
+			     struct atb_error *err)
 {
-	int po[2] = {-1, -1}, pe[2] = {-1, -1}, status = 0, open_fds = 2;
+	int po[2] = {-1, -1}, pe[2] = {-1, -1}, open_fds = 2;
 	int64_t deadline = atbi_monotonic_ns() + (int64_t)(timeout_s * 1e9);
-	pid_t pid;
+	struct atb_proc proc;
+	enum atb_status st;
 
 	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
 		if (po[0] >= 0) {
@@ -73,29 +85,21 @@ static enum atb_status spawn(char *const argv[], double timeout_s, struct captur
 		}
 		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot make a pipe: %s", strerror(errno));
 	}
-	pid = fork();
-	if (pid < 0) {
-		close(po[0]); close(po[1]); close(pe[0]); close(pe[1]);
-		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork: %s", strerror(errno));
-	}
-	if (pid == 0) {
-		setpgid(0, 0);
-		dup2(po[1], STDOUT_FILENO);
-		dup2(pe[1], STDERR_FILENO);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	setpgid(pid, pid);
+	st = atb_proc_start(argv, -1, po[1], pe[1], sb, &proc, err);
 	close(po[1]);
 	close(pe[1]);
+	if (st) {
+		close(po[0]);
+		close(pe[0]);
+		return st;
+	}
 	while (open_fds > 0) {
 		struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
 		int64_t left_ms = (deadline - atbi_monotonic_ns()) / 1000000;
 		int i, r;
 
 		if (left_ms <= 0) {
-			kill(-pid, SIGKILL);
-			waitpid(pid, &status, 0);
+			atb_proc_reap(&proc);
 			close(po[0]);
 			close(pe[0]);
 			return atb_error_set(err, ATB_ERR_SYSTEM,
@@ -114,8 +118,7 @@ static enum atb_status spawn(char *const argv[], double timeout_s, struct captur
 			got = read(fds[i].fd, buf, sizeof(buf));
 			if (got > 0) {
 				if (append(i ? errout : out, buf, (size_t)got)) {
-					kill(-pid, SIGKILL);
-					waitpid(pid, &status, 0);
+					atb_proc_reap(&proc);
 					close(po[0]);
 					close(pe[0]);
 					return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
@@ -135,9 +138,139 @@ static enum atb_status spawn(char *const argv[], double timeout_s, struct captur
 		close(po[0]);
 	if (pe[0] >= 0)
 		close(pe[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	*exit_status = status;
+	/* its output is closed; it may still run: the deadline holds */
+	if (!atb_proc_wait(&proc, deadline)) {
+		atb_proc_reap(&proc);
+		return atb_error_set(err, ATB_ERR_SYSTEM,
+				     "the static checker timed out after %g s: killed", timeout_s);
+	}
+	atb_proc_reap(&proc);
+	/* an exec that failed is the shell's 127, as an execvp's child had it */
+	*exit_status = proc.exec_errno ? 127 << 8 : proc.status;
+	return ATB_OK;
+}
+
+/* Each absolute folder of a ':' list, read-only. */
+static enum atb_status ro_list(struct atb_sandbox *sb, const char *list, struct atb_error *err)
+{
+	char buf[8192], *save = NULL, *d;
+	enum atb_status st = ATB_OK;
+
+	snprintf(buf, sizeof(buf), "%s", list ? list : "");
+	for (d = strtok_r(buf, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
+		if (d[0] == '/')
+			st = atb_sandbox_ro(sb, d, err);
+	return st;
+}
+
+/*
+ * path as the sandbox sees it: absolute (its working folder is the scratch
+ * folder, not ours), links resolved where it exists.
+ */
+static enum atb_status absolute(const char *path, char *buf, size_t size,
+				struct atb_error *err)
+{
+	char cwd[PATH_MAX], real[PATH_MAX];
+	int w;
+
+	if (realpath(path, real))
+		w = snprintf(buf, size, "%s", real);
+	else if (path[0] == '/')
+		w = snprintf(buf, size, "%s", path);
+	else if (getcwd(cwd, sizeof(cwd)))
+		w = snprintf(buf, size, "%s/%s", cwd, path);
+	else
+		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot find the working folder: %s",
+				     strerror(errno));
+	if (w < 0 || (size_t)w >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "path too long '%.200s'", path);
+	return ATB_OK;
+}
+
+/*
+ * The checker's view: the interpreter and what it says it reads, atb's
+ * python/ folder, the two files; the rest of the caller's files invisible.
+ */
+static enum atb_status checker_sandbox(const char *python, const char *info_text,
+				       const char *script, const char *ref, const char *cand,
+				       double timeout_s, const char *scratch,
+				       struct atb_sandbox **out, struct atb_error *err)
+{
+	static const char *const pass_env[] = {"LD_LIBRARY_PATH", NULL};
+	struct atb_sandbox_limits lim = {0};
+	struct atb_sandbox *sb = NULL;
+	enum atb_sandbox_mode mode;
+	enum atb_status st;
+	char dir[PATH_MAX], *slash;
+	json_t *info = json_loads(info_text, 0, NULL), *p;
+	const char *s;
+	size_t i;
+
+	*out = NULL;
+	if ((st = atb_sandbox_mode_from_env(&mode, err)) ||
+	    (st = atb_sandbox_new(mode, scratch, &sb, err))) {
+		json_decref(info);
+		return st;
+	}
+	st = atb_sandbox_ro(sb, python, err);
+	if (!st && (s = json_string_value(json_object_get(info, "executable"))) && s[0] == '/')
+		st = atb_sandbox_ro(sb, s, err);
+	if (!st && (s = json_string_value(json_object_get(info, "library"))) && s[0] == '/')
+		st = atb_sandbox_ro(sb, s, err);
+	if (!st)
+		st = ro_list(sb, json_string_value(json_object_get(info, "home")), err);
+	json_array_foreach(json_object_get(info, "path"), i, p) {
+		s = json_string_value(p);
+		if (!st && s && s[0] == '/')
+			st = atb_sandbox_ro(sb, s, err);
+	}
+	json_decref(info);
+	if (!st)
+		st = ro_list(sb, getenv("LD_LIBRARY_PATH"), err);
+	snprintf(dir, sizeof(dir), "%s", script);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = '\0';
+	if (!st)
+		st = atb_sandbox_ro(sb, dir, err);
+	if (!st)
+		st = atb_sandbox_ro(sb, ref, err);
+	if (!st)
+		st = atb_sandbox_ro(sb, cand, err);
+	if (!st)
+		st = atb_sandbox_pass_env(sb, pass_env, err);
+	/* Backstops only: the timeout ends it first. */
+	lim.cpu_s = (uint64_t)timeout_s + 10;
+	lim.data_bytes = (uint64_t)4 << 30;
+	lim.fsize_bytes = (uint64_t)1 << 20;
+	lim.nofile = 256;
+	atb_sandbox_set_limits(sb, &lim);
+	if (st) {
+		atb_sandbox_free(sb);
+		return st;
+	}
+	*out = sb;
+	return ATB_OK;
+}
+
+/* The checker's JSON with the sandbox's facts added (o->buf replaced). */
+static enum atb_status add_facts(struct capture *o, const struct atb_sandbox *sb,
+				 struct atb_error *err)
+{
+	json_t *root = json_loads(o->buf, 0, NULL), *facts = atb_sandbox_facts(sb);
+	char *text = NULL;
+
+	if (root && facts && !json_object_set_new(root, "sandbox", facts)) {
+		facts = NULL;
+		text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+	}
+	json_decref(facts);
+	json_decref(root);
+	if (!text)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	atb_free(o->buf);
+	o->buf = text;   /* jansson allocates with atb's allocator (atb_alloc_install_json) */
+	o->len = strlen(o->buf);
 	return ATB_OK;
 }
 
@@ -198,10 +331,13 @@ enum atb_status atb_suite_static_check(const char *home, const char *python,
 				       size_t *n, char **json, struct atb_error *err)
 {
 	struct capture o = {0}, e = {0};
-	char script[4096];
-	char *argv[6];
+	char script[4096], ref[PATH_MAX], cand[PATH_MAX], scratch[4096] = "", exe[PATH_MAX];
+	const char *argv[6];
+	char *py = NULL, *info = NULL;
+	struct atb_sandbox *sb = NULL;
 	int status = 0;
 	enum atb_status st;
+	struct atb_error why;
 
 	*out = NULL;
 	*n = 0;
@@ -212,16 +348,48 @@ enum atb_status atb_suite_static_check(const char *home, const char *python,
 		python = getenv("ATB_PYTHON");
 	if (!python || !*python)
 		python = "python3";
+	if (timeout_s <= 0)
+		timeout_s = STATIC_DEFAULT_TIMEOUT_S;
 	snprintf(script, sizeof(script), "%s/%s", home ? home : atb_home(),
 		 ATB_SUITE_STATIC_SCRIPT);
-	argv[0] = (char *)python;
+	if ((st = absolute(reference, ref, sizeof(ref), err)) ||
+	    (st = absolute(candidate, cand, sizeof(cand), err)))
+		return st;
+	/* what of the interpreter to show its sandbox: what it says it reads */
+	atb_error_clear(&why);
+	st = atbi_task_python_resolve(python, &py, &why);
+	if (!st)
+		st = atbi_task_python_info(py, &info, &why);
+	if (st) {
+		st = ATB_PRIMARY(st) == ATB_ERR_NOMEM
+			? atb_error_set(err, ATB_ERR_NOMEM, "out of memory")
+			: atb_error_set(err, ATB_ERR_SYSTEM, "the static checker cannot run: %s",
+					why.msg);
+		goto out;
+	}
+	/*
+	 * The interpreter it says it is (sys.executable), not a wrapper in
+	 * front of it (a pyenv shim needs a tree of its own the sandbox does
+	 * not show); as atb-runner embeds what the same answer names.
+	 */
+	{
+		json_t *o_info = json_loads(info, 0, NULL);
+		const char *x = json_string_value(json_object_get(o_info, "executable"));
+
+		snprintf(exe, sizeof(exe), "%s", x && x[0] == '/' && !access(x, X_OK) ? x : "");
+		json_decref(o_info);
+	}
+	/* PROTO: sandbox -- a fresh scratch folder, removed after the checker */
+	if ((st = atb_proc_scratch("atb-static", scratch, sizeof(scratch), err)) ||
+	    (st = checker_sandbox(py, info, script, ref, cand, timeout_s, scratch, &sb, err)))
+		goto out;
+	argv[0] = exe[0] ? exe : py;
 	argv[1] = script;
 	argv[2] = "--reference";
-	argv[3] = (char *)reference;
-	argv[4] = (char *)candidate;
+	argv[3] = ref;
+	argv[4] = cand;
 	argv[5] = NULL;
-	st = spawn(argv, timeout_s > 0 ? timeout_s : STATIC_DEFAULT_TIMEOUT_S, &o, &e, &status,
-		   err);
+	st = spawn(argv, sb, timeout_s, &o, &e, &status, err);
 	if (st)
 		goto out;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
@@ -238,15 +406,23 @@ enum atb_status atb_suite_static_check(const char *home, const char *python,
 		goto out;
 	}
 	st = parse_findings(o.buf ? o.buf : "", out, n, err);
+	if (!st && json)
+		st = add_facts(&o, sb, err);
 	if (!st && json) {
 		*json = o.buf;
 		o.buf = NULL;
-		/* One line of JSON: drop the newline. */
-		if ((*json)[0] && (*json)[strlen(*json) - 1] == '\n')
-			(*json)[strlen(*json) - 1] = '\0';
+	}
+	if (st && *out) {
+		atb_free(*out);
+		*out = NULL;
+		*n = 0;
 	}
 out:
 	atb_free(o.buf);
 	atb_free(e.buf);
+	atb_free(py);
+	atb_free(info);
+	atb_sandbox_free(sb);
+	atb_proc_remove_tree(scratch);
 	return st;
 }

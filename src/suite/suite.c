@@ -2,9 +2,9 @@
 /*
  * Running a KernelBench-format suite (include/atb/suite.h): the run row and
  * the "suite.plan" audit entry, one child process per task (static checks,
- * then atb_measure_candidate), the per-task timeout that kills the child
- * and every process under it, one iteration row per task, resume, and the
- * report read back from the store.
+ * then atb_measure_candidate; a forked copy of atb through atb_proc), the
+ * per-task timeout that kills the child and every process under it, one
+ * iteration row per task, resume, and the report read back from the store.
  *
  * The store is opened for each step and closed before every fork: an
  * SQLite connection must not cross a fork, so the child opens its own.
@@ -15,8 +15,6 @@
  * statistics (stats.c) or verdicts (measure/).
  */
 #define _GNU_SOURCE
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -39,6 +37,7 @@
 #include "atb/box.h"
 #include "atb/loop.h"
 #include "atb/measure.h"
+#include "atb/proc.h"
 #include "atb/store.h"
 #include "atb/suite.h"
 #include "atb/task.h"
@@ -518,62 +517,6 @@ out:
 
 /* ---- the child process and its timeout ---- */
 
-/* Every process under root (root included), from /proc, into pids[0..*n-1]. */
-static size_t descendants(pid_t root, pid_t *pids, size_t max)
-{
-	pid_t all[4096], parent[4096];
-	size_t nall = 0, n = 0, i, j;
-	struct dirent *e;
-	DIR *d = opendir("/proc");
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && nall < 4096) {
-		char path[300], buf[512], *rp;
-		FILE *f;
-		int ppid;
-
-		if (!isdigit((unsigned char)e->d_name[0]))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) &&
-		    sscanf(rp + 1, " %*c %d", &ppid) == 1) {
-			all[nall] = (pid_t)strtol(e->d_name, NULL, 10);
-			parent[nall++] = (pid_t)ppid;
-		}
-		fclose(f);
-	}
-	closedir(d);
-	pids[n++] = root;
-	for (i = 0; i < n; i++)
-		for (j = 0; j < nall && n < max; j++)
-			if (parent[j] == pids[i])
-				pids[n++] = all[j];
-	return n;
-}
-
-/*
- * Kill the child and everything under it: the runners measure starts are
- * in process groups of their own, so each process's group is killed too.
- */
-static void kill_tree(pid_t child)
-{
-	pid_t pids[1024];
-	size_t n = descendants(child, pids, 1024), i;
-	pid_t mine = getpgrp();
-
-	for (i = 0; i < n; i++) {
-		pid_t g = getpgid(pids[i]);
-
-		if (g > 0 && g != mine)
-			kill(-g, SIGKILL);
-		kill(pids[i], SIGKILL);
-	}
-}
-
 /* Reap the orphans that came to us as the subreaper. */
 static void reap_strays(void)
 {
@@ -595,64 +538,72 @@ static void reap_strays(void)
 
 enum child_end { CHILD_DONE, CHILD_FAILED, CHILD_TIMEOUT, CHILD_STOPPED };
 
+struct child_arg {
+	struct suite *S;
+	int fds[2];   /* the child's error goes back through fds[1] */
+};
+
+/* The task's process (atb_proc_start_fn): run_task, its error to the parent. */
+static int task_child(void *arg)
+{
+	struct child_arg *a = arg;
+	struct atb_error cerr;
+	enum atb_status st;
+
+	close(a->fds[0]);
+	/* the parent's stop handlers are the parent's: here a signal ends the task */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	atb_error_clear(&cerr);
+	st = run_task(a->S, &cerr);
+	if (st) {
+		cerr.status = st;
+		if (write(a->fds[1], &cerr, sizeof(cerr)) < 0)
+			return 4;
+	}
+	return st ? 3 : 0;
+}
+
 static enum child_end run_child(struct suite *S, struct atb_error *err)
 {
 	struct timespec ts = {0, 20000000};
-	int fds[2], status = 0;
+	struct child_arg a = {S, {-1, -1}};
+	struct atb_proc_opts o = {.death_signal = SIGKILL};
+	struct atb_proc proc;
+	int status = 0;
 	int64_t deadline;
-	pid_t pid;
 	enum child_end end;
 
-	if (pipe(fds)) {
+	if (pipe(a.fds)) {
 		atb_error_set(err, ATB_ERR_SYSTEM, "cannot make a pipe: %s", strerror(errno));
 		return CHILD_FAILED;
 	}
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork: %s", strerror(errno));
+	/* no store is open here (see the top): the child opens its own */
+	if (atb_proc_start_fn(task_child, &a, &o, &proc, err)) {
+		close(a.fds[0]);
+		close(a.fds[1]);
 		return CHILD_FAILED;
 	}
-	if (pid == 0) {
-		struct atb_error cerr;
-		enum atb_status st;
-
-		close(fds[0]);
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-		atb_error_clear(&cerr);
-		st = run_task(S, &cerr);
-		if (st) {
-			cerr.status = st;
-			if (write(fds[1], &cerr, sizeof(cerr)) < 0)
-				_exit(4);
-		}
-		_exit(st ? 3 : 0);
-	}
-	close(fds[1]);
-	setpgid(pid, pid);
+	close(a.fds[1]);
 	deadline = atbi_monotonic_ns() + (int64_t)(S->plan.timeout_s * 1e9);
 	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid) {
+		if (atb_proc_wait(&proc, 0)) {
+			status = proc.status;
 			end = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? CHILD_DONE : CHILD_FAILED;
 			break;
 		}
 		if (stopped(S) || atbi_monotonic_ns() > deadline) {
 			end = stopped(S) ? CHILD_STOPPED : CHILD_TIMEOUT;
-			kill_tree(pid);
-			waitpid(pid, &status, 0);
+			/* the child, the runners it started (groups of their own), all */
+			atb_proc_kill(&proc);
+			atb_proc_wait(&proc, INT64_MAX);
+			status = proc.status;
 			break;
 		}
 		nanosleep(&ts, NULL);
 	}
 	if (end == CHILD_FAILED) {
-		ssize_t got = read(fds[0], err, sizeof(*err));
+		ssize_t got = read(a.fds[0], err, sizeof(*err));
 
 		if (got != (ssize_t)sizeof(*err))
 			atb_error_set(err, ATB_ERR_SYSTEM, "the task's process for '%s' ended by %s %d",
@@ -660,8 +611,8 @@ static enum child_end run_child(struct suite *S, struct atb_error *err)
 				      WIFEXITED(status) ? "exit" : "signal",
 				      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	}
-	close(fds[0]);
-	kill_tree(pid);   /* anything the child left behind */
+	close(a.fds[0]);
+	atb_proc_reap(&proc);   /* anything the child left behind in its group */
 	reap_strays();
 	return end;
 }

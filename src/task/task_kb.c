@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -28,7 +27,9 @@
 #include <jansson.h>
 
 #include "atb/alloc.h"
+#include "atb/proc.h"
 #include "atb/task.h"
+#include "task_int.h"
 #include "util.h"
 #include "banned.h"
 
@@ -106,8 +107,7 @@ static int defines(const char *text, const char *prefix, const char *delims)
 	return 0;
 }
 
-/* The interpreter to run: python, else $ATB_PYTHON, else python3, found on PATH. */
-static enum atb_status resolve_python(const char *python, char **out, struct atb_error *err)
+enum atb_status atbi_task_python_resolve(const char *python, char **out, struct atb_error *err)
 {
 	const char *path, *p;
 	char buf[4096];
@@ -144,11 +144,13 @@ static enum atb_status resolve_python(const char *python, char **out, struct atb
 /* Run python -c query with a deadline; stdout and stderr together into *out. */
 static enum atb_status run_query(const char *python, char **out, struct atb_error *err)
 {
-	int fds[2], status = 0;
+	const char *argv[] = {python, "-c", py_query, NULL};
+	struct atb_proc proc;
+	int fds[2], status;
 	size_t n = 0, cap = 4096;
 	char *buf = atb_malloc(cap);
 	int64_t deadline = atbi_monotonic_ns() + PY_QUERY_TIMEOUT_NS;
-	pid_t pid;
+	enum atb_status st;
 
 	*out = NULL;
 	if (!buf)
@@ -157,32 +159,21 @@ static enum atb_status run_query(const char *python, char **out, struct atb_erro
 		atb_free(buf);
 		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot make a pipe: %s", strerror(errno));
 	}
-	pid = fork();
-	if (pid < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		atb_free(buf);
-		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot fork: %s", strerror(errno));
-	}
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_RDONLY);
-
-		if (devnull >= 0)
-			dup2(devnull, 0);
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		execl(python, python, "-c", py_query, (char *)NULL);
-		_exit(127);
-	}
+	/* the interpreter is the caller's (trusted) and runs no task code: a plain child */
+	st = atb_proc_start(argv, -1, fds[1], fds[1], NULL, &proc, err);
 	close(fds[1]);
+	if (st) {
+		close(fds[0]);
+		atb_free(buf);
+		return st;
+	}
 	for (;;) {
 		struct pollfd pf = {fds[0], POLLIN, 0};
 		int64_t left = deadline - atbi_monotonic_ns();
 		ssize_t r;
 
 		if (left <= 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
+			atb_proc_reap(&proc);
 			close(fds[0]);
 			atb_free(buf);
 			return atb_error_set(err, ATB_ERR_SYSTEM, "python '%s' did not answer in 30 s",
@@ -209,15 +200,14 @@ static enum atb_status run_query(const char *python, char **out, struct atb_erro
 	}
 	close(fds[0]);
 	buf[n] = '\0';
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	atb_proc_wait(&proc, INT64_MAX);
+	atb_proc_reap(&proc);
+	status = proc.status;   /* an exec that failed is exit 127, as before */
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		size_t tail = n > 300 ? n - 300 : 0;
-		enum atb_status st =
-			atb_error_set(err, ATB_ERR_SYSTEM, "python '%s' failed (status %d): %s",
-				      python, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-				      buf + tail);
 
+		st = atb_error_set(err, ATB_ERR_SYSTEM, "python '%s' failed (status %d): %s",
+				   python, WIFEXITED(status) ? WEXITSTATUS(status) : -1, buf + tail);
 		atb_free(buf);
 		return st;
 	}
@@ -225,8 +215,7 @@ static enum atb_status run_query(const char *python, char **out, struct atb_erro
 	return ATB_OK;
 }
 
-/* Ask the interpreter about itself: the canonical JSON text of its answer. */
-static enum atb_status python_info(const char *python, char **info, struct atb_error *err)
+enum atb_status atbi_task_python_info(const char *python, char **info, struct atb_error *err)
 {
 	char *text = NULL, *line;
 	json_error_t je;
@@ -335,8 +324,8 @@ enum atb_status atb_task_load_kernelbench(const char *py_path, const char *pytho
 		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot load task: out of memory");
 		goto fail;
 	}
-	if ((st = resolve_python(python, &t->python, err)) ||
-	    (st = python_info(t->python, &t->python_info, err)))
+	if ((st = atbi_task_python_resolve(python, &t->python, err)) ||
+	    (st = atbi_task_python_info(t->python, &t->python_info, err)))
 		goto fail;
 	*out = t;
 	return ATB_OK;

@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -332,6 +334,31 @@ Test(box, bad_compiler_is_refused_missing_one_is_unknown)
 	cr_assert_eq(atb_box_probe_with_compiler(&box, "false", &err), ATB_OK);
 	cr_expect_null(box->compiler_version);
 	atb_box_free(box);
+}
+
+Test(box, the_compiler_runs_in_the_c_locale)
+{
+	char dir[] = "/tmp/u-box.XXXXXX", prog[64];
+	struct atb_error err;
+	struct atb_box *box = NULL;
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(prog, sizeof(prog), "%s/fakecc", dir);
+	f = fopen(prog, "w");
+	cr_assert_not_null(f);
+	fputs("#!/bin/sh\necho \"fakecc $1 $LC_ALL ${LANG-none} ${LC_MESSAGES-none} $KEEP\"\n", f);
+	fclose(f);
+	cr_assert_eq(chmod(prog, 0700), 0);
+	setenv("LANG", "de_DE.UTF-8", 1);
+	setenv("LC_MESSAGES", "de_DE.UTF-8", 1);
+	setenv("KEEP", "kept", 1);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_box_probe_with_compiler(&box, prog, &err), ATB_OK, "%s", err.msg);
+	cr_expect_str_eq(box->compiler_version, "fakecc --version C none none kept");
+	atb_box_free(box);
+	unlink(prog);
+	rmdir(dir);
 }
 
 Test(box, non_ascii_strings_are_refused_by_to_json)

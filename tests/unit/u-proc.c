@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,4 +383,288 @@ Test(proc, mode_from_env)
 	setenv("ATB_SANDBOX", "loose", 1);
 	cr_expect_eq(atb_sandbox_mode_from_env(&m, &e), ATB_ERR_USAGE);
 	cr_expect_str_eq(e.msg, "bad ATB_SANDBOX 'loose': expected auto, require or off");
+}
+
+/* ---- options, forked children, stop and tree kill ---- */
+
+/* Run `sh -c script` as a plain child with opts; stdout+stderr into out; the wait status. */
+static int run_sh_opts(const struct atb_proc_opts *o, const char *script, char *out,
+		       size_t size)
+{
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct atb_proc p;
+	struct atb_error e;
+	int pp[2], have = 0;
+	ssize_t n;
+
+	cr_assert_eq(pipe2(pp, O_CLOEXEC), 0);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start_opts(argv, -1, pp[1], pp[1], NULL, o, &p, &e), ATB_OK, "%s",
+		     e.msg);
+	close(pp[1]);
+	while ((n = read(pp[0], out + have, size - 1 - (size_t)have)) > 0)
+		have += (int)n;
+	out[have] = '\0';
+	close(pp[0]);
+	cr_assert_eq(atb_proc_wait(&p, INT64_MAX), 1);
+	atb_proc_reap(&p);
+	return p.status;
+}
+
+Test(proc, env_changes_set_and_remove_and_find_the_program_on_the_new_path)
+{
+	const char *env[] = {"ATB_U_NEW=n", "ATB_U_GONE", "ATB_U_KEEP=k2", NULL};
+	struct atb_proc_opts o = {.env = env};
+	char out[256], bin[400], prog[500], path[600];
+	const char *argv[] = {"atb-u-prog", NULL};
+	const char *penv[] = {path, NULL};
+	struct atb_proc_opts po = {.env = penv};
+	struct atb_sandbox *sb;
+	struct atb_proc p;
+	struct atb_error e;
+	FILE *f;
+
+	setenv("ATB_U_KEEP", "k", 1);
+	setenv("ATB_U_GONE", "g", 1);
+	run_sh_opts(&o, "echo \"$ATB_U_KEEP:${ATB_U_GONE-unset}:$ATB_U_NEW\"", out, sizeof(out));
+	cr_expect_str_eq(out, "k2:unset:n\n");
+	/* the caller's own environment is untouched */
+	cr_expect_str_eq(getenv("ATB_U_GONE"), "g");
+	run_sh_opts(NULL, "echo \"${ATB_U_GONE-unset}:${ATB_U_NEW-unset}\"", out, sizeof(out));
+	cr_expect_str_eq(out, "g:unset\n");
+
+	/* a name without a slash is looked up in the PATH the child gets */
+	snprintf(bin, sizeof(bin), "%s/bin", tmp);
+	cr_assert_eq(mkdir(bin, 0700), 0);
+	snprintf(prog, sizeof(prog), "%s/atb-u-prog", bin);
+	f = fopen(prog, "w");
+	cr_assert_not_null(f);
+	fputs("#!/bin/sh\nexit 5\n", f);
+	fclose(f);
+	cr_assert_eq(chmod(prog, 0700), 0);
+	snprintf(path, sizeof(path), "PATH=%s:/usr/bin:/bin", bin);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start_opts(argv, -1, -1, -1, NULL, &po, &p, &e), ATB_OK, "%s",
+		     e.msg);
+	cr_expect_eq(atb_proc_wait(&p, INT64_MAX), 1);
+	atb_proc_reap(&p);
+	cr_expect(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 5, "status %d", p.status);
+	cr_expect_eq(atb_proc_start_opts(argv, -1, -1, -1, NULL, NULL, &p, &e),
+		     ATB_ERR_NOT_FOUND);
+
+	/* a sandbox has its own environment: changes through opts are refused */
+	sb = new_sb(ATB_SANDBOX_AUTO);
+	cr_expect_eq(atb_proc_start_opts(argv, -1, -1, -1, sb, &o, &p, &e), ATB_ERR_USAGE);
+	atb_sandbox_free(sb);
+}
+
+static int pin_first_cpu(void *arg)
+{
+	cpu_set_t *set = arg;
+
+	return sched_setaffinity(0, sizeof(*set), set) ? 100 : 0;
+}
+
+static int say_and_refuse(void *arg)
+{
+	(void)arg;
+	if (write(2, "hook says no\n", 13) < 0)
+		return 101;
+	return 42;
+}
+
+Test(proc, before_exec_runs_in_the_child_and_can_stop_it)
+{
+	cpu_set_t mine, one;
+	struct atb_proc_opts o = {.before_exec = pin_first_cpu, .before_exec_arg = &one};
+	struct atb_proc_opts no = {.before_exec = say_and_refuse};
+	char out[512], want[64];
+	int cpu, st;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine); cpu++)
+		;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	/* the program (and all it makes) runs on the one CPU; this process does not */
+	st = run_sh_opts(&o, "grep Cpus_allowed_list /proc/self/status", out, sizeof(out));
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	snprintf(want, sizeof(want), "Cpus_allowed_list:\t%d\n", cpu);
+	cr_expect_str_eq(out, want);
+	{
+		cpu_set_t now;
+
+		cr_assert_eq(sched_getaffinity(0, sizeof(now), &now), 0);
+		cr_expect(CPU_EQUAL(&now, &mine), "the hook ran in the parent");
+	}
+	/* non-zero: that is the exit status, the program never runs */
+	st = run_sh_opts(&no, "echo the program ran", out, sizeof(out));
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 42, "status %d", st);
+	cr_expect_str_eq(out, "hook says no\n");
+}
+
+struct fn_arg {
+	int fd;
+	int with_death_signal;
+};
+
+/* Start a sleeper (with or without a death signal), tell its pid, end. */
+static int start_sleeper(void *arg)
+{
+	const struct fn_arg *a = arg;
+	const char *argv[] = {"/bin/sleep", "43.25", NULL};
+	struct atb_proc_opts o = {.death_signal = a->with_death_signal ? SIGKILL : 0};
+	struct atb_proc p;
+	struct atb_error e;
+
+	if (atb_proc_start_opts(argv, -1, -1, -1, NULL, &o, &p, &e))
+		return 1;
+	if (write(a->fd, &p.pid, sizeof(p.pid)) != (ssize_t)sizeof(p.pid))
+		return 2;
+	return 7;
+}
+
+/* 1 when pid is gone (or a zombie) within 2 s. */
+static int gone(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		char path[64], buf[256], *rp;
+		int fd;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		fd = open(path, O_RDONLY);
+		if (fd < 0)
+			return 1;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		rp = strrchr(buf, ')');
+		if (!rp || rp[1] == '\0' || rp[2] == 'Z' || rp[2] == 'X')
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+static pid_t sleeper_of_a_forked_child(int with_death_signal)
+{
+	struct fn_arg a = {-1, with_death_signal};
+	struct atb_proc p;
+	struct atb_error e;
+	int pp[2];
+	pid_t pid = -1;
+
+	cr_assert_eq(pipe2(pp, O_CLOEXEC), 0);
+	a.fd = pp[1];
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start_fn(start_sleeper, &a, NULL, &p, &e), ATB_OK, "%s", e.msg);
+	close(pp[1]);
+	cr_assert_eq(read(pp[0], &pid, sizeof(pid)), (ssize_t)sizeof(pid));
+	close(pp[0]);
+	cr_assert_eq(atb_proc_wait(&p, INT64_MAX), 1);
+	atb_proc_reap(&p);
+	cr_expect(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 7, "status %d", p.status);
+	return pid;
+}
+
+Test(proc, a_death_signal_ends_a_child_with_the_thread_that_started_it)
+{
+	pid_t pid = sleeper_of_a_forked_child(1);
+
+	cr_expect(gone(pid), "the sleeper outlived the process that started it");
+	/* without one, the sleeper (in a group of its own) stays: the control */
+	pid = sleeper_of_a_forked_child(0);
+	cr_expect_not(gone(pid), "the control sleeper died without a death signal");
+	kill(pid, SIGKILL);
+}
+
+static int nothing(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+Test(proc, a_forked_child_does_not_write_what_the_parent_buffered)
+{
+	struct atb_proc_opts o = {.death_signal = SIGKILL};
+	const char *env[] = {"A=1", NULL};
+	struct atb_proc_opts bad = {.env = env};
+	char path[400], buf[64];
+	struct atb_proc p;
+	struct atb_error e;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/buffered", tmp);
+	f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(setvbuf(f, NULL, _IOFBF, 4096), 0);
+	fputs("once", f);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start_fn(nothing, NULL, &o, &p, &e), ATB_OK, "%s", e.msg);
+	cr_expect_eq(atb_proc_wait(&p, INT64_MAX), 1);
+	atb_proc_reap(&p);
+	cr_expect(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	fclose(f);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	cr_expect_str_eq(buf, "once");
+	cr_expect_eq(atb_proc_start_fn(nothing, NULL, &bad, &p, &e), ATB_ERR_USAGE);
+}
+
+/* Start `sh -c script` and wait for its first line (it is ready). */
+static void start_ready(const char *script, struct atb_proc *p)
+{
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct atb_error e;
+	int pp[2];
+	char c = 0;
+
+	cr_assert_eq(pipe2(pp, O_CLOEXEC), 0);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start(argv, -1, pp[1], -1, NULL, p, &e), ATB_OK, "%s", e.msg);
+	close(pp[1]);
+	while (read(pp[0], &c, 1) == 1 && c != '\n')
+		;
+	close(pp[0]);
+	cr_assert_eq(c, '\n');
+}
+
+Test(proc, stop_asks_first_then_kills)
+{
+	struct atb_proc p;
+	int64_t t0;
+
+	start_ready("trap 'exit 3' TERM; echo ready; while :; do sleep 0.05; done", &p);
+	atb_proc_stop(&p, SIGTERM, 10LL * 1000000000LL);
+	cr_expect(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 3, "status %d", p.status);
+
+	/* one that ignores the request is killed once the grace is over */
+	start_ready("trap '' TERM; echo ready; exec sleep 45.25", &p);
+	t0 = atbi_monotonic_ns();
+	atb_proc_stop(&p, SIGTERM, 300LL * 1000000LL);
+	cr_expect(WIFSIGNALED(p.status) && WTERMSIG(p.status) == SIGKILL, "status %d", p.status);
+	cr_expect_geq(atbi_monotonic_ns() - t0, 300LL * 1000000LL);
+	cr_expect_not(alive("sleep 45.25"));
+}
+
+Test(proc, kill_takes_what_left_the_group)
+{
+	struct atb_proc p;
+
+	/* a session of its own (setsid) and a group of its own (a job of sh -m) */
+	start_ready("setsid sleep 46.25 & set -m; sleep 47.25 & echo ready; wait", &p);
+	usleep(100000);
+	cr_assert(alive("sleep 46.25") && alive("sleep 47.25"));
+	atb_proc_kill(&p);
+	atb_proc_reap(&p);
+	usleep(200000);
+	cr_expect_not(alive("sleep 46.25"), "a setsid child outlived the kill");
+	cr_expect_not(alive("sleep 47.25"), "a child in a group of its own outlived the kill");
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "atb/alloc.h"
 #include "atb/protocol.h"
@@ -379,4 +380,95 @@ Test(suite, static_checker_reports_a_broken_reference_as_a_task_problem)
 					    ATB_SOURCE_DIR "/tests/fixtures/suite/hang/02_ReLU.py", 30,
 					    &f, &n, NULL, &err),
 		     ATB_ERR_SYSTEM);
+}
+
+/*
+ * The checker reads candidate input, so it runs sandboxed: a planted
+ * checker (a home of its own) tries to write next to the candidate and in
+ * /tmp, and looks for the caller's environment; none of it gets out.
+ * With ATB_SANDBOX=off the same checker's write lands: the control.
+ */
+static json_t *planted_checker(const char *dir, const char *marker)
+{
+	char path[600], cand[600];
+	struct atb_suite_finding *f = NULL;
+	struct atb_error err;
+	char *json = NULL;
+	json_t *o;
+	size_t n = 0;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/python", dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/python/atb_static.py", dir);
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp,
+		"import json, os, sys\n"
+		"out = {'env_db': 'ATB_DB' in os.environ, 'cwd': os.getcwd()}\n"
+		"for k, p in (('next', os.path.join(os.path.dirname(sys.argv[3]), 'escaped')),\n"
+		"             ('tmp', '/tmp/%s')):\n"
+		"    try:\n"
+		"        open(p, 'w').write('x'); out[k] = 'written'\n"
+		"    except OSError:\n"
+		"        out[k] = 'refused'\n"
+		"print(json.dumps({'version': 1, 'findings': [], 'probe': out}))\n",
+		marker);
+	fclose(fp);
+	snprintf(cand, sizeof(cand), "%s/cand/02_ReLU.py", dir);
+	snprintf(path, sizeof(path), "%s/cand", dir);
+	mkdir(path, 0700);
+	fp = fopen(cand, "w");
+	cr_assert_not_null(fp);
+	fputs("class ModelNew:\n    pass\n", fp);
+	fclose(fp);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_suite_static_check(dir, "python3",
+					    ATB_SOURCE_DIR "/tasks/kernelbench/level1/02_ReLU.py",
+					    cand, 30, &f, &n, &json, &err),
+		     ATB_OK, "%s", err.msg);
+	o = json_loads(json, 0, NULL);
+	cr_assert_not_null(o, "%s", json);
+	atb_free(json);
+	atb_free(f);
+	return o;
+}
+
+Test(suite, static_checker_runs_sandboxed)
+{
+	char dir[] = "/tmp/u-suite.XXXXXX", marker[64], path[600], cmd[700];
+	const char *level;
+	json_t *o, *probe;
+
+	if (!has_python3())
+		cr_skip_test("no python3 on PATH");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(marker, sizeof(marker), "atb-u-suite-%d", (int)getpid());
+	setenv("ATB_DB", "/nowhere/atb.db", 1);
+	unsetenv("ATB_SANDBOX");
+	o = planted_checker(dir, marker);
+	probe = json_object_get(o, "probe");
+	level = json_string_value(json_object_get(json_object_get(o, "sandbox"), "level"));
+	cr_assert_not_null(level, "no sandbox facts in the checker's JSON");
+	cr_expect_not(json_is_true(json_object_get(probe, "env_db")), "the caller's ATB_DB leaked");
+	if (!strcmp(level, "full") || !strcmp(level, "no_userns")) {
+		snprintf(path, sizeof(path), "%s/cand/escaped", dir);
+		cr_expect_neq(access(path, F_OK), 0, "the checker wrote next to the candidate");
+		snprintf(path, sizeof(path), "/tmp/%s", marker);
+		cr_expect_neq(access(path, F_OK), 0, "the checker wrote to the caller's /tmp");
+	}
+	json_decref(o);
+
+	/* the control: no sandbox, and the same write lands */
+	setenv("ATB_SANDBOX", "off", 1);
+	o = planted_checker(dir, marker);
+	cr_expect_str_eq(json_string_value(json_object_get(json_object_get(o, "sandbox"), "level")),
+			 "off");
+	snprintf(path, sizeof(path), "%s/cand/escaped", dir);
+	cr_expect_eq(access(path, F_OK), 0, "the control's write did not land");
+	json_decref(o);
+	snprintf(path, sizeof(path), "/tmp/%s", marker);
+	unlink(path);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
 }
