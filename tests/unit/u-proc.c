@@ -130,7 +130,7 @@ Test(proc, sandbox_is_full_here_and_says_so)
 	cr_expect_str_eq(json_string_value(json_object_get(f, "level")), "full", "%s", text);
 	cr_expect_str_eq(out, "65534\n", "another uid inside: %s", out);
 	cr_expect(strstr(text, "\"pid_namespace\"") && strstr(text, "\"filesystem_view\"") &&
-		  strstr(text, "\"network_namespace\"") && strstr(text, "\"seccomp\""), "%s",
+		  strstr(text, "\"network_namespace\"") && strstr(text, "\"seccomp"), "%s",
 		  text);
 	free(text);
 	json_decref(f);
