@@ -99,6 +99,7 @@ static const struct cli_command commands[] = {
 	{"review", cmd_review, "admit or reject a quarantined result"},
 	{"run", cmd_run, "the tuning loop: propose, measure, keep the best; --resume"},
 	{"report", cmd_report, "a run's trajectory, honest and naive speedups, gates"},
+	{"calibrate", cmd_calibrate, "A/A self-test: copies of each baseline must read 1.00x"},
 	{"suite", cmd_suite, "a KernelBench-format task set against the protocol's bars; --resume"},
 	{"engine", cmd_engine, "serving engines: specs, command lines, paired configuration A/B"},
 	{"loadgen", cmd_loadgen, "load an OpenAI-compatible server with a seeded workload"},

@@ -109,6 +109,7 @@ void cli_progress_draw(struct cli_progress *p, const struct cli_progress_line *l
 void cli_progress_end(struct cli_progress *p);
 
 int cmd_suite(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_calibrate(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_engine(int argc, char **argv, struct cli_ctx *ctx);
 
