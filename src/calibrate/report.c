@@ -47,7 +47,7 @@ static void count_refusal(struct atb_calibrate_summary *s, const char *outcome)
 			return;
 		}
 	/* the last slot is "other": a bounded table for any number of rows */
-	if (s->nrefusals == ATB_CALIBRATE_MAX_REASONS - 1)
+	if (s->nrefusals >= ATB_CALIBRATE_MAX_REASONS - 1)
 		why = "other";
 	for (i = 0; i < s->nrefusals; i++)
 		if (!strcmp(s->refusals[i].reason, why)) {
