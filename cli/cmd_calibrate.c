@@ -186,6 +186,24 @@ static int print_json(const struct atb_calibrate_report *r, const struct atb_cal
 	return cli_print_json("calibrate", o);
 }
 
+/* A reason on one line of at most size - 1 bytes: newlines and tabs become spaces. */
+static const char *one_line(const char *reason, char *buf, size_t size)
+{
+	size_t i, n = 0;
+
+	for (i = 0; reason[i] && n + 1 < size; i++) {
+		char c = reason[i] == '\n' || reason[i] == '\t' ? ' ' : reason[i];
+
+		if (c == ' ' && (n == 0 || buf[n - 1] == ' '))
+			continue;
+		buf[n++] = c;
+	}
+	while (n && buf[n - 1] == ' ')
+		n--;
+	buf[n] = '\0';
+	return n ? buf : "-";
+}
+
 static void print_table(const struct atb_calibrate_report *r,
 			const struct atb_calibrate_verdict *v)
 {
@@ -202,7 +220,7 @@ static void print_table(const struct atb_calibrate_report *r,
 	       "interval", "covers 1", "reason");
 	for (i = 0; i < r->nrows; i++) {
 		const struct atb_calibrate_row *w = &r->rows[i];
-		char sp[32] = "-", ci[48] = "-";
+		char sp[32] = "-", ci[48] = "-", why[240];
 
 		if (w->admitted) {
 			snprintf(sp, sizeof(sp), "%.4fx", w->speedup);
@@ -210,7 +228,7 @@ static void print_table(const struct atb_calibrate_report *r,
 		}
 		printf("%4" PRId64 "  %-32s %-16s %9s  %-20s %-8s %s\n", w->k, w->task, w->outcome,
 		       sp, ci, w->admitted ? (w->covers ? "yes" : "NO") : "-",
-		       w->reason[0] ? w->reason : "-");
+		       one_line(w->reason, why, sizeof(why)));
 	}
 	printf("totals over %zu tasks:\n", s->ntasks);
 	printf("  admitted        %zu/%zu = %.1f%% [%.1f%%, %.1f%%]\n", s->nadmitted, s->ntasks,

@@ -866,6 +866,35 @@ static int is_copies_dir(const char *dir)
 	return !strncmp(p + 1, COPIES_PREFIX, strlen(COPIES_PREFIX));
 }
 
+/* The candidates folder of suite run_id's plan (its "suite.plan" audit entry) into out. */
+static enum atb_status suite_candidates(struct atb_store *s, const char *run_id, char *out,
+					size_t size, struct atb_error *err)
+{
+	struct atb_audit_entry *e = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	out[0] = '\0';
+	st = atb_audit_list(s, 0, &e, &n, err);
+	if (st)
+		return st;
+	for (i = 0; i < n && !out[0]; i++) {
+		json_t *o;
+		const char *run, *cands;
+
+		if (strcmp(e[i].kind, "suite.plan"))
+			continue;
+		o = json_loads(e[i].payload, 0, NULL);
+		run = json_string_value(json_object_get(o, "run"));
+		cands = json_string_value(json_object_get(o, "candidates"));
+		if (run && cands && !strcmp(run, run_id))
+			snprintf(out, size, "%s", cands);
+		json_decref(o);
+	}
+	atb_audit_entries_free(e, n);
+	return ATB_OK;
+}
+
 static enum atb_status suite_resume(const char *db_path, const char *run_id,
 				    const struct atb_calibrate_opts *o,
 				    struct atb_calibrate_report *out, struct atb_error *err)
@@ -884,15 +913,16 @@ static enum atb_status suite_resume(const char *db_path, const char *run_id,
 	so.progress_ctx = &x;
 	so.stop = o->stop;
 	st = atb_suite_resume(db_path, run_id, &so, &sr, err);
-	if (sr.run_id[0] && !is_copies_dir(sr.candidates_dir) && !st)
-		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
-				   "run '%s' is a suite of candidates '%s', not a calibration; "
-				   "resume it with 'atb suite --resume'", run_id, sr.candidates_dir);
-	if (sr.run_id[0] && !st) {
-		st = atb_protocol_load_digest(o->home ? o->home : atb_home(), sr.protocol_digest, &p,
-					      err);
-		if (!st)
-			st = from_suite(&sr, o, p, out, err);
+	if (sr.run_id[0]) {
+		struct atb_error rerr;
+
+		atb_error_clear(&rerr);
+		if (atb_protocol_load_digest(o->home ? o->home : atb_home(), sr.protocol_digest, &p,
+					     &rerr) ||
+		    from_suite(&sr, o, p, out, &rerr)) {
+			if (!st)
+				st = atb_error_set(err, rerr.status, "%s", rerr.msg);
+		}
 	}
 	atb_protocol_free(p);
 	atb_suite_report_release(&sr);
@@ -1017,8 +1047,17 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = atb_store_get_run(s, run_id, &C.run, err);
 	if (!st && !strcmp(C.run.proposer, ATB_SUITE_PROPOSER)) {
+		char cands[1024];
+
+		st = suite_candidates(s, run_id, cands, sizeof(cands), err);
 		atb_store_close(s);
-		st = suite_resume(db_path, run_id, o, out, err);
+		if (!st && !is_copies_dir(cands))
+			return atb_error_set(err, ATB_ERR_NOT_FOUND,
+					     "run '%s' is a suite of candidates '%s', not a "
+					     "calibration; resume it with 'atb suite --resume'",
+					     run_id, cands);
+		if (!st)
+			st = suite_resume(db_path, run_id, o, out, err);
 		out->wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
 		return st;
 	}
@@ -1041,8 +1080,7 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = fill_report(&C, s, err);
 	if (st) {
-		if (ATB_PRIMARY(st) == ATB_ERR_NOT_FOUND || !C.proto)
-			C.run.id[0] = '\0';
+		C.run.id[0] = '\0';   /* nothing ran: no "continue it" hint */
 		return cal_finish(&C, s, st, t0, err);
 	}
 	C.done = (int64_t)C.rep->nrows;

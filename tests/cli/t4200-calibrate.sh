@@ -160,6 +160,46 @@ test_expect "targets decide the exit code; the table prints the verdict line" '
 	expect_grep "fail: " "$TRASH/out"
 '
 
+# A KernelBench-format folder goes through atb suite: one task whose copy is
+# written but can never run (it imports a module that does not exist: a
+# refusal with or without torch), one without the reference class (no copy:
+# no_candidate).  Seconds, no torch needed.
+SUITE=$ATB_SOURCE_DIR/tests/fixtures/calibrate/suite
+test_expect "--suite: copies with ModelNew, every refusal counted by reason, exit 1" '
+	expect_exit 1 "$ATB" --json calibrate --suite "$SUITE" --runs-dir "$TRASH/sruns" &&
+	cp "$TRASH/out" s.json &&
+	jq -e ".mode == \"suite\" and .planned == 2 and .done == 2 and .interrupted == false
+		and (.copies | test(\"/sruns/calibrate-[0-9a-f]{12}/copies$\"))
+		and ([.tasks[].task] == [\"01_Unloadable.py\", \"02_NoModel.py\"])
+		and all(.tasks[]; .kind == \"torch\" and .admitted == false and .speedup == null
+			and (.reason | type) == \"string\")
+		and .tasks[1].outcome == \"no_candidate\" and .tasks[0].outcome != \"usable\"
+		and .totals.tasks == 2 and .totals.admitted == 0 and .totals.refused == 2
+		and .totals.admitted_rate == 0 and .totals.false_refusal_rate == 1
+		and .totals.coverage == null and .totals.median_abs_dev == null
+		and .totals.refusals.no_candidate == {count: 1, rate: 0.5}
+		and ([.totals.refusals[].count] | add) == 2
+		and .verdict.pass == false and .verdict.admitted_ok == false
+		and .verdict.coverage_ok == false and .verdict.median_ok == false" s.json >/dev/null &&
+	c=$(jq -r .copies s.json) &&
+	[ -f "$c/01_Unloadable.py" ] && [ ! -e "$c/02_NoModel.py" ] &&
+	grep -q "^class ModelNew(torch.nn.Module):" "$c/01_Unloadable.py" &&
+	grep -q "super(ModelNew, self)" "$c/01_Unloadable.py" &&
+	! grep -qw Model "$c/01_Unloadable.py" &&
+	[ "$(sed "s/ModelNew/Model/g" "$c/01_Unloadable.py")" = "$(cat "$SUITE/01_Unloadable.py")" ] &&
+	[ "$(sqlite3 "$ATB_DB" "SELECT proposer FROM run WHERE id = '\''$(jq -r .run s.json)'\''")" = suite ]
+'
+
+test_expect "--suite: resumed, the same report; a suite of other candidates is not a calibration" '
+	expect_exit 1 "$ATB" --json calibrate --resume "$(jq -r .run s.json)" &&
+	[ "$(jq -S "del(.wall_s)" "$TRASH/out")" = "$(jq -S "del(.wall_s)" s.json)" ] &&
+	mkdir -p other &&
+	"$ATB" --json suite "$SUITE" --candidates other --quiet >o.json &&
+	run=$(jq -r .run o.json) &&
+	expect_exit 2 "$ATB" calibrate --resume "$run" &&
+	[ "$(head -1 "$TRASH/err")" = "atb: run '\''$run'\'' is a suite of candidates '\''$TRASH/other'\'', not a calibration; resume it with '\''atb suite --resume'\''" ]
+'
+
 test_expect "--resume of another run's kind or of no run is refused" '
 	expect_exit 2 "$ATB" calibrate --resume nope &&
 	[ "$(head -1 "$TRASH/err")" = "atb: no run '\''nope'\'' in store '\''$ATB_DB'\''" ] &&
