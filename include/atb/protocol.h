@@ -118,6 +118,14 @@ struct atb_protocol {
 		/* gates.throttle.max_share (version 2 on; absent: has_throttle 0) */
 		int has_throttle;
 		double throttle_max_share;
+		/*
+		 * gates.clock (version 3 on; absent: has_clock 0, and the gate
+		 * uses atbi_clock_tolerance's defaults, 0.05 and 25 ms): the
+		 * runner's span of a timed group against the harness's
+		 */
+		int has_clock;
+		double clock_rel_tolerance;
+		double clock_abs_slack_ms;
 	} gates;
 
 	double anchor_band;
