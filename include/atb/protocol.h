@@ -230,6 +230,28 @@ enum atb_status atb_protocol_digest_file(const char *path, char out[65], struct 
 enum atb_status atb_protocol_freeze(const char *home, const char *path, int *version,
 				    char digest[65], struct atb_error *err);
 
+/*
+ * The trusted-file manifest, home/protocol/manifest (home NULL: atb_home()):
+ * the SHA-256 of every file under home/include and home/tasks, every .py
+ * under home/python, and protocol/protocol.lock (bytecode and dot-files
+ * skipped), one "DIGEST  PATH" line each, sorted (sha256sum's format).
+ *
+ * atb_protocol_manifest_write (maintainers) writes it from the files as they
+ * are; *nfiles (may be NULL) receives the count.  Errors: ATB_ERR_IO,
+ * ATB_ERR_NOMEM, ATB_ERR_USAGE (over 8192 files, too deep).
+ *
+ * atb_protocol_manifest_verify checks the files against it: ATB_OK, or
+ * ATB_ERR_PROTOCOL naming the first file (in path order) that changed
+ * (both digests), is missing, or is not in the manifest, or when there is
+ * no manifest or it is malformed.  Measurement refuses to start on any
+ * error.  atb_protocol_manifest_exists: 1 when the file exists.
+ */
+enum atb_status atb_protocol_manifest_write(const char *home, size_t *nfiles,
+					    struct atb_error *err);
+enum atb_status atb_protocol_manifest_verify(const char *home, size_t *nfiles,
+					     struct atb_error *err);
+int atb_protocol_manifest_exists(const char *home);
+
 /* Tolerance for a dtype, or NULL when the protocol has none. */
 const struct atb_tolerance *atb_protocol_tolerance(const struct atb_protocol *p,
 						   const char *dtype);

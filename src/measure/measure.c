@@ -1467,6 +1467,16 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	st = atb_task_check_knobs(task, &m->knobs, err);
 	if (st)
 		return st;
+	/*
+	 * The trusted files of the home (headers, bundled tasks, python, the
+	 * lock) against the manifest, before anything runs or is stored: a
+	 * candidate that wrote into the home (issue 11: an append to
+	 * include/atb/kernel.h slowed every later baseline) leaves a home that
+	 * measures nothing until a maintainer restores it.
+	 */
+	st = atb_protocol_manifest_verify(opts->home ? opts->home : atb_home(), NULL, err);
+	if (st)
+		return st;
 	atb_task_format_knobs(&m->knobs, m->knobs_text, sizeof(m->knobs_text));
 	if (opts->candidate_label)
 		snprintf(m->candidate_label, sizeof(m->candidate_label), "%s", opts->candidate_label);

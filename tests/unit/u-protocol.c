@@ -353,8 +353,11 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V2);
 	t2 = replace(text, "version: 2", "version: 3");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	atb_free(t2);
+	/* PROTO: gates.clock -- required from version 3 */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.05, abs_slack_ms: 25}\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, t2);
 	atb_free(text);
 	atb_free(t2);
 	atb_free(t3);
