@@ -366,6 +366,13 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 		     err.msg);
 	cr_assert_eq(version, 3);
 	cr_assert_str_neq(v2digest, v1digest);
+	/* PROTO: gates.clock (version 3 on) */
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_clock);
+	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.05, 1e-15);
+	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
+	atb_protocol_free(p);
+	p = NULL;
 
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(p->version, 3);
