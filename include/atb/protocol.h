@@ -232,7 +232,8 @@ enum atb_status atb_protocol_freeze(const char *home, const char *path, int *ver
 
 /*
  * The trusted-file manifest, home/protocol/manifest (home NULL: atb_home()):
- * the SHA-256 of every file under home/include and home/tasks, every .py
+ * the SHA-256 of every file under home/include, home/tasks and
+ * home/engines, every .py
  * under home/python, and protocol/protocol.lock (bytecode and dot-files
  * skipped), one "DIGEST  PATH" line each, sorted (sha256sum's format).
  *

@@ -4,7 +4,8 @@
  * every file atb ships and trusts besides the protocol files themselves
  * (the lock pins those): the headers under include/ that every build sees,
  * each bundled task's files under tasks/ (task.yaml, baseline, naive and
- * template sources), the Python atb runs (python/ *.py) and the lock.  A
+ * template sources), the engine specs under engines/, the Python atb runs
+ * (python/ *.py) and the lock.  A
  * candidate once appended to include/atb/kernel.h and every later baseline
  * ran slower; with the manifest checked at every job start, a tampered
  * home produces no results.
@@ -182,6 +183,8 @@ static enum atb_status scan(const char *home, struct entries *s, struct atb_erro
 	st = walk(home, "include", 0, 0, s, err);
 	if (!st)
 		st = walk(home, "tasks", 0, 0, s, err);
+	if (!st)
+		st = walk(home, "engines", 0, 0, s, err);
 	if (!st)
 		st = walk(home, "python", 1, 0, s, err);
 	if (!st)

@@ -23,7 +23,7 @@ test_expect "the shipped home matches its manifest (regenerate after a trusted c
 '
 
 mkdir home
-for d in include tasks python protocol; do cp -r "$ATB_HOME/$d" home/; done
+for d in include tasks engines python protocol; do cp -r "$ATB_HOME/$d" home/; done
 find home -name __pycache__ -prune -exec rm -rf {} +
 
 test_expect "a copy of the home verifies; sha256sum reads the manifest too" '
