@@ -41,6 +41,18 @@ test_expect "the runner marks each timed group and reports its span" '
 		| .[0] == \"timed_begin\"" a.ev >/dev/null
 '
 
+# Without the gate the cheat would pass as 2x: on the runner's own clock
+# its calls read half the baseline's (the same relu and 1 ms busy wait).
+test_expect "the planted cheat works: on the runner's clock its trials read half" '
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o spin.so \
+		"$CHEATS/tasks/relu-spin/baseline.c" &&
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o clk.so "$CHEATS/relu/clock/kernel.c" &&
+	jq -c --arg b "$PWD/spin.so" --arg c "$PWD/clk.so" ".arms[0].so=\$b | .arms[1].so=\$c" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json" | "$RUNNER" >clk.ev &&
+	jq -se "[.[] | select(.event==\"samples\" and .seed==1)] | map({(.arm): .median_ns}) | add
+		| .candidate < 0.7 * .baseline" clk.ev >/dev/null
+'
+
 test_expect "clock: a candidate that forges the runner's clock_gettime is refused" '
 	expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/clock" --seeds 4 &&
 	jq -e ".verdict == \"rejected\" and .gate == \"clock\" and (.rejection_id > 0)
