@@ -63,8 +63,11 @@ test_expect "--write re-blesses the home; a new or a missing file is refused" '
 	expect_grep "trusted file '\''tasks/relu/naive.c'\'' is missing" "$TRASH/out"
 '
 
-test_expect "usage: --write is for manifest only" '
-	expect_exit 2 "$ATB" protocol verify --write
+test_expect "usage: --write is for manifest only; --help documents manifest" '
+	expect_exit 2 "$ATB" protocol verify --write &&
+	expect_exit 0 "$ATB" protocol --help &&
+	expect_grep "atb protocol manifest [--write]" "$TRASH/out" &&
+	expect_grep "HOME/protocol/manifest" "$TRASH/out"
 '
 
 test_done
