@@ -33,6 +33,7 @@
 #include "banned.h"
 
 #define MANIFEST_MAX_FILES 8192
+#define HINT "; restore it, or after a deliberate change 'atb protocol manifest --write'"
 #define MANIFEST_MAX_DEPTH 8
 
 struct entry {
@@ -302,23 +303,24 @@ enum atb_status atb_protocol_manifest_verify(const char *home, size_t *nfiles,
 		entries_release(&m);
 		return st;
 	}
-	/* Both sorted: the first difference in path order is the one named. */
+	/* Both sorted: the first difference in path order is the one named;
+	   the hint is for a maintainer who changed a trusted file on purpose. */
 	while (!st && (i < m.n || j < now.n)) {
 		int c = i == m.n ? 1 : j == now.n ? -1 : strcmp(m.e[i].path, now.e[j].path);
 
 		if (c < 0)
 			st = atb_error_set_at(err, ATB_ERR_PROTOCOL, path, 0, 0, NULL,
-					      "trusted file '%s' is missing: the manifest has sha256 %s",
-					      m.e[i].path, m.e[i].sha256);
+					      "trusted file '%s' is missing: the manifest has sha256 %s%s",
+					      m.e[i].path, m.e[i].sha256, HINT);
 		else if (c > 0)
 			st = atb_error_set_at(err, ATB_ERR_PROTOCOL, path, 0, 0, NULL,
 					      "file '%s' (sha256 %s) is not in the trusted-file "
-					      "manifest", now.e[j].path, now.e[j].sha256);
+					      "manifest%s", now.e[j].path, now.e[j].sha256, HINT);
 		else if (strcmp(m.e[i].sha256, now.e[j].sha256))
 			st = atb_error_set_at(err, ATB_ERR_PROTOCOL, path, 0, 0, NULL,
 					      "trusted file '%s' changed: the manifest has sha256 %s, "
-					      "the file has %s", m.e[i].path, m.e[i].sha256,
-					      now.e[j].sha256);
+					      "the file has %s%s", m.e[i].path, m.e[i].sha256,
+					      now.e[j].sha256, HINT);
 		i += c <= 0;
 		j += c >= 0;
 	}
