@@ -70,7 +70,7 @@ static const char measure_help[] =
 	"  clock           each timed group's span by the runner's clock (from its\n"
 	"                  timed_begin marker to its samples) against the span\n"
 	"                  atb saw between the two events, and the sums of a side's\n"
-	"                  groups: apart by more than 5% + 25 ms, or trials adding up\n"
+	"                  groups: apart by more than 1% + 25 ms, or trials adding up\n"
 	"                  to more than the span, and the runner's clock was forged\n"
 	"  physical_floor  a per-seed median below margin x (bytes/bandwidth or\n"
 	"                  flops/peak) is impossible; bandwidth and peak are\n"

@@ -102,7 +102,7 @@ ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size
  * the ones asked for v3 (protocol/v3-clock.yaml.snippet).  The slack covers
  * the pipe and the harness's wake-up on a loaded box, per group.
  */
-#define ATBI_CLOCK_REL_TOLERANCE 0.05
+#define ATBI_CLOCK_REL_TOLERANCE 0.01
 #define ATBI_CLOCK_ABS_SLACK_MS 25.0
 #define atbi_clock_rel_tolerance(p) \
 	((p)->gates.has_clock ? (p)->gates.clock_rel_tolerance : ATBI_CLOCK_REL_TOLERANCE)

@@ -7,7 +7,7 @@
 # the template's speed, admitted at about 2x without the gate) is refused
 # `clock` with both spans in the reason; the honest template still passes.
 # The cheat's lag is about 26 ms a paired group of 160 ms on relu-spin:
-# summed over 2 seeds it is 51 ms against 5% + 25 ms (41 ms), over 3 and
+# summed over 2 seeds it is 51 ms against 1% + 25 ms (28 ms), over 3 and
 # more it grows by 26 ms a seed against 8 ms, so noise cannot save it.
 # PROTO: gates.clock.rel_tolerance, gates.clock.abs_slack_ms.
 . "$(dirname "$0")/lib.sh"
@@ -59,7 +59,7 @@ test_expect "clock: a candidate that forges the runner's clock_gettime is refuse
 		and (.reason | test(\"[0-9.]+ ms by the runner.s clock and [0-9.]+ ms by the harness.s\"))" \
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
 	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '\''gate:clock'\''" |
-		jq -e ".runner_span_ns < .harness_span_ns and .rel_tolerance == 0.05" >/dev/null
+		jq -e ".runner_span_ns < .harness_span_ns and .rel_tolerance == 0.01" >/dev/null
 '
 
 test_expect "the honest template passes the clock gate" '
