@@ -419,6 +419,8 @@ int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
  * releases it), or -1 after an error event, res released: "kernel_failed"
  * when a call failed, "timing" otherwise, with the core's message, or
  * timer_why(timer) when that is given and not empty (a timer's own cause).
+ * First it emits a "timed_begin" marker (seed, arms) and notes its clock, from
+ * which runner_emit_samples measures the group's span_ns (PROTO: gates.clock).
  */
 int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
@@ -427,7 +429,8 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 
 /*
  * Emit one samples event per arm of s (names[i] is arm i of the timing
- * core's run; group "paired" or "alone").  throttled >= 0 adds the cuda
+ * core's run; group "paired" or "alone"), each with span_ns, the runner's
+ * clock since the group's timed_begin marker.  throttled >= 0 adds the cuda
  * backend's "throttled" flag; -1 leaves it out.  0, or -1 when an event
  * could not be built or written.
  */

@@ -80,6 +80,7 @@ struct job_result {
 	size_t trials, throttled_trials;
 	json_t *side_event;
 	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
+	struct atbi_clock_state clock;   /* the timed groups' spans, both clocks (gate clock) */
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -410,10 +411,16 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	struct job_ctx *c = vctx;
 	const char *kind = json_string_value(json_object_get(ev, "event"));
 	struct job_result *r = c->r;
+	/* PROTO: gates.clock -- the harness's clock, read as the line arrives
+	   (the harness calls back as each line is read) */
+	int64_t now_ns = atbi_monotonic_ns();
 
 	if (!kind)
 		return ATB_OK;
-	if (!strcmp(kind, "env")) {
+	if (!strcmp(kind, "timed_begin")) {
+		atbi_clock_mark(&r->clock, ev, now_ns, atbi_clock_rel_tolerance(c->m->p),
+				atbi_clock_slack_ns(c->m->p));
+	} else if (!strcmp(kind, "env")) {
 		json_decref(r->env);
 		r->env = json_deep_copy(ev);
 	} else if (!strcmp(kind, "done")) {
@@ -437,6 +444,8 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		size_t i, k;
 		int a = -1;
 
+		atbi_clock_samples(&r->clock, ev, now_ns, atbi_clock_rel_tolerance(c->m->p),
+				   atbi_clock_slack_ns(c->m->p));
 		for (k = 0; arm && k < NARMS; k++)
 			if (!strcmp(arm, arm_label[k]))
 				a = (int)k;
@@ -554,6 +563,32 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
 				   int *refused, struct atb_error *err);
 
 /*
+ * Gate "clock" after a runner that ended well: every timed group's span by
+ * the runner's clock agrees with the harness's, and its trials fit in it
+ * (src/measure/clock.c).  PROTO: gates.clock
+ */
+static enum atb_status clock_gate(struct measure *m, struct job_result *r, const char *which,
+				  int *refused, struct atb_error *err)
+{
+	double rel = atbi_clock_rel_tolerance(m->p);
+	int64_t slack_ns = atbi_clock_slack_ns(m->p);
+	const struct atbi_clock_group *g = &r->clock.bad;
+	char reason[1024];
+
+	*refused = atbi_clock_finish(&r->clock, rel, slack_ns);
+	if (!*refused)
+		return ATB_OK;
+	snprintf(reason, sizeof(reason), "%s (%s)", r->clock.why, which);
+	return reject(m, ATB_GATE_CLOCK, ATB_ERR_CHECK, reason,
+		      json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "job", which, "seed",
+				(json_int_t)g->seed, "arms", (json_int_t)g->arms, "runner_span_ns",
+				(json_int_t)g->runner_ns, "harness_span_ns",
+				(json_int_t)g->harness_ns, "trials_ns", (json_int_t)g->trials_ns,
+				"rel_tolerance", rel, "abs_slack_ms", (double)slack_ns / 1e6),
+		      err);
+}
+
+/*
  * PROTO: gates.baseline_drift.tolerance -- how the paired job and the
  * baseline-alone job are run (docs/internals/gates.md, "baseline drift").
  * One fresh runner per seed for each: the paired arms (correctness on that
@@ -601,6 +636,9 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 		if (!st && !*refused)
 			st = runner_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
 					 err);
+		if (!st && !*refused)
+			st = clock_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
+					err);
 		if (st || *refused)
 			return st;
 		if (paired && (j1->corr.naive_wrong ||
@@ -1427,6 +1465,16 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	else
 		atb_task_default_knobs(task, &m->knobs);
 	st = atb_task_check_knobs(task, &m->knobs, err);
+	if (st)
+		return st;
+	/*
+	 * The trusted files of the home (headers, bundled tasks, python, the
+	 * lock) against the manifest, before anything runs or is stored: a
+	 * candidate that wrote into the home (issue 11: an append to
+	 * include/atb/kernel.h slowed every later baseline) leaves a home that
+	 * measures nothing until a maintainer restores it.
+	 */
+	st = atb_protocol_manifest_verify(opts->home ? opts->home : atb_home(), NULL, err);
 	if (st)
 		return st;
 	atb_task_format_knobs(&m->knobs, m->knobs_text, sizeof(m->knobs_text));

@@ -70,8 +70,10 @@ test_expect "verify fails with exit 2 after an edit without a new version" '
 
 test_expect "a comment-only edit still verifies" '
 	mkdir home2 && cp -r "$ATB_HOME/protocol" home2/ &&
+	rm -f home2/protocol/manifest &&  # the trusted files are not copied (t0003)
 	printf "# a trailing comment\n" >>home2/protocol/v1.yaml &&
-	expect_exit 0 "$ATB" protocol verify --home home2
+	expect_exit 0 "$ATB" protocol verify --home home2 &&
+	expect_grep "manifest  none: trusted files not checked" "$TRASH/out"
 '
 
 test_expect "usage errors exit 2; --help documents every subcommand" '

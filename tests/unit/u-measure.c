@@ -372,3 +372,80 @@ Test(measure, output_aliasing_is_its_own_gate)
 	atbi_correctness_release(&st);
 	json_decref(a);
 }
+
+/* ---- gate clock (PROTO: gates.clock) ---- */
+
+Test(measure, clock_spans_within_tolerance_pass_and_outside_refuse)
+{
+	char why[512];
+	const int64_t ms = 1000000;
+
+	/* 5% of the larger plus 25 ms: 200 vs 230 is 30 <= 10 + 25 */
+	cr_expect_eq(atbi_gate_clock(200 * ms, 230 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_clock(230 * ms, 200 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 0);
+	/* a clock that lost 60 ms of 300 */
+	cr_expect_eq(atbi_gate_clock(240 * ms, 300 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 1);
+	cr_expect(strstr(why, "240.000 ms by the runner's clock and 300.000 ms by the harness's"),
+		  "%s", why);
+	/* trials cannot add up to more than the span that holds them */
+	cr_expect_eq(atbi_gate_clock(100 * ms, 100 * ms, 101 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 1);
+	cr_expect(strstr(why, "more than its whole span"), "%s", why);
+	cr_expect_eq(atbi_gate_clock(-1, 100 * ms, 0, 0.05, 25 * ms, why, sizeof(why)), 1);
+}
+
+static json_t *ev_of(const char *text)
+{
+	json_t *v = json_loads(text, 0, NULL);
+
+	cr_assert(v, "%s", text);
+	return v;
+}
+
+Test(measure, clock_state_pairs_markers_with_samples_and_sums_groups)
+{
+	struct atbi_clock_state s;
+	const int64_t ms = 1000000, slack = 25 * ms;
+	json_t *mark = ev_of("{\"event\":\"timed_begin\",\"seed\":1,\"arms\":2}");
+	json_t *a = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000,1000000],\"span_ns\":130000000}");
+	json_t *b = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[500000,500000],\"span_ns\":130000000}");
+	json_t *lone = ev_of("{\"event\":\"samples\",\"seed\":2,\"arm\":\"baseline\","
+			     "\"times_ns\":[1],\"span_ns\":5}");
+	int k;
+
+	/* each group 20 ms short of the harness's 150: inside one group's
+	   slack, but four of them sum to 80 ms against 30 + 25 */
+	memset(&s, 0, sizeof(s));
+	for (k = 0; k < 4; k++) {
+		atbi_clock_mark(&s, mark, 1000 * ms * k, 0.05, slack);
+		atbi_clock_samples(&s, a, 1000 * ms * k + 150 * ms, 0.05, slack);
+		atbi_clock_samples(&s, b, 1000 * ms * k + 151 * ms, 0.05, slack);
+		if (k == 0)
+			cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+	}
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect_eq(s.ngroups, 4);
+	cr_expect_eq(s.total_runner_ns, 520 * ms);
+	cr_expect_eq(s.total_harness_ns, 600 * ms);
+	cr_expect(strstr(s.why, "over 4 groups"), "%s", s.why);
+
+	/* the group's arms sum their trials; samples without a marker refuse */
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, a, 130 * ms, 0.05, slack);
+	atbi_clock_samples(&s, b, 130 * ms, 0.05, slack);
+	cr_expect_eq(s.cur.trials_ns, 3 * ms);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+	atbi_clock_samples(&s, lone, 200 * ms, 0.05, slack);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect(strstr(s.why, "without a timed_begin marker"), "%s", s.why);
+	json_decref(mark);
+	json_decref(a);
+	json_decref(b);
+	json_decref(lone);
+}

@@ -353,8 +353,11 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V2);
 	t2 = replace(text, "version: 2", "version: 3");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	atb_free(t2);
+	/* PROTO: gates.clock -- required from version 3 */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.01, abs_slack_ms: 25}\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, t2);
 	atb_free(text);
 	atb_free(t2);
 	atb_free(t3);
@@ -363,6 +366,13 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 		     err.msg);
 	cr_assert_eq(version, 3);
 	cr_assert_str_neq(v2digest, v1digest);
+	/* PROTO: gates.clock (version 3 on) */
+	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_clock);
+	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.01, 1e-15);
+	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
+	atb_protocol_free(p);
+	p = NULL;
 
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(p->version, 3);
