@@ -162,6 +162,13 @@ struct trt {
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
+	/* PROTO: gates tamper -- the watch's checks (python/atb_torch/tamper.py):
+	   before each timed trial of the reference, the trial's place in the
+	   group's round orders (atb_timing_round_orders: the core's own draw) */
+	void *tamper_trial;          /* Session.tamper_trial */
+	size_t *trial_order;         /* the group's arms, trial by trial; NULL: no checks */
+	size_t trial_k, trial_n, trial_ref;
+	int64_t tamper_trial_ns;     /* inside the timing core's seeds, outside the windows */
 };
 
 /*
@@ -174,12 +181,17 @@ struct flush_timer {
 	struct atb_timer *inner;
 	int64_t flush_ns;
 	size_t nflush;
+	/* run before each timed trial's window opens (the tamper watch); NULL: none */
+	void (*before)(void *ctx);
+	void *ctx;
 };
 
 static void ft_start(void *s)
 {
 	struct flush_timer *f = s;
 
+	if (f->before)
+		f->before(f->ctx);
 	f->inner->ops->start(f->inner->state);
 }
 
@@ -308,6 +320,94 @@ static json_t *py_answer(struct trt *rt, const char *method, void *args)
 		return NULL;
 	}
 	return a;
+}
+
+/*
+ * PROTO: gates tamper -- Session.tamper(where): the watch checked now, and
+ * every change it saw since the last call (before timed trials too).  Any
+ * change: the event {"event": "tamper", "where", "changes": [{where,
+ * what}]} and the job ends (an error event "tamper": nothing measured
+ * after it could be trusted); the harness refuses the candidate.  0 clean,
+ * -1 after the events (or a Python failure's error event).
+ */
+static int tamper_point(struct trt *rt, const char *where)
+{
+	void *args = py.PyTuple_New(1);
+	json_t *a, *ch;
+	char msg[600];
+
+	if (!args || py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(where))) {
+		if (args)
+			py.Py_DecRef(args);
+		runner_emit_error("python", "atb_torch: cannot call tamper()");
+		return -1;
+	}
+	a = py_answer(rt, "tamper", args);
+	if (!a)
+		return -1;
+	ch = json_object_get(a, "changes");
+	if (!json_array_size(ch)) {
+		json_decref(a);
+		return 0;
+	}
+	snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first seen "
+		 "at %s): %s", json_string_value(json_object_get(json_array_get(ch, 0), "where")),
+		 json_string_value(json_object_get(json_array_get(ch, 0), "what")));
+	if (!runner_emit(json_pack("{s:s, s:s, s:O, s:O}", "event", "tamper", "where", where,
+				   "changes", ch, "checks", json_object_get(a, "checks"))))
+		runner_emit_error("tamper", msg);
+	json_decref(a);
+	return -1;
+}
+
+/* The timer's hook before each timed trial: the watch, before the reference's. */
+static void tamper_before_trial(void *ctx)
+{
+	struct trt *rt = ctx;
+	int64_t t0;
+	void *r;
+
+	if (!rt->trial_order || rt->trial_k >= rt->trial_n)
+		return;
+	if (rt->trial_order[rt->trial_k++] != rt->trial_ref || !rt->tamper_trial)
+		return;
+	t0 = atbi_monotonic_ns();
+	r = py.PyObject_CallObject(rt->tamper_trial, NULL);
+	if (r)
+		py.Py_DecRef(r);
+	else
+		py.PyErr_Print();  /* found at the next tamper_point, or not at all */
+	rt->tamper_trial_ns += atbi_monotonic_ns() - t0;
+}
+
+/*
+ * The order the timing core will run the group's trials in (its own draw,
+ * atb_timing_round_orders) and the reference's place in the group, for
+ * tamper_before_trial.  No order (out of memory): no per-trial checks.
+ */
+static void tamper_plan(struct trt *rt, uint64_t seed, size_t np, const size_t *map)
+{
+	const struct atb_runner_job *job = rt->job;
+	size_t n = (size_t)(job->timing.trials_max > 0 ? job->timing.trials_max : 0), i;
+	struct atb_error err;
+
+	atb_free(rt->trial_order);
+	rt->trial_order = NULL;
+	rt->trial_k = rt->trial_n = 0;
+	rt->trial_ref = SIZE_MAX;
+	for (i = 0; i < np; i++)
+		if (map[i] == job->reference)
+			rt->trial_ref = i;
+	if (rt->trial_ref == SIZE_MAX || !n || !(rt->trial_order = atb_malloc(n * np *
+									    sizeof(size_t))))
+		return;
+	atb_error_clear(&err);
+	if (atb_timing_round_orders(job->timing.interleave, seed, np, n, rt->trial_order, &err)) {
+		atb_free(rt->trial_order);
+		rt->trial_order = NULL;
+		return;
+	}
+	rt->trial_n = n * np;
 }
 
 /* ---- the job ------------------------------------------------------------- */
@@ -998,6 +1098,7 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	struct atb_cuda_gpu_sample g0, g1;
 	struct atb_timing_seed res;
 	size_t np = 0, ai, alone = SIZE_MAX;
+	char where[64];
 	json_t *a;
 	int throttled = -1;
 
@@ -1029,12 +1130,25 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.map[np] = job->narms;
 		names[np++] = COMPILE_ARM;
 	}
+	/* PROTO: gates tamper -- before the group, before each of the
+	   reference's timed trials (the timer's start hook), after the group */
+	snprintf(where, sizeof(where), "timing seed %llu", (unsigned long long)seed);
+	if (tamper_point(rt, where))
+		return -1;
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		tamper_plan(rt, seed, np, tc.map);
+		ai = (size_t)runner_time_group(job, timer, seed, np, timed_call, &tc,
+					       rt->cu ? ft_cuda_error : NULL, &res);
+		tamper_plan(rt, seed, 0, tc.map);
+		if (ai || tamper_point(rt, where)) {
+			if (!ai)
+				atb_timing_seed_release(&res);
+			else
+				tamper_point(rt, where);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
@@ -1152,8 +1266,10 @@ static json_t *phases_json(struct trt *rt)
 	json_object_set_new(s, "warmup", json_real(secs(rt->warmup_ns)));
 	json_object_set_new(s, "timed", json_real(secs(rt->timed_ns)));
 	json_object_set_new(s, "flush", json_real(secs(flush_ns)));
+	/* the watch before timed trials is Python's "tamper" phase, not overhead */
 	json_object_set_new(s, "trial_overhead",
-			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns)));
+			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns -
+					   rt->tamper_trial_ns)));
 	json_object_foreach(s, k, v)
 		sum += json_number_value(v);
 	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));
@@ -1271,6 +1387,7 @@ static int run(struct trt *rt)
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;
+	char where[160];
 	struct flush_timer ft = {0};
 	struct atb_timer_ops ft_ops;
 
@@ -1284,7 +1401,10 @@ static int run(struct trt *rt)
 		goto out;
 	}
 	flush_timer_init(&ft, timer, &ft_ops);
+	ft.before = tamper_before_trial;
+	ft.ctx = rt;
 	rt->ft = &ft;
+	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
@@ -1296,7 +1416,11 @@ static int run(struct trt *rt)
 	}
 	if (emit_env(rt, timer))
 		goto out;
-	if (rt->with_compile && warm_compiled(rt))
+	/* PROTO: gates tamper -- the candidate imported and built (open) */
+	if (tamper_point(rt, "the candidate's import and construction"))
+		goto out;
+	if (rt->with_compile && (warm_compiled(rt) ||
+				 tamper_point(rt, "the compiled reference's first call")))
 		goto out;
 	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
 	t_check = atbi_monotonic_ns();
@@ -1311,6 +1435,10 @@ static int run(struct trt *rt)
 			if (r < 0)
 				goto out;
 			rt->skipped += (size_t)r;
+			snprintf(where, sizeof(where), "input set '%s' of seed %llu",
+				 runner_input_name(job, inputs[x]), (unsigned long long)job->seeds[k]);
+			if (tamper_point(rt, where))
+				goto out;
 		}
 		rt->check_ns = atbi_monotonic_ns() - t_check;
 		log_partial_phases(rt);
@@ -1325,6 +1453,7 @@ static int run(struct trt *rt)
 	if (!runner_time_and_done(job, &ft.t, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
+	atb_free(rt->trial_order);
 	atb_timer_free(timer);
 	return rc;
 }
