@@ -43,6 +43,7 @@ struct atb_knob_assignment;
 #define ATB_GATE_NOISE "noise"              /* cross-run CV over the cap, or throttling */
 #define ATB_GATE_SIDE_STREAM "side_stream"  /* cuda: work escaping the timed window */
 #define ATB_GATE_OUTPUT_ALIASING "output_aliasing" /* cuda: an output overlaps a buffer */
+#define ATB_GATE_TAMPER "tamper"            /* torch: the candidate changed the reference's interpreter */
 #define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
 
 enum atb_measure_verdict {

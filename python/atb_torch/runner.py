@@ -89,14 +89,18 @@ class Session:
         seeds = job.get("seeds", [0])
         self.init_seed = int(t.get("init_seed", seeds[0] if seeds else 0))
         # The reference's module first: the tamper watch is taken after it is
-        # imported and the reference built, before any other arm's module
-        # is imported (tamper.py).
+        # imported and every arm of the task file built (the reference, the
+        # drift side's twin), before any other arm's module is imported
+        # (tamper.py).
         mods = {}
         self.task = None
         self.models = [None] * len(self.arms)
         self.watch = None
         ref_py = self.arms[self.reference]["py"]
-        order = [self.reference] + [i for i in range(len(self.arms)) if i != self.reference]
+        twins = [i for i, a in enumerate(self.arms) if a["py"] == ref_py and i != self.reference]
+        order = [self.reference] + twins + [i for i, a in enumerate(self.arms)
+                                             if a["py"] != ref_py]
+        last_of_task = order[len(twins)]
         for i in order:
             a = self.arms[i]
             path = a["py"]
@@ -132,13 +136,13 @@ class Session:
                 if isinstance(m, torch.nn.Module):
                     m = m.to(self.device)
             self.models[i] = m
-            if i == self.reference:
+            if i == last_of_task:
                 with ph("tamper"):
-                    self.watch = tamper.Watch(torch, self.task, m, self, self.device)
-            else:
+                    self.watch = tamper.Watch(torch, self.task, self.models[self.reference],
+                                              self, self.device)
+            elif self.watch is not None:
                 where = "the construction of arm '%s'" % a["name"]
-                if self.watch is not None:
-                    self.watch.models_set(where)
+                self.watch.models_set(where)
                 self.tamper_check(where)
         # The compiled reference ("torch": {"compile": {"mode": ...}}): one more
         # model after the job's arms, timed in the same rounds, never judged.

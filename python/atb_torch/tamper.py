@@ -140,7 +140,9 @@ class _Space:
     __slots__ = ("label", "get", "keys", "objs", "ids", "n", "strict")
 
     def __init__(self, label, get, strict):
-        self.label, self.get, self.strict = label, get, strict
+        # label: "torch" (its names read torch.relu) or a format with one %s
+        self.label = label if "%s" in label else label + ".%s"
+        self.get, self.strict = get, strict
         d = get()
         self.keys = list(d.keys())
         self.objs = [d[k] for k in self.keys]
@@ -164,9 +166,9 @@ class _Space:
             if cur is old:
                 continue
             if cur is _MISSING:
-                out.append("%s.%s removed" % (self.label, k))
+                out.append("%s removed" % (self.label % k))
             elif _relevant(old, cur, self.strict) and not _torch_own(old, cur):
-                out.append("%s.%s replaced" % (self.label, k))
+                out.append("%s replaced" % (self.label % k))
         # Reported once (or accepted: plain data), or only the order moved
         # (a key deleted and set again): the dict as it is now is saved.
         self.keys = list(d.keys())
@@ -275,15 +277,15 @@ class Watch:
                 if c not in own:
                     own.add(c)
                     if c.__module__ == task.__name__:
-                        self._space("the task's %s" % c.__name__, c, strict=True, cls=True)
+                        self._space("the task's %s.%%s" % c.__name__, c, strict=True, cls=True)
                     else:
                         classes.append(("%s.%s" % (c.__module__, c.__qualname__), c))
         for label, c in classes:
             self._space(label, c, strict=False, cls=True)
         # strict: the task's globals, the reference's classes, the runner's Session
-        self._space("the task module", task, strict=True)
+        self._space("the task module's global '%s'", task, strict=True)
         for c in type(session).__mro__[:-1]:
-            self._space("atb_torch's %s" % c.__name__, c, strict=True, cls=True)
+            self._space("atb_torch's %s.%%s" % c.__name__, c, strict=True, cls=True)
         self.funcs.freeze()
         self.sysmods = [n for n in sys.modules
                         if n == "torch" or n.startswith("torch.") or n.startswith("atb_torch")
@@ -307,7 +309,7 @@ class Watch:
         s = _Space(label, get, strict)
         self.spaces.append(s)
         for k, v in zip(s.keys, s.objs):
-            self.funcs.add("%s.%s" % (label, k), v)
+            self.funcs.add(s.label % k, v)
 
     @staticmethod
     def _dict_state(d):
