@@ -179,6 +179,8 @@ class Session:
         # non_blocking copy each, one sync), allocated once per slot and
         # shape and reused; False when pinning failed (pageable then).
         self.pinned = self.device.type == "cuda"
+        if self.watch is not None:
+            self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode"))
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -531,6 +533,8 @@ class Session:
         xs = self.gen(seed, -1, STREAM_TIMING)
         self.bases = {}  # the timing draw is used once: not kept
         self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
+        if self.watch is not None:
+            self.watch.inputs_set(self.timing_inputs[self.reference])
         self.sync()
         return {"ok": True}
 

@@ -59,6 +59,7 @@ import json
 import math
 import operator
 import os
+import signal
 import sys
 import threading
 import types
@@ -72,6 +73,8 @@ _kwdefaults = operator.attrgetter("__kwdefaults__")
 # Environment variables the allocator and the thread pools read lazily.
 _ENV = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING",
         "CUDA_LAUNCH_BLOCKING", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUBLAS_WORKSPACE_CONFIG")
+_SIGNALS = [s for s in (getattr(signal, n, None) for n in (
+    "SIGALRM", "SIGPROF", "SIGVTALRM", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGIO")) if s]
 _HOOK_NAMES = {
     "_global_forward_pre_hooks": "a global forward pre-hook",
     "_global_forward_hooks": "a global forward hook",
@@ -249,6 +252,7 @@ class Watch:
                 ("torch._tensor", getattr(torch, "_tensor", None)),
                 ("torch.backends", torch.backends),
                 ("torch.ops", torch.ops), ("torch.ops.aten", torch.ops.aten),
+                ("torch.library", getattr(torch, "library", None)),
                 ("builtins", builtins), ("math", math), ("operator", operator),
                 ("json", json), ("sys", sys), ("gc", gc), ("threading", threading)]
         if device.type == "cuda":
@@ -284,7 +288,7 @@ class Watch:
             self._space(label, c, strict=False, cls=True)
         # strict: the task's globals, the reference's classes, the runner's Session
         self._space("the task module's global '%s'", task, strict=True)
-        for c in type(session).__mro__[:-1]:
+        for c in type(session).__mro__[:-1] + (Watch, _Space, _Funcs):
             self._space("atb_torch's %s.%%s" % c.__name__, c, strict=True, cls=True)
         self.funcs.freeze()
         self.sysmods = [n for n in sys.modules
@@ -303,6 +307,17 @@ class Watch:
         self.ref_state = self._model_state(reference)
         self.flags = self._flags()
         self.threads = set(sys._current_frames())
+        lib = getattr(torch, "library", None)
+        self.impls = getattr(lib, "_impls", None)
+        self.impls_n = len(self.impls) if self.impls is not None else 0
+        self.impls_saved = set(self.impls) if self.impls is not None else set()
+        # the Session's attributes set before the snapshot and never again
+        # (the reference's index, the arms, the distributions, the task...);
+        # more after its construction (fix_session); timing inputs per seed
+        self.fixed = {}
+        self.fix_session(("reference", "arms", "dists", "task", "device", "stream",
+                          "init_seed", "init_inputs", "torch", "ph"))
+        self.inputs = None
 
     def _space(self, label, obj, strict, cls=False):
         get = (lambda c=obj: c.__dict__) if cls else (lambda d=vars(obj): d)
@@ -389,7 +404,21 @@ class Watch:
              ("gc.isenabled()", gc.isenabled),
              ("gc.get_threshold()", gc.get_threshold),
              ("gc.get_debug()", gc.get_debug),
-             ("gc.callbacks", lambda: tuple(map(id, gc.callbacks)))]
+             ("gc.callbacks", lambda: tuple(map(id, gc.callbacks))),
+             ("torch function handling", torch._C._is_torch_function_enabled),
+             ("the dispatcher's thread-local include set",
+              lambda: repr(torch._C._dispatch_tls_local_include_set())),
+             ("the dispatcher's thread-local exclude set",
+              lambda: repr(torch._C._dispatch_tls_local_exclude_set())),
+             ("the CPUs this process may run on", lambda: sorted(os.sched_getaffinity(0))),
+             ("an interval timer (ITIMER_REAL, VIRTUAL, PROF) armed",
+              lambda: [signal.getitimer(t) != (0.0, 0.0) for t in
+                       (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)]),
+             ("a Python signal handler",
+              lambda: [id(signal.getsignal(n)) for n in _SIGNALS])]
+        mon = getattr(sys, "monitoring", None)  # 3.12: tools that see every call
+        if mon is not None:
+            f.append(("sys.monitoring's tools", lambda: [mon.get_tool(i) for i in range(6)]))
         f += [("os.environ['%s']" % k, (lambda k=k: os.environ.get(k))) for k in _ENV]
         if self.device.type == "cuda":
             c = torch.cuda
@@ -448,12 +477,34 @@ class Watch:
             if len(st or []) != len(self.ref_state or []):
                 out.append("the reference's submodules changed")
             self.ref_state = st
+        sd = vars(self.session)
+        for n, v in self.fixed.items():
+            if sd.get(n, _MISSING) is not v:
+                out.append("atb_torch's Session.%s replaced" % n)
+        if self.inputs is not None:
+            xs, objs, vers = self.inputs
+            cur_in = self.session.timing_inputs
+            ref_in = cur_in[self.session.reference] if cur_in else None
+            if ref_in is not xs or len(xs) != len(objs) or any(
+                    a is not b for a, b in zip(xs, objs)):
+                out.append("the reference's timing inputs replaced")
+                self.inputs = None
+            elif self._versions(xs) != vers:
+                out.append("the reference's timing inputs written in place")
+                self.inputs = (xs, objs, self._versions(xs))
+        if self.impls is not None and len(self.impls) != self.impls_n:
+            for k in sorted(set(self.impls) - self.impls_saved):
+                ns, key = k.split("/", 1)[0], k.rsplit("/", 1)[-1]
+                if ns == "aten" and key != "Meta":
+                    out.append("an aten kernel registered through torch.library (%s)" % k)
+            self.impls_n = len(self.impls)
+            self.impls_saved = set(self.impls)
         cur = [_try(fn) for _, fn in self.flag_fns]
         if cur != self.flags:
             for (name, _), old, new in zip(self.flag_fns, self.flags, cur):
                 if old != new:
                     if name.startswith(("sys.gettrace", "sys.getprofile", "threading's",
-                                        "gc.callbacks")):
+                                        "gc.callbacks", "a Python signal", "the dispatcher")):
                         out.append("%s changed" % name)
                     else:
                         out.append("%s is %r, was %r" % (name, new, old))
@@ -466,6 +517,21 @@ class Watch:
         self.threads |= th
         for what in out:
             self._note(where, what)
+
+    def fix_session(self, names):
+        """These Session attributes keep the objects they hold now."""
+        sd = vars(self.session)
+        for n in names:
+            if n in sd:
+                self.fixed[n] = sd[n]
+
+    def inputs_set(self, xs):
+        """The reference's timing inputs of this seed (Session.prepare):
+        the same list, the same tensors, no write (version counters)."""
+        self.inputs = (xs, list(xs), self._versions(xs)) if xs is not None else None
+
+    def _versions(self, xs):
+        return [x._version if self.torch.is_tensor(x) else None for x in xs]
 
     def models_set(self, where):
         """The runner put a model of its own into Session.models (an arm it

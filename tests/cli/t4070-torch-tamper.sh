@@ -7,7 +7,9 @@
 # right ReLU and is refused for its own change: a global forward pre-hook,
 # torch.relu replaced, a patch put back by the reference's own call (seen
 # only by the check before a timed trial of the reference), the task
-# module's global `torch` rebound, torch.set_num_threads(1).  The honest
+# module's global `torch` rebound, torch.set_num_threads(1), the runner's
+# Session made to take the candidate as the reference, aten::relu's CPU
+# kernel overridden through torch.library.  The honest
 # candidates run with timing and report no change; atb measure refuses
 # two cheats as gate tamper with the reason naming the change, and admits
 # nothing.  Needs a python with PyTorch ($ATB_PYTHON, else .venv-torch).
@@ -84,6 +86,15 @@ test_expect "torch.set_num_threads in the constructor: the flag and its values" 
 	t=$(jq -r "select(.event==\"env\").torch.threads" honest.ev) &&
 	n=$([ "$t" -gt 1 ] && echo 1 || echo 2) &&
 	refused tamper_threads "torch.get_num_threads() is $n, was $t" "$AT_BUILD"
+'
+
+test_expect "the runner Session made to take the candidate as the reference" '
+	refused tamper_session "atb_torch'"'"'s Session.reference replaced" "$AT_BUILD"
+'
+
+test_expect "aten::relu overridden through torch.library (the dispatcher, not torch.relu)" '
+	refused tamper_library "an aten kernel registered through torch.library (aten/relu/CPU)" \
+		"$AT_IMPORT"
 '
 
 export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
