@@ -1138,15 +1138,17 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
+		int failed;
+
 		tamper_plan(rt, seed, np, tc.map);
-		ai = (size_t)runner_time_group(job, timer, seed, np, timed_call, &tc,
-					       rt->cu ? ft_cuda_error : NULL, &res);
-		tamper_plan(rt, seed, 0, tc.map);
-		if (ai || tamper_point(rt, where)) {
-			if (!ai)
+		failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
+					   rt->cu ? ft_cuda_error : NULL, &res);
+		tamper_plan(rt, seed, 0, tc.map);  /* np 0: no plan */
+		/* what the trials' checks saw, also when the group failed (a
+		   tampered call may be what raised) */
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
 				atb_timing_seed_release(&res);
-			else
-				tamper_point(rt, where);
 			return -1;
 		}
 		count_timing(rt, &res);
