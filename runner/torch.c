@@ -162,12 +162,11 @@ struct trt {
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
-	/* PROTO: gates tamper -- the watch's checks (python/atb_torch/tamper.py):
-	   before each timed trial of the reference, the trial's place in the
-	   group's round orders (atb_timing_round_orders: the core's own draw) */
+	/* PROTO: gates tamper -- the watch (python/atb_torch/tamper.py) before
+	   every timed trial, whatever the arm: checking only before the
+	   reference's would put work before its windows the candidate's do not
+	   have (caches, the garbage collector's counts), a bias */
 	void *tamper_trial;          /* Session.tamper_trial */
-	size_t *trial_order;         /* the group's arms, trial by trial; NULL: no checks */
-	size_t trial_k, trial_n, trial_ref;
 	int64_t tamper_trial_ns;     /* inside the timing core's seeds, outside the windows */
 };
 
@@ -360,16 +359,14 @@ static int tamper_point(struct trt *rt, const char *where)
 	return -1;
 }
 
-/* The timer's hook before each timed trial: the watch, before the reference's. */
+/* The timer's hook before each timed trial's window: the watch's check. */
 static void tamper_before_trial(void *ctx)
 {
 	struct trt *rt = ctx;
 	int64_t t0;
 	void *r;
 
-	if (!rt->trial_order || rt->trial_k >= rt->trial_n)
-		return;
-	if (rt->trial_order[rt->trial_k++] != rt->trial_ref || !rt->tamper_trial)
+	if (!rt->tamper_trial)
 		return;
 	t0 = atbi_monotonic_ns();
 	r = py.PyObject_CallObject(rt->tamper_trial, NULL);
@@ -378,36 +375,6 @@ static void tamper_before_trial(void *ctx)
 	else
 		py.PyErr_Print();  /* found at the next tamper_point, or not at all */
 	rt->tamper_trial_ns += atbi_monotonic_ns() - t0;
-}
-
-/*
- * The order the timing core will run the group's trials in (its own draw,
- * atb_timing_round_orders) and the reference's place in the group, for
- * tamper_before_trial.  No order (out of memory): no per-trial checks.
- */
-static void tamper_plan(struct trt *rt, uint64_t seed, size_t np, const size_t *map)
-{
-	const struct atb_runner_job *job = rt->job;
-	size_t n = (size_t)(job->timing.trials_max > 0 ? job->timing.trials_max : 0), i;
-	struct atb_error err;
-
-	atb_free(rt->trial_order);
-	rt->trial_order = NULL;
-	rt->trial_k = rt->trial_n = 0;
-	rt->trial_ref = SIZE_MAX;
-	for (i = 0; i < np; i++)
-		if (map[i] == job->reference)
-			rt->trial_ref = i;
-	if (rt->trial_ref == SIZE_MAX || !n || !(rt->trial_order = atb_malloc(n * np *
-									    sizeof(size_t))))
-		return;
-	atb_error_clear(&err);
-	if (atb_timing_round_orders(job->timing.interleave, seed, np, n, rt->trial_order, &err)) {
-		atb_free(rt->trial_order);
-		rt->trial_order = NULL;
-		return;
-	}
-	rt->trial_n = n * np;
 }
 
 /* ---- the job ------------------------------------------------------------- */
@@ -1130,20 +1097,17 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.map[np] = job->narms;
 		names[np++] = COMPILE_ARM;
 	}
-	/* PROTO: gates tamper -- before the group, before each of the
-	   reference's timed trials (the timer's start hook), after the group */
+	/* PROTO: gates tamper -- before the group, before each timed trial
+	   (the timer's start hook), after the group */
 	snprintf(where, sizeof(where), "timing seed %llu", (unsigned long long)seed);
 	if (tamper_point(rt, where))
 		return -1;
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		int failed;
+		int failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
+					       rt->cu ? ft_cuda_error : NULL, &res);
 
-		tamper_plan(rt, seed, np, tc.map);
-		failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
-					   rt->cu ? ft_cuda_error : NULL, &res);
-		tamper_plan(rt, seed, 0, tc.map);  /* np 0: no plan */
 		/* what the trials' checks saw, also when the group failed (a
 		   tampered call may be what raised) */
 		if (tamper_point(rt, where) || failed) {
@@ -1164,9 +1128,14 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		int failed = runner_time_group(job, timer, seed, 1, timed_call, &tc,
+					       rt->cu ? ft_cuda_error : NULL, &res);
+
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
+				atb_timing_seed_release(&res);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
@@ -1455,7 +1424,6 @@ static int run(struct trt *rt)
 	if (!runner_time_and_done(job, &ft.t, time_seed_cb, rt, &done))
 		rc = RUNNER_EXIT_OK;
 out:
-	atb_free(rt->trial_order);
 	atb_timer_free(timer);
 	return rc;
 }

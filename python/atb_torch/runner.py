@@ -582,8 +582,9 @@ class Session:
         return {"changes": w.take() if w else [], "checks": w.checks if w else 0}
 
     def tamper_trial(self):
-        """Before a timed trial (the C timer's flush, outside the window):
-        check, keep what changed for the next tamper()."""
+        """Before every timed trial, whatever the arm (the C timer's start
+        hook, outside the window): check, keep what changed for the next
+        tamper()."""
         self.tamper_check("a timed trial of seed %s" % self.timing_seed)
 
     def phases(self):
