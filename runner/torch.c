@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -163,10 +164,15 @@ struct trt {
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
 	/* PROTO: gates tamper -- the watch (python/atb_torch/tamper.py) before
-	   every timed trial, whatever the arm: checking only before the
-	   reference's would put work before its windows the candidate's do not
-	   have (caches, the garbage collector's counts), a bias */
+	   the first timed trial of each group and before one in TAMPER_EVERY
+	   of the others, drawn here (getrandom: the candidate cannot know
+	   which), whatever the arm: checking before the reference's windows
+	   only would put work before them that the candidate's do not follow
+	   (caches, the garbage collector's counts), a bias */
 	void *tamper_trial;          /* Session.tamper_trial */
+	uint64_t tamper_rng;         /* xorshift64 state, never 0 */
+	int tamper_first;            /* the group's next trial is its first */
+	size_t tamper_trials;        /* trials checked */
 	int64_t tamper_trial_ns;     /* inside the timing core's seeds, outside the windows */
 };
 
@@ -359,15 +365,40 @@ static int tamper_point(struct trt *rt, const char *where)
 	return -1;
 }
 
-/* The timer's hook before each timed trial's window: the watch's check. */
+/*
+ * One timed trial in TAMPER_EVERY is checked at random: a change live
+ * during every trial of the reference (or most of them) is seen within a
+ * few trials, and a check costs about 0.4 ms on a 2-core VM (several on a
+ * loaded one): before every trial it was 13% of a drift job's wall time.
+ */
+#define TAMPER_EVERY 8
+
+static void tamper_seed_rng(struct trt *rt)
+{
+	uint64_t x = 0;
+
+	if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
+		x = (uint64_t)atbi_monotonic_ns() ^ ((uint64_t)getpid() << 32);
+	rt->tamper_rng = x ? x : 0x9e3779b97f4a7c15ull;
+}
+
+/* The timer's hook before each timed trial's window: the watch's check,
+ * on the group's first trial and one in TAMPER_EVERY of the others. */
 static void tamper_before_trial(void *ctx)
 {
 	struct trt *rt = ctx;
+	uint64_t x = rt->tamper_rng;
 	int64_t t0;
 	void *r;
 
-	if (!rt->tamper_trial)
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rt->tamper_rng = x;
+	if (!rt->tamper_trial || (!rt->tamper_first && x % TAMPER_EVERY))
 		return;
+	rt->tamper_first = 0;
+	rt->tamper_trials++;
 	t0 = atbi_monotonic_ns();
 	r = py.PyObject_CallObject(rt->tamper_trial, NULL);
 	if (r)
@@ -1097,17 +1128,19 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.map[np] = job->narms;
 		names[np++] = COMPILE_ARM;
 	}
-	/* PROTO: gates tamper -- before the group, before each timed trial
-	   (the timer's start hook), after the group */
+	/* PROTO: gates tamper -- before the group, before its first timed
+	   trial and random others (the timer's start hook), after the group */
 	snprintf(where, sizeof(where), "timing seed %llu", (unsigned long long)seed);
 	if (tamper_point(rt, where))
 		return -1;
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		int failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
-					       rt->cu ? ft_cuda_error : NULL, &res);
+		int failed;
 
+		rt->tamper_first = 1;
+		failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
+					   rt->cu ? ft_cuda_error : NULL, &res);
 		/* what the trials' checks saw, also when the group failed (a
 		   tampered call may be what raised) */
 		if (tamper_point(rt, where) || failed) {
@@ -1128,9 +1161,11 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		int failed = runner_time_group(job, timer, seed, 1, timed_call, &tc,
-					       rt->cu ? ft_cuda_error : NULL, &res);
+		int failed;
 
+		rt->tamper_first = 1;
+		failed = runner_time_group(job, timer, seed, 1, timed_call, &tc,
+					   rt->cu ? ft_cuda_error : NULL, &res);
 		if (tamper_point(rt, where) || failed) {
 			if (!failed)
 				atb_timing_seed_release(&res);
@@ -1250,10 +1285,11 @@ static json_t *phases_json(struct trt *rt)
 	for (i = 0; i < job->narms; i++)
 		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
 			 (job->narms == 1 && i == job->reference);
-	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
-			 job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
-			 secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
-			 "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
+	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:I, s:o}", "event", "phases",
+			 "job", job->id, "task", job->arms[job->reference].so, "alone", alone,
+			 "wall_s", secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s",
+			 secs(rt->check_ns), "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0),
+			 "tamper_trials", (json_int_t)rt->tamper_trials, "seconds", s);
 }
 
 /* ---- env and the run ------------------------------------------------------ */
@@ -1376,6 +1412,7 @@ static int run(struct trt *rt)
 	ft.ctx = rt;
 	rt->ft = &ft;
 	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
+	tamper_seed_rng(rt);
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
