@@ -369,7 +369,8 @@ static int tamper_point(struct trt *rt, const char *where)
  * One timed trial in TAMPER_EVERY is checked at random: a change live
  * during every trial of the reference (or most of them) is seen within a
  * few trials, and a check costs about 0.4 ms on a 2-core VM (several on a
- * loaded one): before every trial it was 13% of a drift job's wall time.
+ * loaded one): before each of the reference's trials the checks were 13%
+ * of a drift job's wall time there.
  */
 #define TAMPER_EVERY 8
 
