@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -162,6 +163,17 @@ struct trt {
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
+	/* PROTO: gates tamper -- the watch (python/atb_torch/tamper.py) before
+	   the first timed trial of each group and before one in TAMPER_EVERY
+	   of the others, drawn here (getrandom: the candidate cannot know
+	   which), whatever the arm: checking before the reference's windows
+	   only would put work before them that the candidate's do not follow
+	   (caches, the garbage collector's counts), a bias */
+	void *tamper_trial;          /* Session.tamper_trial */
+	uint64_t tamper_rng;         /* xorshift64 state, never 0 */
+	int tamper_first;            /* the group's next trial is its first */
+	size_t tamper_trials;        /* trials checked */
+	int64_t tamper_trial_ns;     /* inside the timing core's seeds, outside the windows */
 };
 
 /*
@@ -174,12 +186,17 @@ struct flush_timer {
 	struct atb_timer *inner;
 	int64_t flush_ns;
 	size_t nflush;
+	/* run before each timed trial's window opens (the tamper watch); NULL: none */
+	void (*before)(void *ctx);
+	void *ctx;
 };
 
 static void ft_start(void *s)
 {
 	struct flush_timer *f = s;
 
+	if (f->before)
+		f->before(f->ctx);
 	f->inner->ops->start(f->inner->state);
 }
 
@@ -308,6 +325,88 @@ static json_t *py_answer(struct trt *rt, const char *method, void *args)
 		return NULL;
 	}
 	return a;
+}
+
+/*
+ * PROTO: gates tamper -- Session.tamper(where): the watch checked now, and
+ * every change it saw since the last call (before timed trials too).  Any
+ * change: the event {"event": "tamper", "where", "changes": [{where,
+ * what}]} and the job ends (an error event "tamper": nothing measured
+ * after it could be trusted); the harness refuses the candidate.  0 clean,
+ * -1 after the events (or a Python failure's error event).
+ */
+static int tamper_point(struct trt *rt, const char *where)
+{
+	void *args = py.PyTuple_New(1);
+	json_t *a, *ch;
+	char msg[600];
+
+	if (!args || py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(where))) {
+		if (args)
+			py.Py_DecRef(args);
+		runner_emit_error("python", "atb_torch: cannot call tamper()");
+		return -1;
+	}
+	a = py_answer(rt, "tamper", args);
+	if (!a)
+		return -1;
+	ch = json_object_get(a, "changes");
+	if (!json_array_size(ch)) {
+		json_decref(a);
+		return 0;
+	}
+	snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first seen "
+		 "at %s): %s", json_string_value(json_object_get(json_array_get(ch, 0), "where")),
+		 json_string_value(json_object_get(json_array_get(ch, 0), "what")));
+	if (!runner_emit(json_pack("{s:s, s:s, s:O, s:O}", "event", "tamper", "where", where,
+				   "changes", ch, "checks", json_object_get(a, "checks"))))
+		runner_emit_error("tamper", msg);
+	json_decref(a);
+	return -1;
+}
+
+/*
+ * One timed trial in TAMPER_EVERY is checked at random: a change live
+ * during every trial of the reference (or most of them) is seen within a
+ * few trials, and a check costs about 0.4 ms on a 2-core VM (several on a
+ * loaded one): before each of the reference's trials the checks were 13%
+ * of a drift job's wall time there.
+ */
+#define TAMPER_EVERY 8
+
+static void tamper_seed_rng(struct trt *rt)
+{
+	uint64_t x = 0;
+
+	if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
+		x = (uint64_t)atbi_monotonic_ns() ^ ((uint64_t)getpid() << 32);
+	rt->tamper_rng = x ? x : 0x9e3779b97f4a7c15ull;
+}
+
+/* The timer's hook before each timed trial's window: the watch's check,
+ * on the group's first trial and one in TAMPER_EVERY of the others. */
+static void tamper_before_trial(void *ctx)
+{
+	struct trt *rt = ctx;
+	uint64_t x = rt->tamper_rng;
+	int64_t t0;
+	void *r;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rt->tamper_rng = x;
+	if (!rt->tamper_trial || (!rt->tamper_first && x % TAMPER_EVERY))
+		return;
+	rt->tamper_first = 0;
+	rt->tamper_trials++;
+	t0 = atbi_monotonic_ns();
+	r = py.PyObject_CallObject(rt->tamper_trial, NULL);
+	if (r)
+		py.Py_DecRef(r);
+	else
+		py.PyErr_Print();  /* found at the next tamper_point, or not at all */
+	rt->tamper_trial_ns += atbi_monotonic_ns() - t0;
 }
 
 /* ---- the job ------------------------------------------------------------- */
@@ -998,6 +1097,7 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	struct atb_cuda_gpu_sample g0, g1;
 	struct atb_timing_seed res;
 	size_t np = 0, ai, alone = SIZE_MAX;
+	char where[64];
 	json_t *a;
 	int throttled = -1;
 
@@ -1029,12 +1129,26 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.map[np] = job->narms;
 		names[np++] = COMPILE_ARM;
 	}
+	/* PROTO: gates tamper -- before the group, before its first timed
+	   trial and random others (the timer's start hook), after the group */
+	snprintf(where, sizeof(where), "timing seed %llu", (unsigned long long)seed);
+	if (tamper_point(rt, where))
+		return -1;
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		int failed;
+
+		rt->tamper_first = 1;
+		failed = runner_time_group(job, timer, seed, np, timed_call, &tc,
+					   rt->cu ? ft_cuda_error : NULL, &res);
+		/* what the trials' checks saw, also when the group failed (a
+		   tampered call may be what raised) */
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
+				atb_timing_seed_release(&res);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
@@ -1048,9 +1162,16 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		int failed;
+
+		rt->tamper_first = 1;
+		failed = runner_time_group(job, timer, seed, 1, timed_call, &tc,
+					   rt->cu ? ft_cuda_error : NULL, &res);
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
+				atb_timing_seed_release(&res);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
@@ -1152,8 +1273,10 @@ static json_t *phases_json(struct trt *rt)
 	json_object_set_new(s, "warmup", json_real(secs(rt->warmup_ns)));
 	json_object_set_new(s, "timed", json_real(secs(rt->timed_ns)));
 	json_object_set_new(s, "flush", json_real(secs(flush_ns)));
+	/* the watch before timed trials is Python's "tamper" phase, not overhead */
 	json_object_set_new(s, "trial_overhead",
-			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns)));
+			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns -
+					   rt->tamper_trial_ns)));
 	json_object_foreach(s, k, v)
 		sum += json_number_value(v);
 	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));
@@ -1163,10 +1286,11 @@ static json_t *phases_json(struct trt *rt)
 	for (i = 0; i < job->narms; i++)
 		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
 			 (job->narms == 1 && i == job->reference);
-	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
-			 job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
-			 secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
-			 "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
+	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:I, s:o}", "event", "phases",
+			 "job", job->id, "task", job->arms[job->reference].so, "alone", alone,
+			 "wall_s", secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s",
+			 secs(rt->check_ns), "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0),
+			 "tamper_trials", (json_int_t)rt->tamper_trials, "seconds", s);
 }
 
 /* ---- env and the run ------------------------------------------------------ */
@@ -1271,6 +1395,7 @@ static int run(struct trt *rt)
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;
+	char where[160];
 	struct flush_timer ft = {0};
 	struct atb_timer_ops ft_ops;
 
@@ -1284,7 +1409,11 @@ static int run(struct trt *rt)
 		goto out;
 	}
 	flush_timer_init(&ft, timer, &ft_ops);
+	ft.before = tamper_before_trial;
+	ft.ctx = rt;
 	rt->ft = &ft;
+	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
+	tamper_seed_rng(rt);
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
@@ -1296,7 +1425,11 @@ static int run(struct trt *rt)
 	}
 	if (emit_env(rt, timer))
 		goto out;
-	if (rt->with_compile && warm_compiled(rt))
+	/* PROTO: gates tamper -- the candidate imported and built (open) */
+	if (tamper_point(rt, "the candidate's import and construction"))
+		goto out;
+	if (rt->with_compile && (warm_compiled(rt) ||
+				 tamper_point(rt, "the compiled reference's first call")))
 		goto out;
 	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
 	t_check = atbi_monotonic_ns();
@@ -1311,6 +1444,10 @@ static int run(struct trt *rt)
 			if (r < 0)
 				goto out;
 			rt->skipped += (size_t)r;
+			snprintf(where, sizeof(where), "input set '%s' of seed %llu",
+				 runner_input_name(job, inputs[x]), (unsigned long long)job->seeds[k]);
+			if (tamper_point(rt, where))
+				goto out;
 		}
 		rt->check_ns = atbi_monotonic_ns() - t_check;
 		log_partial_phases(rt);

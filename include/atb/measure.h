@@ -44,6 +44,7 @@ struct atb_knob_assignment;
 #define ATB_GATE_SIDE_STREAM "side_stream"  /* cuda: work escaping the timed window */
 #define ATB_GATE_OUTPUT_ALIASING "output_aliasing" /* cuda: an output overlaps a buffer */
 #define ATB_GATE_CLOCK "clock"            /* the runner's clock disagrees with the harness's */
+#define ATB_GATE_TAMPER "tamper"            /* torch: the candidate changed the reference's interpreter */
 #define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
 
 enum atb_measure_verdict {

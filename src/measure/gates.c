@@ -423,6 +423,29 @@ int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size)
 	return 1;
 }
 
+/* ---- torch: the shared interpreter ---- */
+
+int atbi_gate_tamper(const json_t *ev, char *why, size_t why_size)
+{
+	const json_t *ch = json_object_get(ev, "changes"), *c;
+	size_t i, n = json_array_size(ch), len;
+
+	if (strcmp(jstr(ev, "event"), "tamper") || !n)
+		return 0;
+	snprintf(why, why_size, "the candidate changed what the reference runs on in their "
+		 "shared interpreter (first seen at %s): ",
+		 jstr(json_array_get(ch, 0), "where"));
+	json_array_foreach(ch, i, c) {
+		len = strlen(why);
+		if (i == 4 && n > 5) {
+			snprintf(why + len, why_size - len, "; and %zu more", n - i);
+			break;
+		}
+		snprintf(why + len, why_size - len, "%s%s", i ? "; " : "", jstr(c, "what"));
+	}
+	return 1;
+}
+
 int atbi_gate_throttle(size_t throttled, size_t total, double max_share, double *share)
 {
 	*share = total ? (double)throttled / (double)total : 0;

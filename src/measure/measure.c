@@ -81,6 +81,7 @@ struct job_result {
 	json_t *side_event;
 	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
 	struct atbi_clock_state clock;   /* the timed groups' spans, both clocks (gate clock) */
+	json_t *tamper_event;            /* torch: the runner's first "tamper" event (owned copy) */
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -431,6 +432,9 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "compile")) {
 		json_decref(r->compile_event);
 		r->compile_event = json_deep_copy(ev);
+	} else if (!strcmp(kind, "tamper")) {
+		if (!r->tamper_event)
+			r->tamper_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -505,6 +509,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->done);
 	json_decref(r->side_event);
 	json_decref(r->compile_event);
+	json_decref(r->tamper_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -559,6 +564,8 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 }
 
 static enum atb_status surface_recheck(struct measure *m, int *refused, struct atb_error *err);
+static enum atb_status reject_tamper(struct measure *m, const struct job_result *r, int *refused,
+				     struct atb_error *err);
 static enum atb_status runner_gate(struct measure *m, struct job_result *r, const char *which,
 				   int *refused, struct atb_error *err);
 
@@ -633,6 +640,10 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 			    : run_job(m, aarms, naarms, 1, slots[k].lo, slots[k].hi, j2, err);
 		if (!st)
 			st = surface_recheck(m, refused, err);
+		/* PROTO: gates tamper -- before the runner gate: the watch ends the
+		   job with an error event after it, and the change is the cause */
+		if (!st && !*refused && paired && j1->tamper_event)
+			st = reject_tamper(m, j1, refused, err);
 		if (!st && !*refused)
 			st = runner_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
 					 err);
@@ -697,6 +708,22 @@ static enum atb_status surface_recheck(struct measure *m, int *refused, struct a
 	}
 	atbi_hash_release(&after);
 	return ATB_OK;
+}
+
+/*
+ * Gate "tamper" (torch): the paired runner's watch saw the interpreter the
+ * reference runs in change after the candidate was imported (the runner's
+ * "tamper" event; docs/internals/torch.md, "The tamper watch").
+ */
+static enum atb_status reject_tamper(struct measure *m, const struct job_result *r, int *refused,
+				     struct atb_error *err)
+{
+	char why[1024];
+
+	*refused = 1;
+	atbi_gate_tamper(r->tamper_event, why, sizeof(why));
+	return reject(m, ATB_GATE_TAMPER, ATB_ERR_CHECK, why,
+		      json_pack("{s:O}", "event", r->tamper_event), err);
 }
 
 /* Gate "runner": the job did not end with "done". */

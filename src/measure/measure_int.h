@@ -157,6 +157,15 @@ ATBI_FUNC void atbi_clock_samples(struct atbi_clock_state *s, const json_t *ev,
 ATBI_FUNC int atbi_clock_finish(struct atbi_clock_state *s, double rel, int64_t slack_ns);
 
 /*
+ * PROTO: gates tamper (torch).  A "tamper" event (the runner's watch saw
+ * the shared interpreter change after the candidate was imported: a torch
+ * function replaced, a global hook registered, a flag flipped): 1 with the
+ * reason in why, naming where it was first seen and what changed; 0 for
+ * any other event.
+ */
+ATBI_FUNC int atbi_gate_tamper(const json_t *ev, char *why, size_t why_size);
+
+/*
  * The largest share of a job's timed trials that NVML may see throttled.
  * PROTO: gates.throttle.max_share (version 2 on).  Version 1 has no such
  * key; its jobs use this value, the one v2 froze.

@@ -301,6 +301,34 @@ Test(measure, side_stream_escape_of_the_candidate_only)
 	json_decref(ok);
 }
 
+/* PROTO: gates tamper */
+Test(measure, tamper_event_names_where_and_what)
+{
+	char why[512];
+	json_t *one, *many, *none, *other;
+
+	atb_alloc_install_json();
+	one = json_loads("{\"event\":\"tamper\",\"where\":\"timing seed 1\",\"changes\":"
+			 "[{\"where\":\"a timed trial of seed 1\",\"what\":\"torch.relu "
+			 "replaced\"}]}", 0, NULL);
+	many = json_loads("{\"event\":\"tamper\",\"changes\":[{\"where\":\"w\",\"what\":\"a\"},"
+			  "{\"what\":\"b\"},{\"what\":\"c\"},{\"what\":\"d\"},{\"what\":\"e\"},"
+			  "{\"what\":\"f\"},{\"what\":\"g\"}]}", 0, NULL);
+	none = json_loads("{\"event\":\"tamper\",\"changes\":[]}", 0, NULL);
+	other = json_loads("{\"event\":\"side_stream\",\"changes\":[{\"what\":\"x\"}]}", 0, NULL);
+	cr_assert_eq(atbi_gate_tamper(one, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "a timed trial of seed 1") && strstr(why, "torch.relu replaced"),
+		  "%s", why);
+	cr_assert_eq(atbi_gate_tamper(many, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "a; b; c; d; and 3 more"), "%s", why);
+	cr_assert_eq(atbi_gate_tamper(none, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_tamper(other, why, sizeof(why)), 0);
+	json_decref(one);
+	json_decref(many);
+	json_decref(none);
+	json_decref(other);
+}
+
 Test(measure, throttle_share_over_the_constant_is_noise)
 {
 	double share;
