@@ -118,6 +118,12 @@ struct atb_protocol {
 		/* gates.throttle.max_share (version 2 on; absent: has_throttle 0) */
 		int has_throttle;
 		double throttle_max_share;
+		/* gates.timed_correctness (version 3 on; absent: has_ 0 and the
+		 * runner job gets the defaults 0.125, 2, 4) */
+		int has_timed_correctness;
+		double timed_check_share;
+		int timed_min_checks_per_seed;
+		int timed_perturb_elements;
 	} gates;
 
 	double anchor_band;

@@ -25,6 +25,7 @@
 /* atb-runner is an executable, not a library: its checking layer comes in
  * as source, with the event channel stubbed below. */
 #include "../../runner/check.c"
+#include "../../runner/timed.c"
 #include "banned.h"
 
 #define FIX ATB_SOURCE_DIR "/tests/fixtures/runner"
