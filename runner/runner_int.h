@@ -518,7 +518,7 @@ struct runner_timed {
 	struct runner_bufs master;  /* the round's inputs; owned */
 	struct runner_timed_plan plan;
 	struct runner_timed_stats st[ATB_RUNNER_MAX_ARMS];
-	char msg[512];       /* why a hook failed */
+	char msg[1400];      /* why a hook failed */
 };
 
 /*

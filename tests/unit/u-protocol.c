@@ -353,8 +353,12 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V2);
 	t2 = replace(text, "version: 2", "version: 3");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	atb_free(t2);
+	/* version 3 requires gates.timed_correctness */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0.125, "
+		     "min_checks_per_seed: 2, perturb_elements: 4}\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, t2);
 	atb_free(text);
 	atb_free(t2);
 	atb_free(t3);
@@ -388,6 +392,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_assert_str_eq(list[2].digest, v2digest);
 	cr_assert(strstr(list[2].file, "/protocol/v3.yaml"));
 	cr_assert(strstr(list[2].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[2].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
