@@ -607,3 +607,41 @@ static void walk(walk_fn fn, const char *what)
 Test(protocol, allocation_failure_walk_load_file) { walk(walk_load_file, "load_file"); }
 Test(protocol, allocation_failure_walk_load_current) { walk(walk_load_current, "load_current"); }
 Test(protocol, allocation_failure_walk_frozen_list) { walk(walk_frozen_list, "frozen_list"); }
+
+/* PROTO: gates.timed_correctness -- optional before version 3, required from it. */
+Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V2);
+	cr_assert_eq(atb_protocol_load_file(V2, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_timed_correctness);   /* the runner job uses defaults */
+	atb_protocol_free(p);
+	t2 = replace(text, "version: 2", "version: 3");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness");
+	cr_expect(strstr(err.msg, "required from version 3"), "%s", err.msg);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0.25, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_timed_correctness);
+	cr_expect_float_eq(p->gates.timed_check_share, 0.25, 1e-15);
+	cr_expect_eq(p->gates.timed_min_checks_per_seed, 3);
+	cr_expect_eq(p->gates.timed_perturb_elements, 8);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness.check_share");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
