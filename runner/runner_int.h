@@ -464,6 +464,9 @@ void runner_timed_plan_init(struct runner_timed_plan *pl, const struct atb_runne
 /* Is round (0-based) of this plan a checked one? */
 int runner_timed_plan_is_check(const struct runner_timed_plan *pl, int round);
 
+/* A 64-bit number for round's perturbation where the backend draws it itself (torch). */
+uint64_t runner_timed_round_key(const struct runner_timed_plan *pl, int round);
+
 /* Where one round changed the inputs: per buffer, the element indices. */
 struct runner_perturb {
 	size_t n[ATB_RUNNER_MAX_BUFFERS];

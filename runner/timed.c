@@ -74,6 +74,12 @@ void runner_timed_plan_init(struct runner_timed_plan *pl, const struct atb_runne
 	}
 }
 
+uint64_t runner_timed_round_key(const struct runner_timed_plan *pl, int round)
+{
+	/* the perturbation stream with a buffer index no job has */
+	return derive(pl->base, T_PERTURB, (uint64_t)round << 8 | 0xffu);
+}
+
 int runner_timed_plan_is_check(const struct runner_timed_plan *pl, int round)
 {
 	double u = (double)(derive(pl->base, T_CHECK, (uint64_t)round) >> 11) * 0x1.0p-53;

@@ -917,6 +917,146 @@ static int timed_call(void *ctx, size_t arm)
 	return 0;
 }
 
+/*
+ * PROTO: gates.timed_correctness -- the torch backend's timed checks: the
+ * shared plan (which rounds, from the job's key) and counts (runner/timed.c),
+ * the work in Python (Session.timed_before / timed_after): the inputs'
+ * elements changed, the outputs' blocks poisoned, every round's outputs kept
+ * until the next, and on checked rounds each model's outputs compared here
+ * with the reference's of the round, by the one comparison (compare_call).
+ */
+struct torch_timed {
+	struct trt *rt;
+	const struct timing_ctx *tc;
+	size_t np;
+	struct runner_timed t;   /* plan, ref, stats and msg; no buffers */
+};
+
+static int torch_timed_before(void *ctx, int round)
+{
+	struct torch_timed *x = ctx;
+	json_t *a = py_json(x->rt, "timed_before",
+			    int_tuple(3, round, (long long)runner_timed_round_key(&x->t.plan, round),
+				      x->t.plan.perturb_elements));
+	int bad = !a || json_object_get(a, "error");
+
+	if (bad)
+		snprintf(x->t.msg, sizeof(x->t.msg), "%s",
+			 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
+	json_decref(a);
+	return bad ? -1 : 0;
+}
+
+static int torch_timed_after(void *ctx, int round)
+{
+	struct torch_timed *x = ctx;
+	const json_t *arms, *e;
+	json_t *a;
+	size_t i, g;
+
+	if (x->t.ref >= x->np || !runner_timed_plan_is_check(&x->t.plan, round))
+		return 0;
+	a = py_json(x->rt, "timed_after", int_tuple(1, round, 0, 0));
+	if (!a || json_object_get(a, "error")) {
+		snprintf(x->t.msg, sizeof(x->t.msg), "%s",
+			 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
+		json_decref(a);
+		return -1;
+	}
+	x->t.st[x->t.ref].rounds_checked++;
+	arms = json_object_get(a, "arms");
+	json_array_foreach(arms, i, e) {
+		size_t model = (size_t)json_integer_value(json_object_get(e, "model"));
+		struct runner_timed_stats *s;
+		struct runner_cmp worst;
+		const char *name = NULL;
+
+		for (g = 0; g < x->np && x->tc->map[g] != model; g++)
+			;
+		if (g == x->np)
+			continue;
+		s = &x->t.st[g];
+		s->rounds_checked++;
+		if (compare_call(x->rt, e, NULL, &worst, &name))
+			continue;
+		s->failed++;
+		s->bad_count += worst.nbad;
+		s->nan_count += worst.nnan;
+		if (worst.max_abs > s->max_abs)
+			s->max_abs = worst.max_abs;
+		if (s->first_failed_round < 0) {
+			s->first_failed_round = round;
+			s->first_bad_index = worst.first_bad;
+			s->first_bad_ref = worst.bad_ref;
+			s->first_bad_got = worst.bad_got;
+			snprintf(s->first_bad_buffer, sizeof(s->first_bad_buffer), "%s",
+				 name ? name : json_string_value(json_object_get(e, "structure"))
+					  ? "structure" : "output");
+		}
+	}
+	json_decref(a);
+	return 0;
+}
+
+/*
+ * One group through the timing core, with the timed checks when the job has
+ * a key (ref: the reference's index in the group, >= np when absent).  0
+ * with *res filled, or -1 after an error event.
+ */
+static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t seed,
+			    struct timing_ctx *tc, size_t np, unsigned group,
+			    struct torch_timed *x, struct atb_timing_seed *res)
+{
+	const struct atb_runner_job *job = rt->job;
+	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x};
+	struct atb_error err;
+	long long mask = 0;
+	size_t g, ref = np;
+	json_t *a;
+	char msg[1400];
+
+	x->np = 0;
+	if (!job->timed.on)
+		return runner_time_group(job, timer, seed, np, timed_call, tc,
+					 rt->cu ? ft_cuda_error : NULL, res);
+	for (g = 0; g < np; g++) {
+		mask |= 1LL << tc->map[g];
+		if (tc->map[g] == job->reference)
+			ref = g;
+	}
+	memset(&x->t, 0, sizeof(x->t));
+	x->rt = rt;
+	x->tc = tc;
+	x->np = np;
+	x->t.narms = np;
+	x->t.ref = ref;
+	for (g = 0; g < ATB_RUNNER_MAX_ARMS; g++)
+		x->t.st[g].first_failed_round = -1;
+	runner_timed_plan_init(&x->t.plan, &job->timed, job->timing.trials_min, seed, group);
+	a = py_answer(rt, "timed_begin", int_tuple(2, mask, ref < np ? (long long)tc->map[ref] : -1,
+						   0));
+	if (!a)
+		return -1;
+	json_decref(a);
+	atb_error_clear(&err);
+	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks, res,
+					&err)) {
+		json_decref(py_json(rt, "timed_end", NULL));
+		return 0;
+	}
+	json_decref(py_json(rt, "timed_end", NULL));
+	atb_error_format(&err, msg, sizeof(msg));
+	if (x->t.msg[0])
+		runner_emit_error("timed_checks", x->t.msg);
+	else if (rt->cu && ft_cuda_error(timer)[0])
+		runner_emit_error("timing", ft_cuda_error(timer));
+	else
+		runner_emit_error(err.status == ATB_ERR_CHECK ? "kernel_failed" : "timing", msg);
+	atb_timing_seed_release(res);
+	x->np = 0;
+	return -1;
+}
+
 static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
 {
 	if (!s->valid)
@@ -997,6 +1137,7 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	const char *names[ATB_RUNNER_MAX_ARMS + 1];
 	struct atb_cuda_gpu_sample g0, g1;
 	struct atb_timing_seed res;
+	struct torch_timed x = {0};
 	size_t np = 0, ai, alone = SIZE_MAX;
 	json_t *a;
 	int throttled = -1;
@@ -1032,15 +1173,15 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		if (torch_time_group(rt, timer, seed, &tc, np, 0, &x, &res))
 			return -1;
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
 		}
-		ai = (size_t)runner_emit_samples(&res, "paired", names, np, throttled);
+		ai = (size_t)runner_emit_samples_timed(&res, "paired", names, np, throttled,
+						       x.np ? &x.t : NULL);
 		atb_timing_seed_release(&res);
 		if (ai)
 			return -1;
@@ -1048,15 +1189,15 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		if (torch_time_group(rt, timer, seed, &tc, 1, 1, &x, &res))
 			return -1;
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
 		}
-		ai = (size_t)runner_emit_samples(&res, "alone", names, 1, throttled);
+		ai = (size_t)runner_emit_samples_timed(&res, "alone", names, 1, throttled,
+						       x.np ? &x.t : NULL);
 		atb_timing_seed_release(&res);
 		if (ai)
 			return -1;

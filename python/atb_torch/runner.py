@@ -147,6 +147,7 @@ class Session:
         self.cur = None
         self.last_out = None
         self.timing_inputs = None
+        self.timed = None    # the timed group's checks (timed_begin .. timed_end)
         self.bases = {}      # (seed, stream) -> get_inputs() draw (gen)
         self.pool = {}       # (slot, dtype, numel) -> host buffer (host)
         self.slot = 0        # the next host buffer slot of this entry point
@@ -540,8 +541,100 @@ class Session:
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
-        follows it on the same stream).  Raises on failure."""
-        self.models[arm](*self.timing_inputs[arm])
+        follows it on the same stream).  Raises on failure.  With timed
+        checks the output is kept until the next round's preparation, on
+        every round, so nothing a model can see (the allocator's state
+        included) tells a checked round from another."""
+        out = self.models[arm](*self.timing_inputs[arm])
+        if self.timed is not None:
+            self.timed["out"][arm] = out
+
+    # ---- timed checks (PROTO: gates.timed_correctness) ------------------------
+    def _timed_begin(self, models, ref):
+        """One timed group: its models (a bit mask of model indices) and the
+        reference's model index (-1: none in the group, nothing compared).
+        The seed's timing inputs as prepared are the master copy every
+        round's changes come from."""
+        group = [i for i in range(len(self.models)) if models >> i & 1]
+        self.timed = {"group": group, "ref": ref, "out": {}, "specs": None,
+                      "master": self.clone(self.timing_inputs[group[0]])}
+        return {"ok": True}
+
+    def timed_begin(self, models, ref):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_begin(models, ref))
+
+    def _timed_before(self, rnd, key, k):
+        """Before round rnd, outside the timed window: last round's outputs
+        dropped, the outputs' blocks poisoned (the reference's shapes), and
+        k elements of every floating input changed at places drawn from
+        key (the C side's, from the job's key, the seed, the group and the
+        round): each takes the value of another element of the same tensor
+        (the task's own distribution, whatever get_inputs draws), the same
+        in every model's copy."""
+        import random
+        torch = self.torch
+        t = self.timed
+        ref = t["out"].get(t["ref"])
+        if ref is not None and t["specs"] is None:
+            t["specs"] = [(r.shape, r.dtype, r.device) for _, r in flatten(ref)
+                          if torch.is_tensor(r)]
+        t["out"] = {}
+        ref = None
+        if t["specs"]:
+            held = []
+            for shape, dtype, device in t["specs"]:
+                fill = float("nan") if (dtype.is_floating_point or dtype.is_complex) else (
+                    False if dtype == torch.bool else torch.iinfo(dtype).min)
+                held.append(torch.full(shape, fill, dtype=dtype, device=device))
+            del held
+        rng = random.Random(key & 0xFFFFFFFFFFFFFFFF)
+        for i, m in enumerate(t["master"]):
+            if not torch.is_tensor(m) or not m.is_floating_point() or m.numel() == 0 \
+                    or not m.is_contiguous():
+                continue
+            n = m.numel()
+            pos = torch.tensor([rng.randrange(n) for _ in range(k)], device=m.device)
+            src = torch.tensor([rng.randrange(n) for _ in range(k)], device=m.device)
+            flat = m.view(-1)
+            flat[pos] = flat[src]
+            vals = flat[pos]
+            for g in t["group"]:
+                x = self.timing_inputs[g][i]
+                if torch.is_tensor(x) and x.is_contiguous() and x.shape == m.shape:
+                    x.view(-1)[pos] = vals
+        self.sync()
+        return {"ok": True}
+
+    def timed_before(self, rnd, key, k):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_before(rnd, key, k))
+
+    def _timed_after(self, rnd):
+        """After a checked round: every group model's outputs against the
+        reference's of the same round, as pairs for the C comparison."""
+        self.begin()
+        t = self.timed
+        ref_out = t["out"].get(t["ref"])
+        ref_host = {"slot": "tref", "copies": []}
+        arms = []
+        for g in t["group"]:
+            if g == t["ref"]:
+                continue
+            out = t["out"].get(g)
+            pairs, why = self.pairs(ref_out, out, ref_host)
+            arms.append({"model": g, "kernel_status": 0, "outputs": pairs or [],
+                         "structure": why})
+        return {"arms": arms}
+
+    def timed_after(self, rnd):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_after(rnd))
+
+    def timed_end(self):
+        self.timed = None
+        self.keep = []
+        return json.dumps({"ok": True})
 
 
 
