@@ -41,6 +41,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <gsl/gsl_rng.h>
+
 #include "atb/alloc.h"
 #include "atb/cuda.h"
 #include "atb/timing.h"
@@ -63,6 +65,7 @@ struct pyapi {
 	void *(*PyTuple_New)(ssize_t);
 	int (*PyTuple_SetItem)(void *, ssize_t, void *);
 	void (*Py_DecRef)(void *);
+	void (*Py_IncRef)(void *);
 	void (*PyErr_Print)(void);
 	void (*PyErr_Clear)(void);
 };
@@ -81,7 +84,7 @@ static int py_load(const char *library, char *why, size_t size)
 		PY_SYM(PyObject_GetAttrString), PY_SYM(PyObject_CallObject),
 		PY_SYM(PyUnicode_FromString), PY_SYM(PyUnicode_AsUTF8),
 		PY_SYM(PyLong_FromLongLong), PY_SYM(PyTuple_New), PY_SYM(PyTuple_SetItem),
-		PY_SYM(Py_DecRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
+		PY_SYM(Py_DecRef), PY_SYM(Py_IncRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
 	};
 	void *dl;
 	size_t i;
@@ -159,6 +162,8 @@ struct trt {
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
 	int64_t timed_ns;            /* the sum of the timed windows (every sample) */
 	int64_t timing_ns;           /* the timing core's whole seeds (warm-up included) */
+	int64_t hooks_ns;            /* the timed checks' hooks inside them (Python's
+	                                timed_checks phase and their compare) */
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
@@ -901,62 +906,216 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 struct timing_ctx {
 	struct trt *rt;
 	size_t map[ATB_RUNNER_MAX_ARMS + 1]; /* the core's arm -> the model (job's arm, compiled) */
+	/* PROTO: gates.timed_correctness -- with timed checks each arm's last
+	   output, kept until its next timed call (NULL: none; keep 0: dropped) */
+	int keep;
+	void *held[ATB_RUNNER_MAX_ARMS + 1];
 };
 
-/* One timed call: Session.call(arm), prepared; on cuda it only launches. */
+/*
+ * One timed call: Session.call(arm), prepared; on cuda it only launches.
+ * Its output is dropped here, inside the window, as it always was; with
+ * timed checks the arm's previous output is dropped instead and this one
+ * kept for the checks: still one output released per call, on every round.
+ */
 static int timed_call(void *ctx, size_t arm)
 {
 	struct timing_ctx *t = ctx;
-	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]);
+	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]), *old = r;
 
 	if (!r) {
 		py.PyErr_Print();
 		return 1;
 	}
-	py.Py_DecRef(r);
+	if (t->keep) {
+		old = t->held[arm];
+		t->held[arm] = r;
+	}
+	if (old)
+		py.Py_DecRef(old);
 	return 0;
+}
+
+/* Drop the outputs timed_call kept (the end of a group). */
+static void timed_drop(struct timing_ctx *t)
+{
+	size_t a;
+
+	for (a = 0; a < ATB_RUNNER_MAX_ARMS + 1; a++) {
+		if (t->held[a])
+			py.Py_DecRef(t->held[a]);
+		t->held[a] = NULL;
+	}
+	t->keep = 0;
 }
 
 /*
  * PROTO: gates.timed_correctness -- the torch backend's timed checks: the
- * shared plan (which rounds, from the job's key) and counts (runner/timed.c),
- * the work in Python (Session.timed_before / timed_after): the inputs'
- * elements changed, the outputs' blocks poisoned, every round's outputs kept
- * until the next, and on checked rounds each model's outputs compared here
- * with the reference's of the round, by the one comparison (compare_call).
+ * shared plan (which rounds, from the job's key) and counts (runner/timed.c);
+ * Session.timed_begin names the inputs' memory, the hooks change elements
+ * there from C between rounds, timed_call keeps each arm's last output
+ * (every round), and on checked rounds Session.timed_after pairs them with
+ * the reference's for the one comparison (compare_call).
  */
+
+/* One input the hooks change: its master copy and every group model's copy. */
+struct torch_timed_input {
+	size_t esize, numel;
+	int on_device;
+	uint64_t master, ptr[ATB_RUNNER_MAX_ARMS + 1];
+};
+
 struct torch_timed {
 	struct trt *rt;
 	const struct timing_ctx *tc;
 	size_t np;
 	struct runner_timed t;   /* plan, ref, stats and msg; no buffers */
+	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
+	size_t nin;
+	gsl_rng *r;
 };
 
+/* Copy one element (esize bytes) from src to dst, on the host or the device. */
+static int tt_copy(struct torch_timed *x, int on_device, uint64_t dst, uint64_t src, size_t es)
+{
+	struct atb_error err;
+
+	if (!on_device) {
+		memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, es);
+		return 0;
+	}
+	atb_error_clear(&err);
+	if (!x->rt->cu || atb_cuda_d2d_async(x->rt->cu, dst, src, es, &err)) {
+		snprintf(x->t.msg, sizeof(x->t.msg), "cannot change an input on the device: %s",
+			 x->rt->cu ? err.msg : "no device");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Before a round, outside the timed window, no Python: perturb_elements
+ * elements of every input, at places drawn from the round's key, take the
+ * values of other elements of the same tensor (its own distribution,
+ * whatever get_inputs draws) in the master copy and then in every model's
+ * copy.  The outputs are not poisoned here: a torch model allocates them,
+ * and one that hands back stale or unwritten tensors differs from the
+ * reference at the changed elements.
+ */
 static int torch_timed_before(void *ctx, int round)
 {
 	struct torch_timed *x = ctx;
-	json_t *a = py_json(x->rt, "timed_before",
-			    int_tuple(3, round, (long long)runner_timed_round_key(&x->t.plan, round),
-				      x->t.plan.perturb_elements));
-	int bad = !a || json_object_get(a, "error");
+	int64_t t0 = atbi_monotonic_ns();
+	uint64_t key = runner_timed_round_key(&x->t.plan, round);
+	int dev = 0, rc = 0;
+	size_t i, j, g;
 
-	if (bad)
-		snprintf(x->t.msg, sizeof(x->t.msg), "%s",
-			 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
-	json_decref(a);
-	return bad ? -1 : 0;
+	for (i = 0; !rc && i < x->nin; i++) {
+		struct torch_timed_input *in = &x->in[i];
+		unsigned long n = in->numel > 0xffffffffUL ? 0xffffffffUL : (unsigned long)in->numel;
+
+		gsl_rng_set(x->r, (unsigned long)(key ^ (uint64_t)i * 0x9e3779b97f4a7c15ULL));
+		dev |= in->on_device;
+		for (j = 0; !rc && j < (size_t)x->t.plan.perturb_elements; j++) {
+			uint64_t pos = (uint64_t)gsl_rng_uniform_int(x->r, n) * in->esize;
+			uint64_t src = (uint64_t)gsl_rng_uniform_int(x->r, n) * in->esize;
+
+			rc = tt_copy(x, in->on_device, in->master + pos, in->master + src, in->esize);
+			for (g = 0; !rc && g < x->np; g++)
+				rc = tt_copy(x, in->on_device, in->ptr[g] + pos, in->master + pos,
+					     in->esize);
+		}
+	}
+	if (!rc && dev) {
+		struct atb_error err;
+
+		atb_error_clear(&err);
+		if (atb_cuda_ctx_sync(x->rt->cu, &err)) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "the device faulted between timed "
+				 "rounds: %s", err.msg);
+			rc = -1;
+		}
+	}
+	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
+	return rc;
 }
+
+/* The inputs timed_begin named (its answer's "inputs"); 0, or -1 with x->t.msg. */
+static int torch_timed_inputs(struct torch_timed *x, const json_t *list)
+{
+	const json_t *e;
+	size_t i, g;
+
+	x->nin = 0;
+	json_array_foreach(list, i, e) {
+		struct torch_timed_input *in;
+		const json_t *ptrs = json_object_get(e, "ptrs");
+		const char *dev = json_string_value(json_object_get(e, "device"));
+
+		if (x->nin == ATB_RUNNER_MAX_BUFFERS)
+			break;
+		in = &x->in[x->nin];
+		in->esize = (size_t)json_integer_value(json_object_get(e, "esize"));
+		in->numel = (size_t)json_integer_value(json_object_get(e, "numel"));
+		in->master = (uint64_t)json_integer_value(json_object_get(e, "master"));
+		in->on_device = dev && !strcmp(dev, "cuda");
+		if (!in->esize || in->esize > 16 || !in->numel || !in->master ||
+		    json_array_size(ptrs) != x->np || (in->on_device && !x->rt->cu) ||
+		    (dev && strcmp(dev, "cuda") && strcmp(dev, "cpu"))) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "timed_begin named a bad input %zu", i);
+			return -1;
+		}
+		for (g = 0; g < x->np; g++)
+			in->ptr[g] = (uint64_t)json_integer_value(json_array_get(ptrs, g));
+		x->nin++;
+	}
+	return 0;
+}
+
+static int torch_timed_check(struct torch_timed *x, int round);
 
 static int torch_timed_after(void *ctx, int round)
 {
 	struct torch_timed *x = ctx;
-	const json_t *arms, *e;
-	json_t *a;
-	size_t i, g;
+	int64_t t0 = atbi_monotonic_ns(), c0 = x->rt->compare_ns;
+	int rc;
 
 	if (x->t.ref >= x->np || !runner_timed_plan_is_check(&x->t.plan, round))
 		return 0;
-	a = py_json(x->rt, "timed_after", int_tuple(1, round, 0, 0));
+	rc = torch_timed_check(x, round);
+	/* the compare inside is in hooks_ns, not in compare (counted once) */
+	x->rt->compare_ns = c0;
+	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
+	return rc;
+}
+
+static int torch_timed_check(struct torch_timed *x, int round)
+{
+	const json_t *arms, *e;
+	json_t *a;
+	size_t i, g;
+	void *args = py.PyTuple_New((long)(x->np + 1)), *v;
+
+	/* timed_after(round, the round's output of every group arm, in order) */
+	v = args ? py.PyLong_FromLongLong(round) : NULL;
+	if (!v || py.PyTuple_SetItem(args, 0, v)) {
+		if (args)
+			py.Py_DecRef(args);
+		snprintf(x->t.msg, sizeof(x->t.msg), "cannot call timed_after: out of memory");
+		return -1;
+	}
+	for (g = 0; g < x->np; g++) {
+		/* every arm of the group ran this round: each holds an output */
+		v = x->tc->held[g];
+		if (v)
+			py.Py_IncRef(v);
+		if (!v || py.PyTuple_SetItem(args, (long)g + 1, v)) {  /* steals v */
+			py.Py_DecRef(args);
+			snprintf(x->t.msg, sizeof(x->t.msg), "cannot call timed_after: out of memory");
+			return -1;
+		}
+	}
+	a = py_json(x->rt, "timed_after", args);
 	if (!a || json_object_get(a, "error")) {
 		snprintf(x->t.msg, sizeof(x->t.msg), "%s",
 			 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
@@ -1014,6 +1173,7 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	size_t g, ref = np;
 	json_t *a;
 	char msg[1400];
+	int ok;
 
 	x->np = 0;
 	if (!job->timed.on)
@@ -1037,14 +1197,28 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 						   0));
 	if (!a)
 		return -1;
+	x->r = gsl_rng_alloc(gsl_rng_mt19937);
+	if (!x->r || torch_timed_inputs(x, json_object_get(a, "inputs"))) {
+		json_decref(a);
+		runner_emit_error("timed_checks", x->r ? x->t.msg : "cannot allocate an rng");
+		if (x->r)
+			gsl_rng_free(x->r);
+		x->r = NULL;
+		x->np = 0;
+		json_decref(py_json(rt, "timed_end", NULL));
+		return -1;
+	}
 	json_decref(a);
 	atb_error_clear(&err);
-	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks, res,
-					&err)) {
-		json_decref(py_json(rt, "timed_end", NULL));
-		return 0;
-	}
+	tc->keep = 1;
+	ok = !atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks,
+					 res, &err);
+	timed_drop(tc);
+	gsl_rng_free(x->r);
+	x->r = NULL;
 	json_decref(py_json(rt, "timed_end", NULL));
+	if (ok)
+		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (x->t.msg[0])
 		runner_emit_error("timed_checks", x->t.msg);
@@ -1294,7 +1468,8 @@ static json_t *phases_json(struct trt *rt)
 	json_object_set_new(s, "timed", json_real(secs(rt->timed_ns)));
 	json_object_set_new(s, "flush", json_real(secs(flush_ns)));
 	json_object_set_new(s, "trial_overhead",
-			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns)));
+			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns -
+					   rt->hooks_ns)));
 	json_object_foreach(s, k, v)
 		sum += json_number_value(v);
 	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));

@@ -541,95 +541,66 @@ class Session:
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
-        follows it on the same stream).  Raises on failure.  With timed
-        checks the output is kept until the next round's preparation, on
-        every round, so nothing a model can see (the allocator's state
-        included) tells a checked round from another."""
-        out = self.models[arm](*self.timing_inputs[arm])
-        if self.timed is not None:
-            self.timed["out"][arm] = out
+        follows it on the same stream).  Raises on failure.  The output goes
+        back to the C side, which drops it at once, or, with timed checks,
+        keeps it until the arm's next timed call (inside that call's window,
+        so every call still pays one output's release)."""
+        return self.models[arm](*self.timing_inputs[arm])
 
     # ---- timed checks (PROTO: gates.timed_correctness) ------------------------
     def _timed_begin(self, models, ref):
         """One timed group: its models (a bit mask of model indices) and the
         reference's model index (-1: none in the group, nothing compared).
-        The seed's timing inputs as prepared are the master copy every
-        round's changes come from."""
+        Answers where the C side changes the inputs between rounds (it does
+        that itself, with no Python between rounds: Python work there
+        slowed the next timed call measurably): for every contiguous
+        floating input, its element size, count and device, the address of
+        a master copy (where the changed values are drawn from, the seed's
+        inputs as prepared) and of every group model's own copy."""
+        torch = self.torch
         group = [i for i in range(len(self.models)) if models >> i & 1]
-        self.timed = {"group": group, "ref": ref, "out": {}, "specs": None,
-                      "master": self.clone(self.timing_inputs[group[0]])}
-        return {"ok": True}
+        master = self.clone(self.timing_inputs[group[0]])
+        where = []
+        for i, m in enumerate(master):
+            if not torch.is_tensor(m) or not m.is_floating_point() or m.numel() == 0 \
+                    or not m.is_contiguous():
+                continue
+            xs = [self.timing_inputs[g][i] for g in group]
+            if not all(torch.is_tensor(x) and x.is_contiguous() and x.shape == m.shape and
+                       x.dtype == m.dtype and x.device == m.device for x in xs):
+                continue
+            where.append({"esize": m.element_size(), "numel": m.numel(),
+                          "device": m.device.type, "master": m.data_ptr(),
+                          "ptrs": [x.data_ptr() for x in xs]})
+        self.timed = {"group": group, "ref": ref, "master": master}
+        self.sync()
+        return {"ok": True, "inputs": where}
 
     def timed_begin(self, models, ref):
         with self.ph("timed_checks"):
             return answer(lambda: self._timed_begin(models, ref))
 
-    def _timed_before(self, rnd, key, k):
-        """Before round rnd, outside the timed window: last round's outputs
-        dropped, the outputs' blocks poisoned (the reference's shapes), and
-        k elements of every floating input changed at places drawn from
-        key (the C side's, from the job's key, the seed, the group and the
-        round): each takes the value of another element of the same tensor
-        (the task's own distribution, whatever get_inputs draws), the same
-        in every model's copy."""
-        import random
-        torch = self.torch
-        t = self.timed
-        ref = t["out"].get(t["ref"])
-        if ref is not None and t["specs"] is None:
-            t["specs"] = [(r.shape, r.dtype, r.device) for _, r in flatten(ref)
-                          if torch.is_tensor(r)]
-        t["out"] = {}
-        ref = None
-        if t["specs"]:
-            held = []
-            for shape, dtype, device in t["specs"]:
-                fill = float("nan") if (dtype.is_floating_point or dtype.is_complex) else (
-                    False if dtype == torch.bool else torch.iinfo(dtype).min)
-                held.append(torch.full(shape, fill, dtype=dtype, device=device))
-            del held
-        rng = random.Random(key & 0xFFFFFFFFFFFFFFFF)
-        for i, m in enumerate(t["master"]):
-            if not torch.is_tensor(m) or not m.is_floating_point() or m.numel() == 0 \
-                    or not m.is_contiguous():
-                continue
-            n = m.numel()
-            pos = torch.tensor([rng.randrange(n) for _ in range(k)], device=m.device)
-            src = torch.tensor([rng.randrange(n) for _ in range(k)], device=m.device)
-            flat = m.view(-1)
-            flat[pos] = flat[src]
-            vals = flat[pos]
-            for g in t["group"]:
-                x = self.timing_inputs[g][i]
-                if torch.is_tensor(x) and x.is_contiguous() and x.shape == m.shape:
-                    x.view(-1)[pos] = vals
-        self.sync()
-        return {"ok": True}
-
-    def timed_before(self, rnd, key, k):
-        with self.ph("timed_checks"):
-            return answer(lambda: self._timed_before(rnd, key, k))
-
-    def _timed_after(self, rnd):
-        """After a checked round: every group model's outputs against the
-        reference's of the same round, as pairs for the C comparison."""
+    def _timed_after(self, rnd, outs):
+        """After a checked round: outs, the round's outputs of the group's
+        models in group order (the C side kept them), each against the
+        reference's, as pairs for the C comparison."""
         self.begin()
         t = self.timed
-        ref_out = t["out"].get(t["ref"])
+        got = dict(zip(t["group"], outs))
+        ref_out = got.get(t["ref"])
         ref_host = {"slot": "tref", "copies": []}
         arms = []
         for g in t["group"]:
             if g == t["ref"]:
                 continue
-            out = t["out"].get(g)
-            pairs, why = self.pairs(ref_out, out, ref_host)
+            pairs, why = self.pairs(ref_out, got.get(g), ref_host)
             arms.append({"model": g, "kernel_status": 0, "outputs": pairs or [],
                          "structure": why})
         return {"arms": arms}
 
-    def timed_after(self, rnd):
+    def timed_after(self, rnd, *outs):
         with self.ph("timed_checks"):
-            return answer(lambda: self._timed_after(rnd))
+            return answer(lambda: self._timed_after(rnd, outs))
 
     def timed_end(self):
         self.timed = None
