@@ -865,6 +865,15 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 		      const char *(*timer_why)(const struct atb_timer *),
 		      struct atb_timing_seed *res)
 {
+	return runner_time_group_timed(job, timer, seed, narms, call, ctx, timer_why, NULL, res);
+}
+
+int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *timer,
+			    uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
+			    const char *(*timer_why)(const struct atb_timer *),
+			    struct runner_timed *t, struct atb_timing_seed *res)
+{
+	struct atb_timing_hooks hooks = {runner_timed_before, runner_timed_after, t};
 	struct atb_error err;
 	char msg[1400];
 	json_t *mark;
@@ -882,11 +891,17 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 	if (runner_emit(mark))
 		return -1;
 	atb_error_clear(&err);
-	if (!atb_timing_run_seed(&job->timing, timer, seed, narms, call, ctx, res, &err))
+	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx,
+					t ? &hooks : NULL, res, &err))
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (timer_why && timer_why(timer)[0])
 		snprintf(msg, sizeof(msg), "%s", timer_why(timer));
+	if (t && t->msg[0]) {
+		runner_emit_error("timed_checks", t->msg);
+		atb_timing_seed_release(res);
+		return -1;
+	}
 	runner_emit_error(err.status == ATB_ERR_CHECK ? "kernel_failed" : "timing", msg);
 	atb_timing_seed_release(res);
 	return -1;
@@ -894,6 +909,13 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 
 int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
 			const char *const *names, size_t narms, int throttled)
+{
+	return runner_emit_samples_timed(s, group, names, narms, throttled, NULL);
+}
+
+int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group,
+			      const char *const *names, size_t narms, int throttled,
+			      const struct runner_timed *t)
 {
 	/* the group's span on this process's clock, marker to samples */
 	int64_t span_ns = group_mark_ns >= 0 ? atbi_monotonic_ns() - group_mark_ns : -1;
@@ -928,6 +950,11 @@ int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
 			       "seed_elapsed_ns", (json_int_t)s->elapsed_ns);
 		if (ev && json_object_set_new(ev, "span_ns", span_ns >= 0 ? json_integer(span_ns)
 									: json_null())) {
+			json_decref(ev);
+			ev = NULL;
+		}
+		/* PROTO: gates.timed_correctness -- what the checks between rounds saw */
+		if (ev && t && json_object_set_new(ev, "timed_checks", runner_timed_json(t, ai))) {
 			json_decref(ev);
 			ev = NULL;
 		}

@@ -126,6 +126,12 @@ struct atb_protocol {
 		int has_clock;
 		double clock_rel_tolerance;
 		double clock_abs_slack_ms;
+		/* gates.timed_correctness (version 3 on; absent: has_ 0 and the
+		 * runner job gets the defaults 0.125, 2, 4) */
+		int has_timed_correctness;
+		double timed_check_share;
+		int timed_min_checks_per_seed;
+		int timed_perturb_elements;
 	} gates;
 
 	double anchor_band;

@@ -171,6 +171,7 @@ class Session:
         self.last_out = None
         self.timing_inputs = None
         self.timing_seed = None
+        self.timed = None    # the timed group's checks (timed_begin .. timed_end)
         self.bases = {}      # (seed, stream) -> get_inputs() draw (gen)
         self.pool = {}       # (slot, dtype, numel) -> host buffer (host)
         self.slot = 0        # the next host buffer slot of this entry point
@@ -593,8 +594,71 @@ class Session:
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
-        follows it on the same stream).  Raises on failure."""
-        self.models[arm](*self.timing_inputs[arm])
+        follows it on the same stream).  Raises on failure.  The output goes
+        back to the C side, which drops it at once, or, with timed checks,
+        keeps it until the arm's next timed call (inside that call's window,
+        so every call still pays one output's release)."""
+        return self.models[arm](*self.timing_inputs[arm])
+
+    # ---- timed checks (PROTO: gates.timed_correctness) ------------------------
+    def _timed_begin(self, models, ref):
+        """One timed group: its models (a bit mask of model indices) and the
+        reference's model index (-1: none in the group, nothing compared).
+        Answers where the C side changes the inputs between rounds (it does
+        that itself, with no Python between rounds: Python work there
+        slowed the next timed call measurably): for every contiguous
+        floating input, its element size, count and device, the address of
+        a master copy (where the changed values are drawn from, the seed's
+        inputs as prepared) and of every group model's own copy."""
+        torch = self.torch
+        group = [i for i in range(len(self.models)) if models >> i & 1]
+        master = self.clone(self.timing_inputs[group[0]])
+        where = []
+        for i, m in enumerate(master):
+            if not torch.is_tensor(m) or not m.is_floating_point() or m.numel() == 0 \
+                    or not m.is_contiguous():
+                continue
+            xs = [self.timing_inputs[g][i] for g in group]
+            if not all(torch.is_tensor(x) and x.is_contiguous() and x.shape == m.shape and
+                       x.dtype == m.dtype and x.device == m.device for x in xs):
+                continue
+            where.append({"esize": m.element_size(), "numel": m.numel(),
+                          "device": m.device.type, "master": m.data_ptr(),
+                          "ptrs": [x.data_ptr() for x in xs]})
+        self.timed = {"group": group, "ref": ref, "master": master}
+        self.sync()
+        return {"ok": True, "inputs": where}
+
+    def timed_begin(self, models, ref):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_begin(models, ref))
+
+    def _timed_after(self, rnd, outs):
+        """After a checked round: outs, the round's outputs of the group's
+        models in group order (the C side kept them), each against the
+        reference's, as pairs for the C comparison."""
+        self.begin()
+        t = self.timed
+        got = dict(zip(t["group"], outs))
+        ref_out = got.get(t["ref"])
+        ref_host = {"slot": "tref", "copies": []}
+        arms = []
+        for g in t["group"]:
+            if g == t["ref"]:
+                continue
+            pairs, why = self.pairs(ref_out, got.get(g), ref_host)
+            arms.append({"model": g, "kernel_status": 0, "outputs": pairs or [],
+                         "structure": why})
+        return {"arms": arms}
+
+    def timed_after(self, rnd, *outs):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_after(rnd, outs))
+
+    def timed_end(self):
+        self.timed = None
+        self.keep = []
+        return json.dumps({"ok": True})
 
 
 

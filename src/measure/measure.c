@@ -82,6 +82,10 @@ struct job_result {
 	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
 	struct atbi_clock_state clock;   /* the timed groups' spans, both clocks (gate clock) */
 	json_t *tamper_event;            /* torch: the runner's first "tamper" event (owned copy) */
+	/* PROTO: gates.timed_correctness -- the candidate's first samples event
+	   with a failed timed check (owned copy), and its checked rounds */
+	json_t *timed_event;
+	size_t timed_rounds;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -365,6 +369,17 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   correctness phase (seconds at GiB shapes) would check nothing */
 	json_object_set_new(opt, "skip_correctness", json_boolean(alone && m->torch));
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
+	/* PROTO: gates.timed_correctness -- a fresh key per job, drawn here */
+	st = atb_runner_job_set_timed_checks(job, m->p, err);
+	if (st) {
+		json_decref(job);
+		json_decref(ja);
+		json_decref(jb);
+		json_decref(js);
+		json_decref(seeds);
+		json_decref(opt);
+		return st;
+	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));
@@ -457,6 +472,15 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			a = A_ALONE;
 		if (a < 0 || !r->arm[a] || !json_is_array(t))
 			return ATB_OK;  /* not ours: the seed check below refuses */
+		if (!c->alone && a == A_CAND) {
+			char why[8];
+
+			r->timed_rounds += (size_t)json_integer_value(
+				json_object_get(json_object_get(ev, "timed_checks"), "rounds_checked"));
+			if (!r->timed_event && atbi_gate_timed_checks(ev, why, sizeof(why)) &&
+			    !(r->timed_event = json_deep_copy(ev)))
+				return r->cb_st = ATB_ERR_NOMEM;
+		}
 		for (k = 0; k < c->m->nseeds && c->m->seeds[k] != seed; k++)
 			;
 		if (k == c->m->nseeds)
@@ -510,6 +534,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->side_event);
 	json_decref(r->compile_event);
 	json_decref(r->tamper_event);
+	json_decref(r->timed_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1157,6 +1182,10 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 					      : "median over seeds of baseline beside / alone, one "
 						"runner per side covering every seed"));
 	json_object_set_new(o, "per_seed_medians_ns", per_seed_json(m, j1, j2));
+	/* PROTO: gates.timed_correctness -- how many timed rounds were checked */
+	json_object_set_new(o, "timed_checks",
+			    json_pack("{s:I, s:i}", "candidate_rounds_checked",
+				      (json_int_t)j1->timed_rounds, "failed", 0));
 	json_object_set(o, "build", m->build_info);
 	if (m->cuda)
 		json_object_set_new(o, "gpu",
@@ -1766,6 +1795,20 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 					      "floor_remeasured", out->floor_remeasured,
 					      "floor_cached_ns", out->floor_cached_ns, "floor_method",
 					      m->floor_why[0] ? m->floor_why : caps.method),
+				    err);
+			goto done;
+		}
+
+		/* PROTO: gates.timed_correctness -- outputs compared after timed calls */
+		if (j1.timed_event) {
+			const json_t *tc = json_object_get(j1.timed_event, "timed_checks");
+
+			atbi_gate_timed_checks(j1.timed_event, why, sizeof(why));
+			st = reject(m, ATB_GATE_TIMED_CORRECTNESS, ATB_ERR_CHECK, why,
+				    json_pack("{s:O, s:O?, s:O?, s:I}", "timed_checks", tc, "seed",
+					      json_object_get(j1.timed_event, "seed"), "rounds",
+					      json_object_get(j1.timed_event, "rounds"),
+					      "candidate_rounds_checked", (json_int_t)j1.timed_rounds),
 				    err);
 			goto done;
 		}

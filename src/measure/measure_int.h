@@ -166,6 +166,15 @@ ATBI_FUNC int atbi_clock_finish(struct atbi_clock_state *s, double rel, int64_t 
 ATBI_FUNC int atbi_gate_tamper(const json_t *ev, char *why, size_t why_size);
 
 /*
+ * PROTO: gates.timed_correctness.  A "samples" event of the candidate arm
+ * whose "timed_checks" has failed > 0: 1 with the reason in why (the seed,
+ * the first failed round, the rounds failed of those checked, the bad
+ * elements, NaNs and largest error, the first bad element); 0 for any
+ * other event.
+ */
+ATBI_FUNC int atbi_gate_timed_checks(const json_t *ev, char *why, size_t why_size);
+
+/*
  * The largest share of a job's timed trials that NVML may see throttled.
  * PROTO: gates.throttle.max_share (version 2 on).  Version 1 has no such
  * key; its jobs use this value, the one v2 froze.

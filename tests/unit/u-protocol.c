@@ -354,8 +354,10 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	t2 = replace(text, "version: 2", "version: 3");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
-	/* PROTO: gates.clock -- required from version 3 */
-	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.01, abs_slack_ms: 25}\n");
+	/* PROTO: gates.clock, gates.timed_correctness -- required from version 3 */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.01, abs_slack_ms: 25}\n"
+		     "  timed_correctness: {check_share: 0.125, min_checks_per_seed: 2, "
+		     "perturb_elements: 4}\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t2);
 	atb_free(text);
@@ -398,6 +400,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_assert_str_eq(list[2].digest, v2digest);
 	cr_assert(strstr(list[2].file, "/protocol/v3.yaml"));
 	cr_assert(strstr(list[2].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[2].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
@@ -612,3 +615,44 @@ static void walk(walk_fn fn, const char *what)
 Test(protocol, allocation_failure_walk_load_file) { walk(walk_load_file, "load_file"); }
 Test(protocol, allocation_failure_walk_load_current) { walk(walk_load_current, "load_current"); }
 Test(protocol, allocation_failure_walk_frozen_list) { walk(walk_frozen_list, "frozen_list"); }
+
+/* PROTO: gates.timed_correctness -- optional before version 3, required from it. */
+Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V2);
+	cr_assert_eq(atb_protocol_load_file(V2, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_timed_correctness);   /* the runner job uses defaults */
+	atb_protocol_free(p);
+	t3 = replace(text, "version: 2", "version: 3");
+	/* a version 3 with gates.clock (also required) but without this key */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.01, abs_slack_ms: 25}\n");
+	atb_free(t3);
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness");
+	cr_expect(strstr(err.msg, "required from version 3"), "%s", err.msg);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0.25, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_timed_correctness);
+	cr_expect_float_eq(p->gates.timed_check_share, 0.25, 1e-15);
+	cr_expect_eq(p->gates.timed_min_checks_per_seed, 3);
+	cr_expect_eq(p->gates.timed_perturb_elements, 8);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness.check_share");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
