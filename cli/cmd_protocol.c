@@ -19,6 +19,7 @@ static const char usage_text[] =
 	"       atb protocol digest [FILE] [--home DIR] [--json]\n"
 	"       atb protocol verify [--home DIR] [--json]\n"
 	"       atb protocol freeze FILE [--home DIR] [--json]\n"
+	"       atb protocol manifest [--write] [--home DIR] [--json]\n"
 	"\n"
 	"The measurement protocol is frozen as code: HOME/protocol/ holds one YAML\n"
 	"file per version (v1.yaml, v2.yaml, ...) and protocol.lock, which pins the\n"
@@ -35,14 +36,26 @@ static const char usage_text[] =
 	"           lock check), as 'DIGEST  FILE'\n"
 	"  verify   check every lock entry against its file: a line per version\n"
 	"           and exit 0, or exit 2 naming the first file whose digest or\n"
-	"           version no longer matches, with both digests\n"
+	"           version no longer matches, with both digests; then the trusted\n"
+	"           files against protocol/manifest, when the home has one\n"
 	"  freeze   (maintainers) add FILE as the next version: FILE must pass\n"
 	"           the schema and its 'version:' must be the current version + 1;\n"
 	"           it is copied to HOME/protocol/vN.yaml and the lock gains an\n"
 	"           entry that becomes current.  Existing entries never change.\n"
+	"           A home with a manifest gets it rewritten (the lock changed).\n"
+	"  manifest check the trusted files (every file under HOME/include,\n"
+	"           HOME/tasks and HOME/engines, the .py files under HOME/python,\n"
+	"           and the lock)\n"
+	"           against HOME/protocol/manifest, their SHA-256 in sha256sum's\n"
+	"           format: exit 0, or exit 2 naming the first file that changed\n"
+	"           (both digests), is missing or is new.  atb measure runs the\n"
+	"           same check before every measurement and refuses to start.\n"
+	"           --write (maintainers): write the manifest from the files as\n"
+	"           they are, after changing a trusted file on purpose\n"
 	"\n"
 	"options:\n"
 	"  --version N  show: that frozen version instead of the current one\n"
+	"  --write      manifest: write it instead of checking it\n"
 	"  --home DIR   the folder holding protocol/ (default: $ATB_HOME or the\n"
 	"               source tree atb was built from)\n"
 	"  --json       machine-readable output (also 'atb --json protocol ...')\n"
@@ -59,6 +72,7 @@ struct opts {
 	const char *home;
 	int version;
 	int json;
+	int write;
 };
 
 /* On failure with --json, the error also goes to stdout as an object. */
@@ -225,9 +239,40 @@ static int do_verify(const struct opts *o)
 			       list[i].file, list[i].version == current ? "  (current)" : "");
 	}
 	atb_protocol_frozen_free(list, n);
+	/* the trusted files too, where the home has a manifest */
+	if (atb_protocol_manifest_exists(o->home)) {
+		size_t nfiles = 0;
+
+		if (atb_protocol_manifest_verify(o->home, &nfiles, &err)) {
+			json_decref(arr);
+			return fail(o, &err);
+		}
+		if (!o->json)
+			printf("ok  manifest  %zu trusted files\n", nfiles);
+	} else if (!o->json) {
+		/* a home of protocol files only (a test's); atb measure refuses it */
+		printf("--  manifest  none: trusted files not checked\n");
+	}
 	if (o->json)
 		return cli_print_json("protocol", json_pack("{s:b,s:i,s:o}", "ok", 1, "current", current,
 					    "versions", arr));
+	return CLI_OK;
+}
+
+static int do_manifest(const struct opts *o)
+{
+	struct atb_error err;
+	size_t n = 0;
+
+	atb_error_clear(&err);
+	if (o->write ? atb_protocol_manifest_write(o->home, &n, &err)
+		     : atb_protocol_manifest_verify(o->home, &n, &err))
+		return fail(o, &err);
+	if (o->json)
+		return cli_print_json("protocol", json_pack("{s:b,s:b,s:I}", "ok", 1, "written",
+							    o->write, "files", (json_int_t)n));
+	printf(o->write ? "wrote protocol/manifest: %zu trusted files\n"
+			: "ok  manifest  %zu trusted files\n", n);
 	return CLI_OK;
 }
 
@@ -264,6 +309,8 @@ int cmd_protocol(int argc, char **argv, struct cli_ctx *ctx)
 
 		if (!strcmp(a, "--json")) {
 			o.json = 1;
+		} else if (!strcmp(a, "--write")) {
+			o.write = 1;
 		} else if (!strcmp(a, "--home") || !strcmp(a, "--version")) {
 			if (i + 1 >= argc)
 				return cli_usage_error("protocol", "'%s' needs a value", a);
@@ -295,6 +342,8 @@ int cmd_protocol(int argc, char **argv, struct cli_ctx *ctx)
 	}
 	if (!o.sub)
 		return cli_usage_error("protocol", "missing subcommand");
+	if (o.write && strcmp(o.sub, "manifest"))
+		return cli_usage_error("protocol", "'--write' is for 'manifest' only");
 	if (o.version && strcmp(o.sub, "show"))
 		return cli_usage_error("protocol", "'--version' is for 'show' only");
 	if (!strcmp(o.sub, "show") && !o.file)
@@ -303,6 +352,8 @@ int cmd_protocol(int argc, char **argv, struct cli_ctx *ctx)
 		return do_digest(&o);
 	if (!strcmp(o.sub, "verify") && !o.file)
 		return do_verify(&o);
+	if (!strcmp(o.sub, "manifest") && !o.file)
+		return do_manifest(&o);
 	if (!strcmp(o.sub, "freeze")) {
 		if (!o.file)
 			return cli_usage_error("protocol", "'freeze' needs a FILE");

@@ -852,20 +852,56 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 	return ev;
 }
 
+/*
+ * The runner's clock when the last "timed_begin" marker went out, read
+ * through the same clock_gettime as the timing core: the group's span in
+ * the samples events is measured from it (PROTO: gates.clock).  One group
+ * is timed at a time, so one variable serves every backend.
+ */
+static int64_t group_mark_ns = -1;
+
 int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
 		      const char *(*timer_why)(const struct atb_timer *),
 		      struct atb_timing_seed *res)
 {
+	return runner_time_group_timed(job, timer, seed, narms, call, ctx, timer_why, NULL, res);
+}
+
+int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *timer,
+			    uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
+			    const char *(*timer_why)(const struct atb_timer *),
+			    struct runner_timed *t, struct atb_timing_seed *res)
+{
+	struct atb_timing_hooks hooks = {runner_timed_before, runner_timed_after, t};
 	struct atb_error err;
 	char msg[1400];
+	json_t *mark;
 
+	/*
+	 * The marker the harness stamps with its own clock on arrival: it
+	 * compares the span it saw from here to the samples events with the
+	 * span this process reports, so a clock forged inside this address
+	 * space disagrees with one outside it.
+	 */
+	mark = json_pack("{s:s, s:I, s:I}", "event", "timed_begin", "seed", (json_int_t)seed,
+			 "arms", (json_int_t)narms);
+	memset(res, 0, sizeof(*res));
+	group_mark_ns = atbi_monotonic_ns();
+	if (runner_emit(mark))
+		return -1;
 	atb_error_clear(&err);
-	if (!atb_timing_run_seed(&job->timing, timer, seed, narms, call, ctx, res, &err))
+	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx,
+					t ? &hooks : NULL, res, &err))
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (timer_why && timer_why(timer)[0])
 		snprintf(msg, sizeof(msg), "%s", timer_why(timer));
+	if (t && t->msg[0]) {
+		runner_emit_error("timed_checks", t->msg);
+		atb_timing_seed_release(res);
+		return -1;
+	}
 	runner_emit_error(err.status == ATB_ERR_CHECK ? "kernel_failed" : "timing", msg);
 	atb_timing_seed_release(res);
 	return -1;
@@ -874,6 +910,15 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
 			const char *const *names, size_t narms, int throttled)
 {
+	return runner_emit_samples_timed(s, group, names, narms, throttled, NULL);
+}
+
+int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group,
+			      const char *const *names, size_t narms, int throttled,
+			      const struct runner_timed *t)
+{
+	/* the group's span on this process's clock, marker to samples */
+	int64_t span_ns = group_mark_ns >= 0 ? atbi_monotonic_ns() - group_mark_ns : -1;
 	size_t ai, k;
 
 	for (ai = 0; ai < narms; ai++) {
@@ -903,6 +948,16 @@ int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
 			       "median_ns", runner_real(a->median_ns),
 			       "ci_rel_halfwidth", runner_real(a->ci_rel_halfwidth),
 			       "seed_elapsed_ns", (json_int_t)s->elapsed_ns);
+		if (ev && json_object_set_new(ev, "span_ns", span_ns >= 0 ? json_integer(span_ns)
+									: json_null())) {
+			json_decref(ev);
+			ev = NULL;
+		}
+		/* PROTO: gates.timed_correctness -- what the checks between rounds saw */
+		if (ev && t && json_object_set_new(ev, "timed_checks", runner_timed_json(t, ai))) {
+			json_decref(ev);
+			ev = NULL;
+		}
 		/* The cuda backend's clock-throttle flag, last as it always was. */
 		if (ev && throttled >= 0 &&
 		    json_object_set_new(ev, "throttled", json_boolean(throttled))) {

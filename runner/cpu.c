@@ -143,6 +143,7 @@ static const struct runner_check_ops check_ops = {
 /* ---- timing ------------------------------------------------------------- */
 
 struct timing_ctx {
+	const struct atb_runner_job *job;
 	const struct runner_arm *arms[ATB_RUNNER_MAX_ARMS];
 	struct runner_bufs *bufs[ATB_RUNNER_MAX_ARMS];
 	const struct atb_runner_set *set;
@@ -153,6 +154,60 @@ static int timed_call(void *ctx, size_t arm)
 	struct timing_ctx *t = ctx;
 
 	return call_kernel(t->arms[arm], t->bufs[arm], t->set);
+}
+
+/* PROTO: gates.timed_correctness -- host buffers: prepared in place, read in place. */
+static int timed_prepare(void *ctx, size_t arm, const struct runner_bufs *master,
+			 const struct runner_perturb *where)
+{
+	struct timing_ctx *t = ctx;
+
+	runner_timed_apply_host(t->bufs[arm], master, t->job, t->set, where);
+	return 0;
+}
+
+static int timed_outputs(void *ctx, size_t arm, const struct runner_bufs **got)
+{
+	struct timing_ctx *t = ctx;
+
+	*got = t->bufs[arm];
+	return 0;
+}
+
+static const struct runner_timed_ops timed_ops = {
+	.prepare = timed_prepare,
+	.outputs = timed_outputs,
+};
+
+/*
+ * One group through the timing core, with the timed checks when the job
+ * has a key (group 0 paired, 1 alone; ref: the reference's index in the
+ * group, np when it is not in it), then its samples events.
+ */
+static int time_one_group(const struct atb_runner_job *job, struct atb_timer *timer,
+			  uint64_t seed, struct timing_ctx *tc, const struct runner_bufs *in,
+			  unsigned group, size_t np, size_t ref, const char *const *names)
+{
+	struct runner_timed tm, *tp = NULL;
+	struct atb_timing_seed res;
+	int rc = -1;
+
+	if (job->timed.on) {
+		if (runner_timed_init(&tm, job, tc->set, in, seed, group, np, ref, &timed_ops,
+				      tc)) {
+			runner_timed_release(&tm);
+			runner_emit_error("nomem", "cannot allocate timed-check inputs");
+			return -1;
+		}
+		tp = &tm;
+	}
+	if (!runner_time_group_timed(job, timer, seed, np, timed_call, tc, NULL, tp, &res)) {
+		rc = runner_emit_samples_timed(&res, group ? "alone" : "paired", names, np, -1, tp);
+		atb_timing_seed_release(&res);
+	}
+	if (tp)
+		runner_timed_release(tp);
+	return rc;
 }
 
 /*
@@ -174,10 +229,9 @@ static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed
 	const struct atb_runner_job *job = rt->job;
 	const struct atb_runner_set *set = &job->timing_set;
 	struct runner_bufs in = {0}, per_arm[ATB_RUNNER_MAX_ARMS];
-	struct timing_ctx tc = {.set = set};
+	struct timing_ctx tc = {.job = job, .set = set};
 	const char *names[ATB_RUNNER_MAX_ARMS];
-	size_t np = 0, ai, alone = SIZE_MAX;
-	struct atb_timing_seed res;
+	size_t np = 0, ai, alone = SIZE_MAX, ref = ATB_RUNNER_MAX_ARMS;
 	int rc = -1;
 
 	memset(per_arm, 0, sizeof(per_arm));
@@ -197,28 +251,20 @@ static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed
 			alone = ai;
 			continue;
 		}
+		if (ai == job->reference)
+			ref = np;
 		tc.arms[np] = &rt->arms[ai];
 		tc.bufs[np] = &per_arm[ai];
 		names[np++] = job->arms[ai].name;
 	}
-	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc, NULL, &res))
-			goto out;
-		rc = runner_emit_samples(&res, "paired", names, np, -1);
-		atb_timing_seed_release(&res);
-		if (rc)
-			goto out;
-		rc = -1;
-	}
+	if (np && time_one_group(job, timer, seed, &tc, &in, 0, np, ref, names))
+		goto out;
 	if (alone != SIZE_MAX) {
 		tc.arms[0] = &rt->arms[alone];
 		tc.bufs[0] = &per_arm[alone];
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc, NULL, &res))
-			goto out;
-		rc = runner_emit_samples(&res, "alone", names, 1, -1);
-		atb_timing_seed_release(&res);
-		if (rc)
+		/* no reference beside it: perturbed and poisoned, never compared */
+		if (time_one_group(job, timer, seed, &tc, &in, 1, 1, 1, names))
 			goto out;
 	}
 	rc = 0;

@@ -352,6 +352,10 @@ struct timing_ctx {
 	const struct runner_arm *arms[ATB_RUNNER_MAX_ARMS];
 	struct dbufs *bufs[ATB_RUNNER_MAX_ARMS];
 	const struct atb_runner_set *set;
+	/* PROTO: gates.timed_correctness -- host copies of checked outputs, and
+	   the hooks' state (its msg gets a driver failure) */
+	struct runner_bufs host[ATB_RUNNER_MAX_ARMS];
+	struct runner_timed *timed;
 };
 
 static int timed_call(void *ctx, size_t arm)
@@ -359,6 +363,123 @@ static int timed_call(void *ctx, size_t arm)
 	struct timing_ctx *t = ctx;
 
 	return call_kernel(t->rt, t->arms[arm], t->bufs[arm], t->set);
+}
+
+static int timed_fail(struct timing_ctx *t, const char *what, const struct atb_error *err)
+{
+	fail(t->rt, what, err);
+	if (t->timed)
+		snprintf(t->timed->msg, sizeof(t->timed->msg), "%s", t->rt->msg);
+	return -1;
+}
+
+/*
+ * The round's preparation on the device: the changed elements of the in
+ * buffers (one small copy each), the inout buffers whole, the outputs
+ * poisoned, then the whole context waited for, so none of it runs into the
+ * round's timed window.
+ */
+static int timed_prepare(void *ctx, size_t arm, const struct runner_bufs *master,
+			 const struct runner_perturb *where)
+{
+	struct timing_ctx *t = ctx;
+	const struct atb_runner_job *job = t->rt->job;
+	struct dbufs *d = t->bufs[arm];
+	struct atb_error err;
+	size_t i, j;
+
+	atb_error_clear(&err);
+	for (i = 0; i < job->nbuffers; i++) {
+		size_t es = atb_dtype_size(job->buffers[i].dtype);
+
+		if (job->buffers[i].role == ATB_BUFFER_INOUT &&
+		    atb_cuda_h2d(t->rt->cu, d->p[i], master->p[i], d->bytes[i], &err))
+			return timed_fail(t, "cannot restore an inout buffer", &err);
+		if (job->buffers[i].role != ATB_BUFFER_IN)
+			continue;
+		for (j = 0; j < where->n[i]; j++) {
+			size_t off = where->pos[i][j] * es;
+
+			if (atb_cuda_h2d(t->rt->cu, d->p[i] + off, (const char *)master->p[i] + off,
+					 es, &err))
+				return timed_fail(t, "cannot perturb an input", &err);
+		}
+	}
+	if (d_poison(t->rt, d)) {
+		if (t->timed)
+			snprintf(t->timed->msg, sizeof(t->timed->msg), "%s", t->rt->msg);
+		return -1;
+	}
+	if (atb_cuda_ctx_sync(t->rt->cu, &err)) {
+		t->rt->sticky = 1;
+		return timed_fail(t, "the device faulted between timed rounds", &err);
+	}
+	return 0;
+}
+
+/* A checked round's outputs (out and inout), copied to the arm's host buffers. */
+static int timed_outputs(void *ctx, size_t arm, const struct runner_bufs **got)
+{
+	struct timing_ctx *t = ctx;
+	const struct atb_runner_job *job = t->rt->job;
+	struct runner_bufs *h = &t->host[arm];
+	struct atb_error err;
+	size_t i;
+
+	atb_error_clear(&err);
+	if (!h->n && runner_bufs_alloc(h, job, t->set)) {
+		if (t->timed)
+			snprintf(t->timed->msg, sizeof(t->timed->msg),
+				 "cannot allocate host buffers for timed checks: out of memory");
+		return -1;
+	}
+	if (atb_cuda_ctx_sync(t->rt->cu, &err)) {
+		t->rt->sticky = 1;
+		return timed_fail(t, "the device faulted in a timed round", &err);
+	}
+	for (i = 0; i < job->nbuffers; i++)
+		if (job->buffers[i].role != ATB_BUFFER_IN &&
+		    atb_cuda_d2h(t->rt->cu, h->p[i], t->bufs[arm]->p[i], t->bufs[arm]->bytes[i],
+				 &err))
+			return timed_fail(t, "cannot copy outputs from the device", &err);
+	*got = h;
+	return 0;
+}
+
+static const struct runner_timed_ops timed_ops = {
+	.prepare = timed_prepare,
+	.outputs = timed_outputs,
+};
+
+/*
+ * One group through the timing core with the timed checks when the job has
+ * a key (group 0 paired, 1 alone; ref: the reference's index in the group,
+ * >= np when it is not in it).  0 with *res filled, or -1 after an error
+ * event.
+ */
+static int time_group(struct timing_ctx *tc, struct atb_timer *timer, uint64_t seed,
+		      const struct runner_bufs *in, unsigned group, size_t np, size_t ref,
+		      const char *(*timer_why)(const struct atb_timer *),
+		      struct runner_timed *tm, struct atb_timing_seed *res)
+{
+	const struct atb_runner_job *job = tc->rt->job;
+	size_t a;
+	int rc;
+
+	tc->timed = NULL;
+	if (job->timed.on) {
+		if (runner_timed_init(tm, job, tc->set, in, seed, group, np, ref, &timed_ops, tc)) {
+			runner_timed_release(tm);
+			runner_emit_error("nomem", "cannot allocate timed-check inputs");
+			return -1;
+		}
+		tc->timed = tm;
+	}
+	rc = runner_time_group_timed(job, timer, seed, np, timed_call, tc, timer_why, tc->timed,
+				     res);
+	for (a = 0; a < ATB_RUNNER_MAX_ARMS; a++)
+		runner_bufs_free(&tc->host[a]);
+	return rc;
 }
 
 static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
@@ -428,8 +549,9 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 	struct timing_ctx tc = {.rt = rt, .set = set};
 	const char *names[ATB_RUNNER_MAX_ARMS];
 	struct atb_cuda_gpu_sample g0, g1;
-	size_t np = 0, ai, alone = SIZE_MAX;
+	size_t np = 0, ai, alone = SIZE_MAX, ref = ATB_RUNNER_MAX_ARMS;
 	struct atb_timing_seed res;
+	struct runner_timed tm;
 	int rc = -1, throttled;
 
 	memset(per_arm, 0, sizeof(per_arm));
@@ -456,19 +578,24 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 			alone = ai;
 			continue;
 		}
+		if (ai == job->reference)
+			ref = np;
 		tc.arms[np] = &rt->arms[ai];
 		tc.bufs[np] = &per_arm[ai];
 		names[np++] = job->arms[ai].name;
 	}
 	atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc, atb_cuda_timer_error,
-				      &res))
-			goto out;
-		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
-		throttled = g0.throttled || g1.throttled;
-		rc = runner_emit_samples(&res, "paired", names, np, throttled);
-		atb_timing_seed_release(&res);
+		rc = time_group(&tc, timer, seed, &in, 0, np, ref, atb_cuda_timer_error, &tm, &res);
+		if (!rc) {
+			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
+			throttled = g0.throttled || g1.throttled;
+			rc = runner_emit_samples_timed(&res, "paired", names, np, throttled,
+						       tc.timed);
+			atb_timing_seed_release(&res);
+		}
+		if (tc.timed)
+			runner_timed_release(tc.timed);
 		if (rc)
 			goto out;
 		rc = -1;
@@ -477,12 +604,17 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.arms[0] = &rt->arms[alone];
 		tc.bufs[0] = &per_arm[alone];
 		names[0] = job->arms[alone].name;
-		/* As before the shared layer: the core's message only, for this group. */
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc, NULL, &res))
-			goto out;
-		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
-		rc = runner_emit_samples(&res, "alone", names, 1, g0.throttled || g1.throttled);
-		atb_timing_seed_release(&res);
+		/* As before the shared layer: the core's message only, for this group.
+		 * No reference beside it: perturbed and poisoned, never compared. */
+		rc = time_group(&tc, timer, seed, &in, 1, 1, 1, NULL, &tm, &res);
+		if (!rc) {
+			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
+			rc = runner_emit_samples_timed(&res, "alone", names, 1,
+						       g0.throttled || g1.throttled, tc.timed);
+			atb_timing_seed_release(&res);
+		}
+		if (tc.timed)
+			runner_timed_release(tc.timed);
 		if (rc)
 			goto out;
 	}

@@ -419,6 +419,8 @@ int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
  * releases it), or -1 after an error event, res released: "kernel_failed"
  * when a call failed, "timing" otherwise, with the core's message, or
  * timer_why(timer) when that is given and not empty (a timer's own cause).
+ * First it emits a "timed_begin" marker (seed, arms) and notes its clock, from
+ * which runner_emit_samples measures the group's span_ns (PROTO: gates.clock).
  */
 int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
@@ -427,7 +429,8 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 
 /*
  * Emit one samples event per arm of s (names[i] is arm i of the timing
- * core's run; group "paired" or "alone").  throttled >= 0 adds the cuda
+ * core's run; group "paired" or "alone"), each with span_ns, the runner's
+ * clock since the group's timed_begin marker.  throttled >= 0 adds the cuda
  * backend's "throttled" flag; -1 leaves it out.  0, or -1 when an event
  * could not be built or written.
  */
@@ -436,6 +439,124 @@ int runner_emit_samples(const struct atb_timing_seed *s, const char *group,
 
 /* A finite number as a json real, or null (jansson has no NaN or infinity). */
 json_t *runner_real(double x);
+
+/* ---- timed.c: checks between timed rounds (PROTO: gates.timed_correctness) -- */
+
+/*
+ * What the job's key says about one (seed, group): base, the stream every
+ * draw comes from (splitmix64 steps over the key, the seed and the group:
+ * 0 paired, 1 alone), and the forced checks.
+ */
+struct runner_timed_plan {
+	uint64_t base;
+	double check_share;
+	int perturb_elements;
+	int nforced;
+	int forced[ATB_RUNNER_MAX_PERTURB];  /* rounds always checked, distinct */
+};
+
+/*
+ * The plan of (seed, group) under t: min(min_checks_per_seed, trials_min)
+ * distinct rounds below trials_min are forced checks (the rounds that
+ * always run), each other round is checked with probability check_share.
+ * The same key, seed and group give the same plan; another key another.
+ */
+void runner_timed_plan_init(struct runner_timed_plan *pl, const struct atb_runner_timed *t,
+			    int trials_min, uint64_t seed, unsigned group);
+
+/* Is round (0-based) of this plan a checked one? */
+int runner_timed_plan_is_check(const struct runner_timed_plan *pl, int round);
+
+/* A 64-bit number for round's perturbation where the backend draws it itself (torch). */
+uint64_t runner_timed_round_key(const struct runner_timed_plan *pl, int round);
+
+/* Where one round changed the inputs: per buffer, the element indices. */
+struct runner_perturb {
+	size_t n[ATB_RUNNER_MAX_BUFFERS];
+	size_t pos[ATB_RUNNER_MAX_BUFFERS][ATB_RUNNER_MAX_PERTURB];
+};
+
+/*
+ * Change perturb_elements elements (positions and values from the plan and
+ * the round) of every input buffer of master with values from the buffer's
+ * own distribution; *where gets the positions.  Deterministic.  0, or -1
+ * when GSL cannot allocate.
+ */
+int runner_timed_perturb(struct runner_bufs *master, const struct atb_runner_job *job,
+			 const struct atb_runner_set *set, const struct runner_timed_plan *pl,
+			 int round, struct runner_perturb *where);
+
+/*
+ * A host arm's round preparation: the changed elements of master's in
+ * buffers, master's inout buffers whole, the out buffers poisoned.
+ */
+void runner_timed_apply_host(struct runner_bufs *dst, const struct runner_bufs *master,
+			     const struct atb_runner_job *job, const struct atb_runner_set *set,
+			     const struct runner_perturb *where);
+
+/* How a backend moves one group arm's data (arm: index in the group). */
+struct runner_timed_ops {
+	/* Before a round: runner_timed_apply_host's work on the arm's buffers. */
+	int (*prepare)(void *ctx, size_t arm, const struct runner_bufs *master,
+		       const struct runner_perturb *where);
+	/* After a checked round: *got points at host buffers whose out and inout
+	 * buffers hold the arm's outputs (valid until the next call for the arm). */
+	int (*outputs)(void *ctx, size_t arm, const struct runner_bufs **got);
+};
+
+/* One arm's timed checks over a group. */
+struct runner_timed_stats {
+	int rounds_checked, failed, first_failed_round;  /* -1: none failed */
+	double max_abs;
+	size_t bad_count, nan_count;
+	long long first_bad_index;
+	double first_bad_ref, first_bad_got;
+	char first_bad_buffer[64];
+};
+
+/* The hooks' state for one group of one seed. */
+struct runner_timed {
+	const struct atb_runner_job *job;
+	const struct atb_runner_set *set;
+	const struct runner_timed_ops *ops;
+	void *ctx;
+	size_t narms, ref;   /* ref: the reference's index in the group; >= narms: no checks */
+	struct runner_bufs master;  /* the round's inputs; owned */
+	struct runner_timed_plan plan;
+	struct runner_timed_stats st[ATB_RUNNER_MAX_ARMS];
+	char msg[1400];      /* why a hook failed */
+};
+
+/*
+ * Make t for a group of narms arms timed on inputs `in` (copied).  0, or -1
+ * when out of memory (release it either way).
+ */
+int runner_timed_init(struct runner_timed *t, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set, const struct runner_bufs *in,
+		      uint64_t seed, unsigned group, size_t narms, size_t ref,
+		      const struct runner_timed_ops *ops, void *ctx);
+void runner_timed_release(struct runner_timed *t);
+
+/* The timing core's hooks (struct atb_timing_hooks) on a struct runner_timed. */
+int runner_timed_before(void *ctx, int round);
+int runner_timed_after(void *ctx, int round);
+
+/* The samples event's "timed_checks" of group arm `arm`.  NULL when out of memory. */
+json_t *runner_timed_json(const struct runner_timed *t, size_t arm);
+
+/*
+ * runner_time_group with t's hooks between rounds (t NULL: none); a hook's
+ * failure is an error event "timed_checks" with its message.
+ */
+int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *timer,
+			    uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
+			    const char *(*timer_why)(const struct atb_timer *),
+			    struct runner_timed *t, struct atb_timing_seed *res);
+
+/* runner_emit_samples, each arm's event with its "timed_checks" when t is given. */
+int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group,
+			      const char *const *names, size_t narms, int throttled,
+			      const struct runner_timed *t);
 
 /* ---- cpu.c ------------------------------------------------------------------ */
 

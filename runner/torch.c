@@ -38,8 +38,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <unistd.h>
+
+#include <gsl/gsl_rng.h>
 
 #include "atb/alloc.h"
 #include "atb/cuda.h"
@@ -63,6 +66,7 @@ struct pyapi {
 	void *(*PyTuple_New)(ssize_t);
 	int (*PyTuple_SetItem)(void *, ssize_t, void *);
 	void (*Py_DecRef)(void *);
+	void (*Py_IncRef)(void *);
 	void (*PyErr_Print)(void);
 	void (*PyErr_Clear)(void);
 };
@@ -81,7 +85,7 @@ static int py_load(const char *library, char *why, size_t size)
 		PY_SYM(PyObject_GetAttrString), PY_SYM(PyObject_CallObject),
 		PY_SYM(PyUnicode_FromString), PY_SYM(PyUnicode_AsUTF8),
 		PY_SYM(PyLong_FromLongLong), PY_SYM(PyTuple_New), PY_SYM(PyTuple_SetItem),
-		PY_SYM(Py_DecRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
+		PY_SYM(Py_DecRef), PY_SYM(Py_IncRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
 	};
 	void *dl;
 	size_t i;
@@ -159,9 +163,22 @@ struct trt {
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
 	int64_t timed_ns;            /* the sum of the timed windows (every sample) */
 	int64_t timing_ns;           /* the timing core's whole seeds (warm-up included) */
+	int64_t hooks_ns;            /* the timed checks' hooks inside them (Python's
+	                                timed_checks phase and their compare) */
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
 	struct flush_timer *ft;      /* the job's timer, its flushes timed */
 	size_t seeds_timed;
+	/* PROTO: gates tamper -- the watch (python/atb_torch/tamper.py) before
+	   the first timed trial of each group and before one in TAMPER_EVERY
+	   of the others, drawn here (getrandom: the candidate cannot know
+	   which), whatever the arm: checking before the reference's windows
+	   only would put work before them that the candidate's do not follow
+	   (caches, the garbage collector's counts), a bias */
+	void *tamper_trial;          /* Session.tamper_trial */
+	uint64_t tamper_rng;         /* xorshift64 state, never 0 */
+	int tamper_first;            /* the group's next trial is its first */
+	size_t tamper_trials;        /* trials checked */
+	int64_t tamper_trial_ns;     /* inside the timing core's seeds, outside the windows */
 };
 
 /*
@@ -174,12 +191,17 @@ struct flush_timer {
 	struct atb_timer *inner;
 	int64_t flush_ns;
 	size_t nflush;
+	/* run before each timed trial's window opens (the tamper watch); NULL: none */
+	void (*before)(void *ctx);
+	void *ctx;
 };
 
 static void ft_start(void *s)
 {
 	struct flush_timer *f = s;
 
+	if (f->before)
+		f->before(f->ctx);
 	f->inner->ops->start(f->inner->state);
 }
 
@@ -308,6 +330,88 @@ static json_t *py_answer(struct trt *rt, const char *method, void *args)
 		return NULL;
 	}
 	return a;
+}
+
+/*
+ * PROTO: gates tamper -- Session.tamper(where): the watch checked now, and
+ * every change it saw since the last call (before timed trials too).  Any
+ * change: the event {"event": "tamper", "where", "changes": [{where,
+ * what}]} and the job ends (an error event "tamper": nothing measured
+ * after it could be trusted); the harness refuses the candidate.  0 clean,
+ * -1 after the events (or a Python failure's error event).
+ */
+static int tamper_point(struct trt *rt, const char *where)
+{
+	void *args = py.PyTuple_New(1);
+	json_t *a, *ch;
+	char msg[600];
+
+	if (!args || py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(where))) {
+		if (args)
+			py.Py_DecRef(args);
+		runner_emit_error("python", "atb_torch: cannot call tamper()");
+		return -1;
+	}
+	a = py_answer(rt, "tamper", args);
+	if (!a)
+		return -1;
+	ch = json_object_get(a, "changes");
+	if (!json_array_size(ch)) {
+		json_decref(a);
+		return 0;
+	}
+	snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first seen "
+		 "at %s): %s", json_string_value(json_object_get(json_array_get(ch, 0), "where")),
+		 json_string_value(json_object_get(json_array_get(ch, 0), "what")));
+	if (!runner_emit(json_pack("{s:s, s:s, s:O, s:O}", "event", "tamper", "where", where,
+				   "changes", ch, "checks", json_object_get(a, "checks"))))
+		runner_emit_error("tamper", msg);
+	json_decref(a);
+	return -1;
+}
+
+/*
+ * One timed trial in TAMPER_EVERY is checked at random: a change live
+ * during every trial of the reference (or most of them) is seen within a
+ * few trials, and a check costs about 0.4 ms on a 2-core VM (several on a
+ * loaded one): before each of the reference's trials the checks were 13%
+ * of a drift job's wall time there.
+ */
+#define TAMPER_EVERY 8
+
+static void tamper_seed_rng(struct trt *rt)
+{
+	uint64_t x = 0;
+
+	if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
+		x = (uint64_t)atbi_monotonic_ns() ^ ((uint64_t)getpid() << 32);
+	rt->tamper_rng = x ? x : 0x9e3779b97f4a7c15ull;
+}
+
+/* The timer's hook before each timed trial's window: the watch's check,
+ * on the group's first trial and one in TAMPER_EVERY of the others. */
+static void tamper_before_trial(void *ctx)
+{
+	struct trt *rt = ctx;
+	uint64_t x = rt->tamper_rng;
+	int64_t t0;
+	void *r;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	rt->tamper_rng = x;
+	if (!rt->tamper_trial || (!rt->tamper_first && x % TAMPER_EVERY))
+		return;
+	rt->tamper_first = 0;
+	rt->tamper_trials++;
+	t0 = atbi_monotonic_ns();
+	r = py.PyObject_CallObject(rt->tamper_trial, NULL);
+	if (r)
+		py.Py_DecRef(r);
+	else
+		py.PyErr_Print();  /* found at the next tamper_point, or not at all */
+	rt->tamper_trial_ns += atbi_monotonic_ns() - t0;
 }
 
 /* ---- the job ------------------------------------------------------------- */
@@ -901,20 +1005,329 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 struct timing_ctx {
 	struct trt *rt;
 	size_t map[ATB_RUNNER_MAX_ARMS + 1]; /* the core's arm -> the model (job's arm, compiled) */
+	/* PROTO: gates.timed_correctness -- with timed checks each arm's last
+	   output, kept until its next timed call (NULL: none; keep 0: dropped) */
+	int keep;
+	void *held[ATB_RUNNER_MAX_ARMS + 1];
 };
 
-/* One timed call: Session.call(arm), prepared; on cuda it only launches. */
+/*
+ * One timed call: Session.call(arm), prepared; on cuda it only launches.
+ * Its output is dropped here, inside the window, as it always was; with
+ * timed checks the arm's previous output is dropped instead and this one
+ * kept for the checks: still one output released per call, on every round.
+ */
 static int timed_call(void *ctx, size_t arm)
 {
 	struct timing_ctx *t = ctx;
-	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]);
+	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]), *old = r;
 
 	if (!r) {
 		py.PyErr_Print();
 		return 1;
 	}
-	py.Py_DecRef(r);
+	if (t->keep) {
+		old = t->held[arm];
+		t->held[arm] = r;
+	}
+	if (old)
+		py.Py_DecRef(old);
 	return 0;
+}
+
+/* Drop the outputs timed_call kept (the end of a group). */
+static void timed_drop(struct timing_ctx *t)
+{
+	size_t a;
+
+	for (a = 0; a < ATB_RUNNER_MAX_ARMS + 1; a++) {
+		if (t->held[a])
+			py.Py_DecRef(t->held[a]);
+		t->held[a] = NULL;
+	}
+	t->keep = 0;
+}
+
+/*
+ * PROTO: gates.timed_correctness -- the torch backend's timed checks: the
+ * shared plan (which rounds, from the job's key) and counts (runner/timed.c);
+ * Session.timed_begin names the inputs' memory, the hooks change elements
+ * there from C between rounds, timed_call keeps each arm's last output
+ * (every round), and on checked rounds Session.timed_after pairs them with
+ * the reference's for the one comparison (compare_call).
+ */
+
+/* One input the hooks change: its master copy and every group model's copy. */
+struct torch_timed_input {
+	size_t esize, numel;
+	int on_device;
+	uint64_t master, ptr[ATB_RUNNER_MAX_ARMS + 1];
+};
+
+struct torch_timed {
+	struct trt *rt;
+	const struct timing_ctx *tc;
+	size_t np;
+	struct runner_timed t;   /* plan, ref, stats and msg; no buffers */
+	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
+	size_t nin;
+	gsl_rng *r;
+};
+
+/* Copy one element (esize bytes) from src to dst, on the host or the device. */
+static int tt_copy(struct torch_timed *x, int on_device, uint64_t dst, uint64_t src, size_t es)
+{
+	struct atb_error err;
+
+	if (!on_device) {
+		memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, es);
+		return 0;
+	}
+	atb_error_clear(&err);
+	if (!x->rt->cu || atb_cuda_d2d_async(x->rt->cu, dst, src, es, &err)) {
+		snprintf(x->t.msg, sizeof(x->t.msg), "cannot change an input on the device: %s",
+			 x->rt->cu ? err.msg : "no device");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Before a round, outside the timed window, no Python: perturb_elements
+ * elements of every input, at places drawn from the round's key, take the
+ * values of other elements of the same tensor (its own distribution,
+ * whatever get_inputs draws) in the master copy and then in every model's
+ * copy.  The outputs are not poisoned here: a torch model allocates them,
+ * and one that hands back stale or unwritten tensors differs from the
+ * reference at the changed elements.
+ */
+static int torch_timed_before(void *ctx, int round)
+{
+	struct torch_timed *x = ctx;
+	int64_t t0 = atbi_monotonic_ns();
+	uint64_t key = runner_timed_round_key(&x->t.plan, round);
+	int dev = 0, rc = 0;
+	size_t i, j, g;
+
+	for (i = 0; !rc && i < x->nin; i++) {
+		struct torch_timed_input *in = &x->in[i];
+		unsigned long n = in->numel > 0xffffffffUL ? 0xffffffffUL : (unsigned long)in->numel;
+
+		gsl_rng_set(x->r, (unsigned long)(key ^ (uint64_t)i * 0x9e3779b97f4a7c15ULL));
+		dev |= in->on_device;
+		for (j = 0; !rc && j < (size_t)x->t.plan.perturb_elements; j++) {
+			uint64_t pos = (uint64_t)gsl_rng_uniform_int(x->r, n) * in->esize;
+			uint64_t src = (uint64_t)gsl_rng_uniform_int(x->r, n) * in->esize;
+
+			rc = tt_copy(x, in->on_device, in->master + pos, in->master + src, in->esize);
+			for (g = 0; !rc && g < x->np; g++)
+				rc = tt_copy(x, in->on_device, in->ptr[g] + pos, in->master + pos,
+					     in->esize);
+		}
+	}
+	if (!rc && dev) {
+		struct atb_error err;
+
+		atb_error_clear(&err);
+		if (atb_cuda_ctx_sync(x->rt->cu, &err)) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "the device faulted between timed "
+				 "rounds: %s", err.msg);
+			rc = -1;
+		}
+	}
+	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
+	return rc;
+}
+
+/* The inputs timed_begin named (its answer's "inputs"); 0, or -1 with x->t.msg. */
+static int torch_timed_inputs(struct torch_timed *x, const json_t *list)
+{
+	const json_t *e;
+	size_t i, g;
+
+	x->nin = 0;
+	json_array_foreach(list, i, e) {
+		struct torch_timed_input *in;
+		const json_t *ptrs = json_object_get(e, "ptrs");
+		const char *dev = json_string_value(json_object_get(e, "device"));
+
+		if (x->nin == ATB_RUNNER_MAX_BUFFERS)
+			break;
+		in = &x->in[x->nin];
+		in->esize = (size_t)json_integer_value(json_object_get(e, "esize"));
+		in->numel = (size_t)json_integer_value(json_object_get(e, "numel"));
+		in->master = (uint64_t)json_integer_value(json_object_get(e, "master"));
+		in->on_device = dev && !strcmp(dev, "cuda");
+		if (!in->esize || in->esize > 16 || !in->numel || !in->master ||
+		    json_array_size(ptrs) != x->np || (in->on_device && !x->rt->cu) ||
+		    (dev && strcmp(dev, "cuda") && strcmp(dev, "cpu"))) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "timed_begin named a bad input %zu", i);
+			return -1;
+		}
+		for (g = 0; g < x->np; g++)
+			in->ptr[g] = (uint64_t)json_integer_value(json_array_get(ptrs, g));
+		x->nin++;
+	}
+	return 0;
+}
+
+static int torch_timed_check(struct torch_timed *x, int round);
+
+static int torch_timed_after(void *ctx, int round)
+{
+	struct torch_timed *x = ctx;
+	int64_t t0 = atbi_monotonic_ns(), c0 = x->rt->compare_ns;
+	int rc;
+
+	if (x->t.ref >= x->np || !runner_timed_plan_is_check(&x->t.plan, round))
+		return 0;
+	rc = torch_timed_check(x, round);
+	/* the compare inside is in hooks_ns, not in compare (counted once) */
+	x->rt->compare_ns = c0;
+	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
+	return rc;
+}
+
+static int torch_timed_check(struct torch_timed *x, int round)
+{
+	const json_t *arms, *e;
+	json_t *a;
+	size_t i, g;
+	void *args = py.PyTuple_New((long)(x->np + 1)), *v;
+
+	/* timed_after(round, the round's output of every group arm, in order) */
+	v = args ? py.PyLong_FromLongLong(round) : NULL;
+	if (!v || py.PyTuple_SetItem(args, 0, v)) {
+		if (args)
+			py.Py_DecRef(args);
+		snprintf(x->t.msg, sizeof(x->t.msg), "cannot call timed_after: out of memory");
+		return -1;
+	}
+	for (g = 0; g < x->np; g++) {
+		/* every arm of the group ran this round: each holds an output */
+		v = x->tc->held[g];
+		if (v)
+			py.Py_IncRef(v);
+		if (!v || py.PyTuple_SetItem(args, (long)g + 1, v)) {  /* steals v */
+			py.Py_DecRef(args);
+			snprintf(x->t.msg, sizeof(x->t.msg), "cannot call timed_after: out of memory");
+			return -1;
+		}
+	}
+	a = py_json(x->rt, "timed_after", args);
+	if (!a || json_object_get(a, "error")) {
+		snprintf(x->t.msg, sizeof(x->t.msg), "%s",
+			 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
+		json_decref(a);
+		return -1;
+	}
+	x->t.st[x->t.ref].rounds_checked++;
+	arms = json_object_get(a, "arms");
+	json_array_foreach(arms, i, e) {
+		size_t model = (size_t)json_integer_value(json_object_get(e, "model"));
+		struct runner_timed_stats *s;
+		struct runner_cmp worst;
+		const char *name = NULL;
+
+		for (g = 0; g < x->np && x->tc->map[g] != model; g++)
+			;
+		if (g == x->np)
+			continue;
+		s = &x->t.st[g];
+		s->rounds_checked++;
+		if (compare_call(x->rt, e, NULL, &worst, &name))
+			continue;
+		s->failed++;
+		s->bad_count += worst.nbad;
+		s->nan_count += worst.nnan;
+		if (worst.max_abs > s->max_abs)
+			s->max_abs = worst.max_abs;
+		if (s->first_failed_round < 0) {
+			s->first_failed_round = round;
+			s->first_bad_index = worst.first_bad;
+			s->first_bad_ref = worst.bad_ref;
+			s->first_bad_got = worst.bad_got;
+			snprintf(s->first_bad_buffer, sizeof(s->first_bad_buffer), "%s",
+				 name ? name : json_string_value(json_object_get(e, "structure"))
+					  ? "structure" : "output");
+		}
+	}
+	json_decref(a);
+	return 0;
+}
+
+/*
+ * One group through the timing core, with the timed checks when the job has
+ * a key (ref: the reference's index in the group, >= np when absent).  0
+ * with *res filled, or -1 after an error event.
+ */
+static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t seed,
+			    struct timing_ctx *tc, size_t np, unsigned group,
+			    struct torch_timed *x, struct atb_timing_seed *res)
+{
+	const struct atb_runner_job *job = rt->job;
+	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x};
+	struct atb_error err;
+	long long mask = 0;
+	size_t g, ref = np;
+	json_t *a;
+	char msg[1400];
+	int ok;
+
+	x->np = 0;
+	if (!job->timed.on)
+		return runner_time_group(job, timer, seed, np, timed_call, tc,
+					 rt->cu ? ft_cuda_error : NULL, res);
+	for (g = 0; g < np; g++) {
+		mask |= 1LL << tc->map[g];
+		if (tc->map[g] == job->reference)
+			ref = g;
+	}
+	memset(&x->t, 0, sizeof(x->t));
+	x->rt = rt;
+	x->tc = tc;
+	x->np = np;
+	x->t.narms = np;
+	x->t.ref = ref;
+	for (g = 0; g < ATB_RUNNER_MAX_ARMS; g++)
+		x->t.st[g].first_failed_round = -1;
+	runner_timed_plan_init(&x->t.plan, &job->timed, job->timing.trials_min, seed, group);
+	a = py_answer(rt, "timed_begin", int_tuple(2, mask, ref < np ? (long long)tc->map[ref] : -1,
+						   0));
+	if (!a)
+		return -1;
+	x->r = gsl_rng_alloc(gsl_rng_mt19937);
+	if (!x->r || torch_timed_inputs(x, json_object_get(a, "inputs"))) {
+		json_decref(a);
+		runner_emit_error("timed_checks", x->r ? x->t.msg : "cannot allocate an rng");
+		if (x->r)
+			gsl_rng_free(x->r);
+		x->r = NULL;
+		x->np = 0;
+		json_decref(py_json(rt, "timed_end", NULL));
+		return -1;
+	}
+	json_decref(a);
+	atb_error_clear(&err);
+	tc->keep = 1;
+	ok = !atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks,
+					 res, &err);
+	timed_drop(tc);
+	gsl_rng_free(x->r);
+	x->r = NULL;
+	json_decref(py_json(rt, "timed_end", NULL));
+	if (ok)
+		return 0;
+	atb_error_format(&err, msg, sizeof(msg));
+	if (x->t.msg[0])
+		runner_emit_error("timed_checks", x->t.msg);
+	else if (rt->cu && ft_cuda_error(timer)[0])
+		runner_emit_error("timing", ft_cuda_error(timer));
+	else
+		runner_emit_error(err.status == ATB_ERR_CHECK ? "kernel_failed" : "timing", msg);
+	atb_timing_seed_release(res);
+	x->np = 0;
+	return -1;
 }
 
 static json_t *gpu_json(const struct atb_cuda_gpu_sample *s)
@@ -997,7 +1410,9 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	const char *names[ATB_RUNNER_MAX_ARMS + 1];
 	struct atb_cuda_gpu_sample g0, g1;
 	struct atb_timing_seed res;
+	struct torch_timed x = {0};
 	size_t np = 0, ai, alone = SIZE_MAX;
+	char where[64];
 	json_t *a;
 	int throttled = -1;
 
@@ -1029,18 +1444,32 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		tc.map[np] = job->narms;
 		names[np++] = COMPILE_ARM;
 	}
+	/* PROTO: gates tamper -- before the group, before its first timed
+	   trial and random others (the timer's start hook), after the group */
+	snprintf(where, sizeof(where), "timing seed %llu", (unsigned long long)seed);
+	if (tamper_point(rt, where))
+		return -1;
 	if (rt->cu)
 		atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g0);
 	if (np) {
-		if (runner_time_group(job, timer, seed, np, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		int failed;
+
+		rt->tamper_first = 1;
+		failed = torch_time_group(rt, timer, seed, &tc, np, 0, &x, &res);
+		/* what the trials' checks saw, also when the group failed (a
+		   tampered call may be what raised) */
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
+				atb_timing_seed_release(&res);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
 		}
-		ai = (size_t)runner_emit_samples(&res, "paired", names, np, throttled);
+		ai = (size_t)runner_emit_samples_timed(&res, "paired", names, np, throttled,
+						       x.np ? &x.t : NULL);
 		atb_timing_seed_release(&res);
 		if (ai)
 			return -1;
@@ -1048,15 +1477,22 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (alone != SIZE_MAX) {
 		tc.map[0] = alone;
 		names[0] = job->arms[alone].name;
-		if (runner_time_group(job, timer, seed, 1, timed_call, &tc,
-				      rt->cu ? ft_cuda_error : NULL, &res))
+		int failed;
+
+		rt->tamper_first = 1;
+		failed = torch_time_group(rt, timer, seed, &tc, 1, 1, &x, &res);
+		if (tamper_point(rt, where) || failed) {
+			if (!failed)
+				atb_timing_seed_release(&res);
 			return -1;
+		}
 		count_timing(rt, &res);
 		if (rt->cu) {
 			atb_cuda_gpu_sample(atb_cuda_info(rt->cu)->pci_bus_id, &g1);
 			throttled = g0.throttled || g1.throttled;
 		}
-		ai = (size_t)runner_emit_samples(&res, "alone", names, 1, throttled);
+		ai = (size_t)runner_emit_samples_timed(&res, "alone", names, 1, throttled,
+						       x.np ? &x.t : NULL);
 		atb_timing_seed_release(&res);
 		if (ai)
 			return -1;
@@ -1152,8 +1588,10 @@ static json_t *phases_json(struct trt *rt)
 	json_object_set_new(s, "warmup", json_real(secs(rt->warmup_ns)));
 	json_object_set_new(s, "timed", json_real(secs(rt->timed_ns)));
 	json_object_set_new(s, "flush", json_real(secs(flush_ns)));
+	/* the watch before timed trials is Python's "tamper" phase, not overhead */
 	json_object_set_new(s, "trial_overhead",
-			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns)));
+			    json_real(secs(rt->timing_ns - rt->warmup_ns - rt->timed_ns - flush_ns -
+					   rt->tamper_trial_ns - rt->hooks_ns)));
 	json_object_foreach(s, k, v)
 		sum += json_number_value(v);
 	json_object_set_new(s, "other", json_real(secs(atbi_monotonic_ns() - rt->t0_ns) - sum));
@@ -1163,10 +1601,11 @@ static json_t *phases_json(struct trt *rt)
 	for (i = 0; i < job->narms; i++)
 		alone |= !strcmp(job->arms[i].name, "baseline_alone") ||
 			 (job->narms == 1 && i == job->reference);
-	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:o}", "event", "phases", "job",
-			 job->id, "task", job->arms[job->reference].so, "alone", alone, "wall_s",
-			 secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s", secs(rt->check_ns),
-			 "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0), "seconds", s);
+	return json_pack("{s:s, s:s, s:s, s:b, s:f, s:f, s:I, s:I, s:o}", "event", "phases",
+			 "job", job->id, "task", job->arms[job->reference].so, "alone", alone,
+			 "wall_s", secs(atbi_monotonic_ns() - rt->t0_ns), "correctness_s",
+			 secs(rt->check_ns), "flushes", (json_int_t)(rt->ft ? rt->ft->nflush : 0),
+			 "tamper_trials", (json_int_t)rt->tamper_trials, "seconds", s);
 }
 
 /* ---- env and the run ------------------------------------------------------ */
@@ -1271,6 +1710,7 @@ static int run(struct trt *rt)
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;
+	char where[160];
 	struct flush_timer ft = {0};
 	struct atb_timer_ops ft_ops;
 
@@ -1284,7 +1724,11 @@ static int run(struct trt *rt)
 		goto out;
 	}
 	flush_timer_init(&ft, timer, &ft_ops);
+	ft.before = tamper_before_trial;
+	ft.ctx = rt;
 	rt->ft = &ft;
+	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
+	tamper_seed_rng(rt);
 	rt->py_env = py_json(rt, "env", NULL);
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
@@ -1296,7 +1740,11 @@ static int run(struct trt *rt)
 	}
 	if (emit_env(rt, timer))
 		goto out;
-	if (rt->with_compile && warm_compiled(rt))
+	/* PROTO: gates tamper -- the candidate imported and built (open) */
+	if (tamper_point(rt, "the candidate's import and construction"))
+		goto out;
+	if (rt->with_compile && (warm_compiled(rt) ||
+				 tamper_point(rt, "the compiled reference's first call")))
 		goto out;
 	/* PROTO: correctness.distributions, correctness.input_sets_per_seed */
 	t_check = atbi_monotonic_ns();
@@ -1311,6 +1759,10 @@ static int run(struct trt *rt)
 			if (r < 0)
 				goto out;
 			rt->skipped += (size_t)r;
+			snprintf(where, sizeof(where), "input set '%s' of seed %llu",
+				 runner_input_name(job, inputs[x]), (unsigned long long)job->seeds[k]);
+			if (tamper_point(rt, where))
+				goto out;
 		}
 		rt->check_ns = atbi_monotonic_ns() - t_check;
 		log_partial_phases(rt);

@@ -43,6 +43,9 @@ struct atb_knob_assignment;
 #define ATB_GATE_NOISE "noise"              /* cross-run CV over the cap, or throttling */
 #define ATB_GATE_SIDE_STREAM "side_stream"  /* cuda: work escaping the timed window */
 #define ATB_GATE_OUTPUT_ALIASING "output_aliasing" /* cuda: an output overlaps a buffer */
+#define ATB_GATE_CLOCK "clock"            /* the runner's clock disagrees with the harness's */
+#define ATB_GATE_TAMPER "tamper"            /* torch: the candidate changed the reference's interpreter */
+#define ATB_GATE_TIMED_CORRECTNESS "timed_correctness" /* outputs wrong after timed calls */
 #define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
 
 enum atb_measure_verdict {
@@ -155,7 +158,12 @@ struct atb_measure_outcome {
  * atb_floor_remeasure_cpu once per measurement, store the caps it raised,
  * and refuse only if the candidate still beats the new floor:
  * out->floor_remeasured, out->floor_cached_ns and the refusal's detail
- * say so), then the cv against stats.cv_cap, baseline_drift, noise, and
+ * say so), timed_correctness (PROTO: gates.timed_correctness: between
+ * timed rounds every arm's inputs change at a few key-chosen elements and
+ * its outputs are poisoned again; on key-chosen rounds the candidate's
+ * outputs must match the baseline's of the same round: a candidate that
+ * skips or caches work on timed calls is refused with the seed, round and
+ * counts), then the cv against stats.cv_cap, baseline_drift, noise, and
  * finally the store's validator, whose anomaly breaker quarantines.
  *
  * Baseline drift (PROTO: gates.baseline_drift.tolerance): the paired arms

@@ -65,6 +65,18 @@ enum atb_status atb_sandbox_ro(struct atb_sandbox *sb, const char *path, struct 
 enum atb_status atb_sandbox_rw(struct atb_sandbox *sb, const char *path, struct atb_error *err);
 enum atb_status atb_sandbox_dev(struct atb_sandbox *sb, const char *path, struct atb_error *err);
 
+/* Each absolute folder of a colon-separated list (LD_LIBRARY_PATH's form) read-only; NULL: none. */
+enum atb_status atb_sandbox_ro_list(struct atb_sandbox *sb, const char *list,
+				    struct atb_error *err);
+
+/*
+ * An interpreter as it describes itself (the task module's python info:
+ * "executable", "library", "home" -- a colon list --, "path" [...]), each
+ * absolute part read-only.  info may be NULL.
+ */
+enum atb_status atb_sandbox_python(struct atb_sandbox *sb, const json_t *info,
+				   struct atb_error *err);
+
 /*
  * One KEY=VALUE of the child's environment, which is otherwise only PATH,
  * HOME, TMPDIR and LANG.  atb_sandbox_pass_env copies the caller's value of

@@ -118,6 +118,20 @@ struct atb_protocol {
 		/* gates.throttle.max_share (version 2 on; absent: has_throttle 0) */
 		int has_throttle;
 		double throttle_max_share;
+		/*
+		 * gates.clock (version 3 on; absent: has_clock 0, and the gate
+		 * uses atbi_clock_tolerance's defaults, 0.05 and 25 ms): the
+		 * runner's span of a timed group against the harness's
+		 */
+		int has_clock;
+		double clock_rel_tolerance;
+		double clock_abs_slack_ms;
+		/* gates.timed_correctness (version 3 on; absent: has_ 0 and the
+		 * runner job gets the defaults 0.125, 2, 4) */
+		int has_timed_correctness;
+		double timed_check_share;
+		int timed_min_checks_per_seed;
+		int timed_perturb_elements;
 	} gates;
 
 	double anchor_band;
@@ -221,6 +235,29 @@ enum atb_status atb_protocol_digest_file(const char *path, char out[65], struct 
  */
 enum atb_status atb_protocol_freeze(const char *home, const char *path, int *version,
 				    char digest[65], struct atb_error *err);
+
+/*
+ * The trusted-file manifest, home/protocol/manifest (home NULL: atb_home()):
+ * the SHA-256 of every file under home/include, home/tasks and
+ * home/engines, every .py
+ * under home/python, and protocol/protocol.lock (bytecode and dot-files
+ * skipped), one "DIGEST  PATH" line each, sorted (sha256sum's format).
+ *
+ * atb_protocol_manifest_write (maintainers) writes it from the files as they
+ * are; *nfiles (may be NULL) receives the count.  Errors: ATB_ERR_IO,
+ * ATB_ERR_NOMEM, ATB_ERR_USAGE (over 8192 files, too deep).
+ *
+ * atb_protocol_manifest_verify checks the files against it: ATB_OK, or
+ * ATB_ERR_PROTOCOL naming the first file (in path order) that changed
+ * (both digests), is missing, or is not in the manifest, or when there is
+ * no manifest or it is malformed.  Measurement refuses to start on any
+ * error.  atb_protocol_manifest_exists: 1 when the file exists.
+ */
+enum atb_status atb_protocol_manifest_write(const char *home, size_t *nfiles,
+					    struct atb_error *err);
+enum atb_status atb_protocol_manifest_verify(const char *home, size_t *nfiles,
+					     struct atb_error *err);
+int atb_protocol_manifest_exists(const char *home);
 
 /* Tolerance for a dtype, or NULL when the protocol has none. */
 const struct atb_tolerance *atb_protocol_tolerance(const struct atb_protocol *p,

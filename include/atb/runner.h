@@ -191,7 +191,26 @@ struct atb_runner_job {
 	int skip_timing;               /* correctness only */
 	int skip_correctness;          /* timing only (the torch baseline-alone runner) */
 	int pin_cpu;                   /* -1: leave affinity alone */
+	/*
+	 * PROTO: gates.timed_correctness -- the job's "timed_checks" object
+	 * (docs/internals/runner.md, "timed checks"): a per-job random key the
+	 * harness drew, from which the runner derives which timed rounds are
+	 * checked and which input elements change before every round.  on 0
+	 * when the job has none (jobs from before the gate): no perturbation,
+	 * no checks.
+	 */
+	struct atb_runner_timed {
+		int on;
+		uint64_t key;
+		double check_share;        /* (0, 1]: each round's chance to be checked */
+		int min_checks_per_seed;   /* forced checks in the first trials.min rounds */
+		int perturb_elements;      /* elements of each input changed per round, 0..64 */
+	} timed;
 };
+
+/* The most input elements one round may change, and the most forced checks
+ * per seed and group (struct atb_runner_timed). */
+#define ATB_RUNNER_MAX_PERTURB 64
 
 /*
  * Parse and check a job (JSON text of len bytes).  Caller owns *out
@@ -226,6 +245,17 @@ int atb_runner_job_arm(const struct atb_runner_job *job, const char *name);
  */
 enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protocol *p,
 					    size_t cache_bytes, struct atb_error *err);
+
+/*
+ * PROTO: gates.timed_correctness -- set the job's "timed_checks" object: a
+ * fresh 64-bit key from the kernel's CSPRNG (getrandom), which the
+ * candidate cannot know before the job starts, and the protocol's
+ * check_share, min_checks_per_seed and perturb_elements (defaults 0.125, 2
+ * and 4 when the protocol has no gates.timed_correctness: versions < 3).
+ * Errors: ATB_ERR_SYSTEM (no random bytes), ATB_ERR_NOMEM.
+ */
+enum atb_status atb_runner_job_set_timed_checks(json_t *job, const struct atb_protocol *p,
+						struct atb_error *err);
 
 /* How a runner process ended. */
 enum atb_runner_end {

@@ -161,6 +161,30 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 void atb_timing_seed_release(struct atb_timing_seed *s);
 
 /*
+ * Work between rounds, outside the timed window (PROTO:
+ * gates.timed_correctness): before_round runs before round `round`'s first
+ * flush, after_round once every arm of the round has run and been timed.
+ * Either may be NULL.  A nonzero return aborts the seed with
+ * ATB_ERR_SYSTEM ("round hook failed"); the hook keeps its own message.
+ * Warm-up calls see no hook.
+ */
+struct atb_timing_hooks {
+	int (*before_round)(void *ctx, int round);
+	int (*after_round)(void *ctx, int round);
+	void *ctx;
+};
+
+/*
+ * atb_timing_run_seed with hooks between rounds (NULL: none, exactly
+ * atb_timing_run_seed).  What the timed window holds is the same either way.
+ */
+enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
+					   struct atb_timer *timer, uint64_t seed,
+					   size_t narms, atb_timing_call_fn call, void *ctx,
+					   const struct atb_timing_hooks *hooks,
+					   struct atb_timing_seed *out, struct atb_error *err);
+
+/*
  * The order of each of nrounds rounds for narms arms as atb_timing_run_seed
  * draws it: order[r * narms + i] is the arm run i-th in round r.  For tests
  * and for the harness to re-derive the order from the seed.

@@ -22,7 +22,7 @@ import json
 import sys
 import traceback
 
-from atb_torch import inputs
+from atb_torch import inputs, tamper
 from atb_torch.phases import Phases
 
 STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
@@ -88,10 +88,21 @@ class Session:
         self.reference = [a["name"] for a in self.arms].index(job.get("reference", "baseline"))
         seeds = job.get("seeds", [0])
         self.init_seed = int(t.get("init_seed", seeds[0] if seeds else 0))
+        # The reference's module first: the tamper watch is taken after it is
+        # imported and every arm of the task file built (the reference, the
+        # drift side's twin), before any other arm's module is imported
+        # (tamper.py).
         mods = {}
         self.task = None
-        self.models = []
-        for i, a in enumerate(self.arms):
+        self.models = [None] * len(self.arms)
+        self.watch = None
+        ref_py = self.arms[self.reference]["py"]
+        twins = [i for i, a in enumerate(self.arms) if a["py"] == ref_py and i != self.reference]
+        order = [self.reference] + twins + [i for i, a in enumerate(self.arms)
+                                             if a["py"] != ref_py]
+        last_of_task = order[len(twins)]
+        for i in order:
+            a = self.arms[i]
             path = a["py"]
             if path not in mods:
                 try:
@@ -100,20 +111,20 @@ class Session:
                 except BaseException:
                     raise Failure("dlopen", "cannot import arm '%s' ('%s'): %s" % (
                         a["name"], path, traceback.format_exc(limit=4)))
+                if i != self.reference:
+                    self.tamper_check("the import of arm '%s'" % a["name"])
             if i == self.reference:
                 self.task = mods[path]
-        for name in ("get_inputs", "get_init_inputs", "Model"):
-            if not hasattr(self.task, name):
-                raise Failure("no_symbol", "no '%s' in the task '%s'" % (
-                    name, self.arms[self.reference]["py"]))
-        torch.manual_seed(self.init_seed)
-        self.init_inputs = list(self.task.get_init_inputs())
-        for i, a in enumerate(self.arms):
-            cls_name = "Model" if a["py"] == self.arms[self.reference]["py"] else "ModelNew"
-            cls = getattr(mods[a["py"]], cls_name, None)
+                for name in ("get_inputs", "get_init_inputs", "Model"):
+                    if not hasattr(self.task, name):
+                        raise Failure("no_symbol", "no '%s' in the task '%s'" % (name, path))
+                torch.manual_seed(self.init_seed)
+                self.init_inputs = list(self.task.get_init_inputs())
+            cls_name = "Model" if path == ref_py else "ModelNew"
+            cls = getattr(mods[path], cls_name, None)
             if cls is None:
                 raise Failure("no_symbol", "no class '%s' in arm '%s' ('%s')" % (
-                    cls_name, a["name"], a["py"]))
+                    cls_name, a["name"], path))
             # PROTO: the same seeded initialisation for every arm
             torch.manual_seed(self.init_seed)
             with ph("models"):
@@ -124,7 +135,15 @@ class Session:
                         a["name"], traceback.format_exc(limit=4)))
                 if isinstance(m, torch.nn.Module):
                     m = m.to(self.device)
-            self.models.append(m)
+            self.models[i] = m
+            if i == last_of_task:
+                with ph("tamper"):
+                    self.watch = tamper.Watch(torch, self.task, self.models[self.reference],
+                                              self, self.device)
+            elif self.watch is not None:
+                where = "the construction of arm '%s'" % a["name"]
+                self.watch.models_set(where)
+                self.tamper_check(where)
         # The compiled reference ("torch": {"compile": {"mode": ...}}): one more
         # model after the job's arms, timed in the same rounds, never judged.
         self.compile_mode = None
@@ -133,6 +152,10 @@ class Session:
             self.compile_mode = str(t["compile"].get("mode", "default"))
             with ph("models"):
                 self.models.append(self.compiled_reference())
+            # the runner's own model, after the candidate's checks above
+            if self.watch is not None:
+                self.watch.models_set("the construction of the compiled reference")
+            self.tamper_check("the construction of the compiled reference")
         try:
             params = list(inspect.signature(self.task.Model.forward).parameters)[1:]
         except (TypeError, ValueError):
@@ -147,6 +170,8 @@ class Session:
         self.cur = None
         self.last_out = None
         self.timing_inputs = None
+        self.timing_seed = None
+        self.timed = None    # the timed group's checks (timed_begin .. timed_end)
         self.bases = {}      # (seed, stream) -> get_inputs() draw (gen)
         self.pool = {}       # (slot, dtype, numel) -> host buffer (host)
         self.slot = 0        # the next host buffer slot of this entry point
@@ -155,6 +180,8 @@ class Session:
         # non_blocking copy each, one sync), allocated once per slot and
         # shape and reused; False when pinning failed (pageable then).
         self.pinned = self.device.type == "cuda"
+        if self.watch is not None:
+            self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode"))
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -503,9 +530,12 @@ class Session:
         self.begin()
         self.cur = None
         self.timing_inputs = None
+        self.timing_seed = seed
         xs = self.gen(seed, -1, STREAM_TIMING)
         self.bases = {}  # the timing draw is used once: not kept
         self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
+        if self.watch is not None:
+            self.watch.inputs_set(self.timing_inputs[self.reference])
         self.sync()
         return {"ok": True}
 
@@ -534,14 +564,101 @@ class Session:
         with self.ph("compile_warm"):
             return answer(lambda: self._compile_warm(seed))
 
+    # ---- the tamper watch (tamper.py) ---------------------------------------
+    def tamper_check(self, where):
+        """Compare the interpreter with the watch taken before the candidate
+        was imported; what changed is kept for tamper()."""
+        if self.watch is not None:
+            with self.ph("tamper"):
+                self.watch.check(where)
+
+    def tamper(self, where):
+        """PROTO: gates tamper -- check now, then every change not yet
+        handed over: {"changes": [{"where", "what"}], "checks"}."""
+        return answer(lambda: self._tamper(where))
+
+    def _tamper(self, where):
+        self.tamper_check(where)
+        w = self.watch
+        return {"changes": w.take() if w else [], "checks": w.checks if w else 0}
+
+    def tamper_trial(self):
+        """Before every timed trial, whatever the arm (the C timer's start
+        hook, outside the window): check, keep what changed for the next
+        tamper()."""
+        self.tamper_check("a timed trial of seed %s" % self.timing_seed)
+
     def phases(self):
         """Seconds per phase so far (phases.py), as JSON."""
         return answer(self.ph.seconds)
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
-        follows it on the same stream).  Raises on failure."""
-        self.models[arm](*self.timing_inputs[arm])
+        follows it on the same stream).  Raises on failure.  The output goes
+        back to the C side, which drops it at once, or, with timed checks,
+        keeps it until the arm's next timed call (inside that call's window,
+        so every call still pays one output's release)."""
+        return self.models[arm](*self.timing_inputs[arm])
+
+    # ---- timed checks (PROTO: gates.timed_correctness) ------------------------
+    def _timed_begin(self, models, ref):
+        """One timed group: its models (a bit mask of model indices) and the
+        reference's model index (-1: none in the group, nothing compared).
+        Answers where the C side changes the inputs between rounds (it does
+        that itself, with no Python between rounds: Python work there
+        slowed the next timed call measurably): for every contiguous
+        floating input, its element size, count and device, the address of
+        a master copy (where the changed values are drawn from, the seed's
+        inputs as prepared) and of every group model's own copy."""
+        torch = self.torch
+        group = [i for i in range(len(self.models)) if models >> i & 1]
+        master = self.clone(self.timing_inputs[group[0]])
+        where = []
+        for i, m in enumerate(master):
+            if not torch.is_tensor(m) or not m.is_floating_point() or m.numel() == 0 \
+                    or not m.is_contiguous():
+                continue
+            xs = [self.timing_inputs[g][i] for g in group]
+            if not all(torch.is_tensor(x) and x.is_contiguous() and x.shape == m.shape and
+                       x.dtype == m.dtype and x.device == m.device for x in xs):
+                continue
+            where.append({"esize": m.element_size(), "numel": m.numel(),
+                          "device": m.device.type, "master": m.data_ptr(),
+                          "ptrs": [x.data_ptr() for x in xs]})
+        self.timed = {"group": group, "ref": ref, "master": master}
+        self.sync()
+        return {"ok": True, "inputs": where}
+
+    def timed_begin(self, models, ref):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_begin(models, ref))
+
+    def _timed_after(self, rnd, outs):
+        """After a checked round: outs, the round's outputs of the group's
+        models in group order (the C side kept them), each against the
+        reference's, as pairs for the C comparison."""
+        self.begin()
+        t = self.timed
+        got = dict(zip(t["group"], outs))
+        ref_out = got.get(t["ref"])
+        ref_host = {"slot": "tref", "copies": []}
+        arms = []
+        for g in t["group"]:
+            if g == t["ref"]:
+                continue
+            pairs, why = self.pairs(ref_out, got.get(g), ref_host)
+            arms.append({"model": g, "kernel_status": 0, "outputs": pairs or [],
+                         "structure": why})
+        return {"arms": arms}
+
+    def timed_after(self, rnd, *outs):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_after(rnd, outs))
+
+    def timed_end(self):
+        self.timed = None
+        self.keep = []
+        return json.dumps({"ok": True})
 
 
 

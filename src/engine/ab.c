@@ -835,6 +835,10 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	A.t0_ns = t0;
 	if (A.nseeds < 2 || A.nseeds > 100000)
 		return atb_error_set(err, ATB_ERR_USAGE, "%zu paired seeds; 2 to 100000", A.nseeds);
+	/* the home's trusted files (engine specs, tasks, ...) before anything
+	   runs or is stored, as for a kernel measurement */
+	if ((st = atb_protocol_manifest_verify(NULL, NULL, err)))
+		return st;
 	if ((st = atbi_random_id(id)))
 		return atb_error_set(err, st, "cannot make a job id");
 	snprintf(out->job_uuid, sizeof(out->job_uuid), "%s", id);

@@ -423,6 +423,67 @@ int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size)
 	return 1;
 }
 
+/* ---- torch: the shared interpreter ---- */
+
+int atbi_gate_tamper(const json_t *ev, char *why, size_t why_size)
+{
+	const json_t *ch = json_object_get(ev, "changes"), *c;
+	size_t i, n = json_array_size(ch), len;
+
+	if (strcmp(jstr(ev, "event"), "tamper") || !n)
+		return 0;
+	snprintf(why, why_size, "the candidate changed what the reference runs on in their "
+		 "shared interpreter (first seen at %s): ",
+		 jstr(json_array_get(ch, 0), "where"));
+	json_array_foreach(ch, i, c) {
+		len = strlen(why);
+		if (i == 4 && n > 5) {
+			snprintf(why + len, why_size - len, "; and %zu more", n - i);
+			break;
+		}
+		snprintf(why + len, why_size - len, "%s%s", i ? "; " : "", jstr(c, "what"));
+	}
+	return 1;
+}
+
+int atbi_gate_timed_checks(const json_t *ev, char *why, size_t why_size)
+{
+	const json_t *tc = json_object_get(ev, "timed_checks"), *fb;
+	json_int_t failed = json_integer_value(json_object_get(tc, "failed"));
+	size_t n;
+
+	if (strcmp(jstr(ev, "event"), "samples") || strcmp(jstr(ev, "arm"), "candidate") ||
+	    !json_is_object(tc) || failed <= 0)
+		return 0;
+	fb = json_object_get(tc, "first_bad");
+	n = (size_t)snprintf(why, why_size,
+			     "the candidate's outputs were wrong after timed calls on seed %lld: "
+			     "round %lld first, %lld of %lld checked rounds failed (%lld bad "
+			     "elements, %lld NaN, max abs error %.6g)",
+			     (long long)json_integer_value(json_object_get(ev, "seed")),
+			     (long long)json_integer_value(json_object_get(tc, "first_failed_round")),
+			     (long long)failed,
+			     (long long)json_integer_value(json_object_get(tc, "rounds_checked")),
+			     (long long)json_integer_value(json_object_get(tc, "bad_count")),
+			     (long long)json_integer_value(json_object_get(tc, "nan_count")),
+			     json_number_value(json_object_get(tc, "max_abs_err")));
+	if (json_is_object(fb) && n < why_size) {
+		const json_t *g = json_object_get(fb, "got");
+		char got[48];
+
+		/* a null got is the poison left in place: NaN, never written */
+		if (json_is_number(g))
+			snprintf(got, sizeof(got), "%.6g", json_number_value(g));
+		else
+			snprintf(got, sizeof(got), "NaN (unwritten)");
+		snprintf(why + n, why_size - n, "; %s[%lld] is %s, the reference %.6g: work "
+			 "skipped or cached while timed",
+			 jstr(fb, "buffer"), (long long)json_integer_value(json_object_get(fb, "index")),
+			 got, json_number_value(json_object_get(fb, "ref")));
+	}
+	return 1;
+}
+
 int atbi_gate_throttle(size_t throttled, size_t total, double max_share, double *share)
 {
 	*share = total ? (double)throttled / (double)total : 0;

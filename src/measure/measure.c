@@ -80,6 +80,12 @@ struct job_result {
 	size_t trials, throttled_trials;
 	json_t *side_event;
 	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
+	struct atbi_clock_state clock;   /* the timed groups' spans, both clocks (gate clock) */
+	json_t *tamper_event;            /* torch: the runner's first "tamper" event (owned copy) */
+	/* PROTO: gates.timed_correctness -- the candidate's first samples event
+	   with a failed timed check (owned copy), and its checked rounds */
+	json_t *timed_event;
+	size_t timed_rounds;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -363,6 +369,17 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   correctness phase (seconds at GiB shapes) would check nothing */
 	json_object_set_new(opt, "skip_correctness", json_boolean(alone && m->torch));
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
+	/* PROTO: gates.timed_correctness -- a fresh key per job, drawn here */
+	st = atb_runner_job_set_timed_checks(job, m->p, err);
+	if (st) {
+		json_decref(job);
+		json_decref(ja);
+		json_decref(jb);
+		json_decref(js);
+		json_decref(seeds);
+		json_decref(opt);
+		return st;
+	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));
@@ -410,10 +427,16 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	struct job_ctx *c = vctx;
 	const char *kind = json_string_value(json_object_get(ev, "event"));
 	struct job_result *r = c->r;
+	/* PROTO: gates.clock -- the harness's clock, read as the line arrives
+	   (the harness calls back as each line is read) */
+	int64_t now_ns = atbi_monotonic_ns();
 
 	if (!kind)
 		return ATB_OK;
-	if (!strcmp(kind, "env")) {
+	if (!strcmp(kind, "timed_begin")) {
+		atbi_clock_mark(&r->clock, ev, now_ns, atbi_clock_rel_tolerance(c->m->p),
+				atbi_clock_slack_ns(c->m->p));
+	} else if (!strcmp(kind, "env")) {
 		json_decref(r->env);
 		r->env = json_deep_copy(ev);
 	} else if (!strcmp(kind, "done")) {
@@ -424,6 +447,9 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "compile")) {
 		json_decref(r->compile_event);
 		r->compile_event = json_deep_copy(ev);
+	} else if (!strcmp(kind, "tamper")) {
+		if (!r->tamper_event)
+			r->tamper_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -437,6 +463,8 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		size_t i, k;
 		int a = -1;
 
+		atbi_clock_samples(&r->clock, ev, now_ns, atbi_clock_rel_tolerance(c->m->p),
+				   atbi_clock_slack_ns(c->m->p));
 		for (k = 0; arm && k < NARMS; k++)
 			if (!strcmp(arm, arm_label[k]))
 				a = (int)k;
@@ -444,6 +472,15 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			a = A_ALONE;
 		if (a < 0 || !r->arm[a] || !json_is_array(t))
 			return ATB_OK;  /* not ours: the seed check below refuses */
+		if (!c->alone && a == A_CAND) {
+			char why[8];
+
+			r->timed_rounds += (size_t)json_integer_value(
+				json_object_get(json_object_get(ev, "timed_checks"), "rounds_checked"));
+			if (!r->timed_event && atbi_gate_timed_checks(ev, why, sizeof(why)) &&
+			    !(r->timed_event = json_deep_copy(ev)))
+				return r->cb_st = ATB_ERR_NOMEM;
+		}
 		for (k = 0; k < c->m->nseeds && c->m->seeds[k] != seed; k++)
 			;
 		if (k == c->m->nseeds)
@@ -496,6 +533,8 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->done);
 	json_decref(r->side_event);
 	json_decref(r->compile_event);
+	json_decref(r->tamper_event);
+	json_decref(r->timed_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -550,8 +589,36 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 }
 
 static enum atb_status surface_recheck(struct measure *m, int *refused, struct atb_error *err);
+static enum atb_status reject_tamper(struct measure *m, const struct job_result *r, int *refused,
+				     struct atb_error *err);
 static enum atb_status runner_gate(struct measure *m, struct job_result *r, const char *which,
 				   int *refused, struct atb_error *err);
+
+/*
+ * Gate "clock" after a runner that ended well: every timed group's span by
+ * the runner's clock agrees with the harness's, and its trials fit in it
+ * (src/measure/clock.c).  PROTO: gates.clock
+ */
+static enum atb_status clock_gate(struct measure *m, struct job_result *r, const char *which,
+				  int *refused, struct atb_error *err)
+{
+	double rel = atbi_clock_rel_tolerance(m->p);
+	int64_t slack_ns = atbi_clock_slack_ns(m->p);
+	const struct atbi_clock_group *g = &r->clock.bad;
+	char reason[1024];
+
+	*refused = atbi_clock_finish(&r->clock, rel, slack_ns);
+	if (!*refused)
+		return ATB_OK;
+	snprintf(reason, sizeof(reason), "%s (%s)", r->clock.why, which);
+	return reject(m, ATB_GATE_CLOCK, ATB_ERR_CHECK, reason,
+		      json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "job", which, "seed",
+				(json_int_t)g->seed, "arms", (json_int_t)g->arms, "runner_span_ns",
+				(json_int_t)g->runner_ns, "harness_span_ns",
+				(json_int_t)g->harness_ns, "trials_ns", (json_int_t)g->trials_ns,
+				"rel_tolerance", rel, "abs_slack_ms", (double)slack_ns / 1e6),
+		      err);
+}
 
 /*
  * PROTO: gates.baseline_drift.tolerance -- how the paired job and the
@@ -598,9 +665,16 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 			    : run_job(m, aarms, naarms, 1, slots[k].lo, slots[k].hi, j2, err);
 		if (!st)
 			st = surface_recheck(m, refused, err);
+		/* PROTO: gates tamper -- before the runner gate: the watch ends the
+		   job with an error event after it, and the change is the cause */
+		if (!st && !*refused && paired && j1->tamper_event)
+			st = reject_tamper(m, j1, refused, err);
 		if (!st && !*refused)
 			st = runner_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
 					 err);
+		if (!st && !*refused)
+			st = clock_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
+					err);
 		if (st || *refused)
 			return st;
 		if (paired && (j1->corr.naive_wrong ||
@@ -659,6 +733,22 @@ static enum atb_status surface_recheck(struct measure *m, int *refused, struct a
 	}
 	atbi_hash_release(&after);
 	return ATB_OK;
+}
+
+/*
+ * Gate "tamper" (torch): the paired runner's watch saw the interpreter the
+ * reference runs in change after the candidate was imported (the runner's
+ * "tamper" event; docs/internals/torch.md, "The tamper watch").
+ */
+static enum atb_status reject_tamper(struct measure *m, const struct job_result *r, int *refused,
+				     struct atb_error *err)
+{
+	char why[1024];
+
+	*refused = 1;
+	atbi_gate_tamper(r->tamper_event, why, sizeof(why));
+	return reject(m, ATB_GATE_TAMPER, ATB_ERR_CHECK, why,
+		      json_pack("{s:O}", "event", r->tamper_event), err);
 }
 
 /* Gate "runner": the job did not end with "done". */
@@ -1092,6 +1182,10 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 					      : "median over seeds of baseline beside / alone, one "
 						"runner per side covering every seed"));
 	json_object_set_new(o, "per_seed_medians_ns", per_seed_json(m, j1, j2));
+	/* PROTO: gates.timed_correctness -- how many timed rounds were checked */
+	json_object_set_new(o, "timed_checks",
+			    json_pack("{s:I, s:i}", "candidate_rounds_checked",
+				      (json_int_t)j1->timed_rounds, "failed", 0));
 	json_object_set(o, "build", m->build_info);
 	if (m->cuda)
 		json_object_set_new(o, "gpu",
@@ -1429,6 +1523,16 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	st = atb_task_check_knobs(task, &m->knobs, err);
 	if (st)
 		return st;
+	/*
+	 * The trusted files of the home (headers, bundled tasks, python, the
+	 * lock) against the manifest, before anything runs or is stored: a
+	 * candidate that wrote into the home (issue 11: an append to
+	 * include/atb/kernel.h slowed every later baseline) leaves a home that
+	 * measures nothing until a maintainer restores it.
+	 */
+	st = atb_protocol_manifest_verify(opts->home ? opts->home : atb_home(), NULL, err);
+	if (st)
+		return st;
 	atb_task_format_knobs(&m->knobs, m->knobs_text, sizeof(m->knobs_text));
 	if (opts->candidate_label)
 		snprintf(m->candidate_label, sizeof(m->candidate_label), "%s", opts->candidate_label);
@@ -1691,6 +1795,20 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 					      "floor_remeasured", out->floor_remeasured,
 					      "floor_cached_ns", out->floor_cached_ns, "floor_method",
 					      m->floor_why[0] ? m->floor_why : caps.method),
+				    err);
+			goto done;
+		}
+
+		/* PROTO: gates.timed_correctness -- outputs compared after timed calls */
+		if (j1.timed_event) {
+			const json_t *tc = json_object_get(j1.timed_event, "timed_checks");
+
+			atbi_gate_timed_checks(j1.timed_event, why, sizeof(why));
+			st = reject(m, ATB_GATE_TIMED_CORRECTNESS, ATB_ERR_CHECK, why,
+				    json_pack("{s:O, s:O?, s:O?, s:I}", "timed_checks", tc, "seed",
+					      json_object_get(j1.timed_event, "seed"), "rounds",
+					      json_object_get(j1.timed_event, "rounds"),
+					      "candidate_rounds_checked", (json_int_t)j1.timed_rounds),
 				    err);
 			goto done;
 		}

@@ -94,6 +94,86 @@ ATBI_FUNC void atbi_correctness_release(struct atbi_correctness_state *st);
  */
 ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size);
 
+/* ---- clock (clock.c): the runner's span of a timed group vs the harness's ---- */
+
+/*
+ * PROTO: gates.clock.rel_tolerance, gates.clock.abs_slack_ms (version 3
+ * on).  Versions 1 and 2 have no such keys; their jobs use these values,
+ * the ones asked for v3 (protocol/v3-clock.yaml.snippet).  The slack covers
+ * the pipe and the harness's wake-up on a loaded box, per group.
+ */
+#define ATBI_CLOCK_REL_TOLERANCE 0.01
+#define ATBI_CLOCK_ABS_SLACK_MS 25.0
+#define atbi_clock_rel_tolerance(p) \
+	((p)->gates.has_clock ? (p)->gates.clock_rel_tolerance : ATBI_CLOCK_REL_TOLERANCE)
+#define atbi_clock_slack_ns(p) \
+	((int64_t)(1e6 * ((p)->gates.has_clock ? (p)->gates.clock_abs_slack_ms \
+					       : ATBI_CLOCK_ABS_SLACK_MS)))
+
+/*
+ * One timed group as both sides saw it: runner_ns from the samples events'
+ * span_ns (-1: none), harness_ns between the marker's and the first samples
+ * event's arrival, trials_ns the sum of every arm's times_ns.
+ */
+struct atbi_clock_group {
+	uint64_t seed;
+	size_t arms;
+	int64_t runner_ns, harness_ns, trials_ns;
+};
+
+/* A job's groups as their events arrive; zero-initialised is empty. */
+struct atbi_clock_state {
+	int marked;              /* a marker came and its samples not yet */
+	int64_t mark_ns;         /* the harness's clock at the marker */
+	uint64_t mark_seed;
+	size_t mark_arms;
+	int in_group;            /* cur is a group whose samples are arriving */
+	struct atbi_clock_group cur;
+	size_t ngroups;          /* groups judged */
+	int64_t total_runner_ns, total_harness_ns;  /* their spans, summed */
+	int refused;             /* the first refusal: bad and why */
+	struct atbi_clock_group bad;
+	char why[768];
+};
+
+/*
+ * 1 (why filled) when the spans differ by more than rel x the larger plus
+ * slack_ns, when the trials add up to more than the runner's span, or when
+ * runner_ns < 0; else 0.
+ */
+ATBI_FUNC int atbi_gate_clock(int64_t runner_ns, int64_t harness_ns, int64_t trials_ns,
+			      double rel, int64_t slack_ns, char *why, size_t why_size);
+/* A "timed_begin" event arrived at now_ns (the harness's monotonic clock). */
+ATBI_FUNC void atbi_clock_mark(struct atbi_clock_state *s, const json_t *ev, int64_t now_ns,
+			       double rel, int64_t slack_ns);
+/* A "samples" event arrived at now_ns.  Samples without a marker refuse. */
+ATBI_FUNC void atbi_clock_samples(struct atbi_clock_state *s, const json_t *ev,
+				  int64_t now_ns, double rel, int64_t slack_ns);
+/*
+ * The job ended: judge the last group, then the sums of every group's
+ * spans so far (a state may span several jobs of one side).  1 when any
+ * group or the sum was refused.
+ */
+ATBI_FUNC int atbi_clock_finish(struct atbi_clock_state *s, double rel, int64_t slack_ns);
+
+/*
+ * PROTO: gates tamper (torch).  A "tamper" event (the runner's watch saw
+ * the shared interpreter change after the candidate was imported: a torch
+ * function replaced, a global hook registered, a flag flipped): 1 with the
+ * reason in why, naming where it was first seen and what changed; 0 for
+ * any other event.
+ */
+ATBI_FUNC int atbi_gate_tamper(const json_t *ev, char *why, size_t why_size);
+
+/*
+ * PROTO: gates.timed_correctness.  A "samples" event of the candidate arm
+ * whose "timed_checks" has failed > 0: 1 with the reason in why (the seed,
+ * the first failed round, the rounds failed of those checked, the bad
+ * elements, NaNs and largest error, the first bad element); 0 for any
+ * other event.
+ */
+ATBI_FUNC int atbi_gate_timed_checks(const json_t *ev, char *why, size_t why_size);
+
 /*
  * The largest share of a job's timed trials that NVML may see throttled.
  * PROTO: gates.throttle.max_share (version 2 on).  Version 1 has no such

@@ -245,6 +245,44 @@ enum atb_status atb_sandbox_dev(struct atb_sandbox *sb, const char *path, struct
 	return add_path(sb, path, P_DEV, err);
 }
 
+enum atb_status atb_sandbox_ro_list(struct atb_sandbox *sb, const char *list,
+				    struct atb_error *err)
+{
+	char buf[8192], *save = NULL, *d;
+	enum atb_status st = ATB_OK;
+
+	snprintf(buf, sizeof(buf), "%s", list ? list : "");
+	for (d = strtok_r(buf, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
+		if (d[0] == '/')
+			st = atb_sandbox_ro(sb, d, err);
+	return st;
+}
+
+enum atb_status atb_sandbox_python(struct atb_sandbox *sb, const json_t *info,
+				   struct atb_error *err)
+{
+	static const char *const files[] = {"executable", "library"};
+	enum atb_status st = ATB_OK;
+	const json_t *p;
+	size_t i;
+
+	for (i = 0; !st && i < 2; i++) {
+		const char *f = json_string_value(json_object_get(info, files[i]));
+
+		if (f && f[0] == '/')
+			st = atb_sandbox_ro(sb, f, err);
+	}
+	if (!st)
+		st = atb_sandbox_ro_list(sb, json_string_value(json_object_get(info, "home")), err);
+	json_array_foreach(json_object_get(info, "path"), i, p) {
+		const char *d = json_string_value(p);
+
+		if (!st && d && d[0] == '/')
+			st = atb_sandbox_ro(sb, d, err);
+	}
+	return st;
+}
+
 enum atb_status atb_sandbox_env(struct atb_sandbox *sb, const char *key, const char *value,
 				struct atb_error *err)
 {

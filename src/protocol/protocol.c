@@ -594,6 +594,12 @@ static enum atb_status write_file(const char *path, const char *data, size_t len
 	return ATB_OK;
 }
 
+enum atb_status atbi_protocol_write_file(const char *path, const char *data, size_t len,
+					 struct atb_error *err)
+{
+	return write_file(path, data, len, err);
+}
+
 static enum atb_status write_lock(const struct lock *l, int current, struct atb_error *err)
 {
 	size_t cap = 512 + l->n * 256, n = 0, i;
@@ -691,6 +697,10 @@ enum atb_status atb_protocol_freeze(const char *home, const char *path, int *ver
 	memcpy(l.e[l.n].sha256, p->digest, sizeof(l.e[l.n].sha256));
 	l.n++;
 	st = write_lock(&l, next, err);
+	/* The lock is a trusted file: a home with a manifest gets it rewritten,
+	   or the freeze itself would leave the manifest stale. */
+	if (!st && atb_protocol_manifest_exists(home))
+		st = atb_protocol_manifest_write(home, NULL, err);
 	if (!st) {
 		if (version)
 			*version = next;

@@ -104,4 +104,8 @@ ATBI_FUNC void atbi_path_key(char *buf, size_t size, const char *parent,
 			     const char *key, size_t keylen);
 ATBI_FUNC void atbi_path_index(char *buf, size_t size, const char *parent, size_t i);
 
+/* Write data to path through path.tmp, fsync and rename (the lock's way). */
+ATBI_FUNC enum atb_status atbi_protocol_write_file(const char *path, const char *data,
+						   size_t len, struct atb_error *err);
+
 #endif

@@ -235,6 +235,41 @@ static const struct field throttle_fields[] = {
 	END,
 };
 
+static enum atb_status clock_after(struct vctx *c, struct fy_node *map, void *base,
+				   const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_clock = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.clock (version 3 on) */
+static const struct field clock_fields[] = {
+	REAL("rel_tolerance", gates.clock_rel_tolerance, OPEN01),
+	REAL("abs_slack_ms", gates.clock_abs_slack_ms, NONNEG),
+	END,
+};
+
+static enum atb_status timed_after(struct vctx *c, struct fy_node *map, void *base,
+				   const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_timed_correctness = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.timed_correctness (version 3 on) */
+static const struct field timed_fields[] = {
+	REAL("check_share", gates.timed_check_share, (R_LO | R_LO_OPEN | R_HI), 0, 1),
+	INT("min_checks_per_seed", gates.timed_min_checks_per_seed, 0, 64),
+	INT("perturb_elements", gates.timed_perturb_elements, 0, 64),
+	END,
+};
+
 static const struct field gates_fields[] = {
 	MAP("anomaly_breaker", breaker_fields),
 	MAP("physical_floor", floor_fields),
@@ -243,6 +278,14 @@ static const struct field gates_fields[] = {
 	 * version 2 on (atbi_protocol_validate) */
 	{.key = "throttle", .kind = F_MAP, .off = NOSTORE, .sub = throttle_fields,
 	 .after = throttle_after, .optional = 1},
+	/* optional: versions 1 and 2 have no such key; required from
+	 * version 3 on (atbi_protocol_validate) */
+	{.key = "clock", .kind = F_MAP, .off = NOSTORE, .sub = clock_fields,
+	 .after = clock_after, .optional = 1},
+	/* optional: versions 1 and 2 have no such key (the runner job then
+	 * gets the defaults); required from version 3 on */
+	{.key = "timed_correctness", .kind = F_MAP, .off = NOSTORE, .sub = timed_fields,
+	 .after = timed_after, .optional = 1},
 	END,
 };
 
@@ -796,6 +839,25 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 			atbi_yaml_mark(gn, &line, &col);
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.throttle",
 					"missing field 'throttle' (required from version 2)");
+	}
+	if (!st && p->version >= 3 && !p->gates.has_clock) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.clock",
+					"missing field 'clock' (required from version 3)");
+	}
+	if (!st && p->version >= 3 && !p->gates.has_timed_correctness) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"gates.timed_correctness",
+					"missing field 'timed_correctness' (required from version 3)");
 	}
 	return st;
 }

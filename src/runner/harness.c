@@ -231,19 +231,6 @@ static const char *const pass_env[] = {
 	"CUBLAS_WORKSPACE_CONFIG", NULL,
 };
 
-static enum atb_status ro_dirs_of(struct atb_sandbox *sb, const char *list,
-				  struct atb_error *err)
-{
-	char buf[8192], *save = NULL, *d;
-	enum atb_status st = ATB_OK;
-
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (d = strtok_r(buf, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
-		if (d[0] == '/')
-			st = atb_sandbox_ro(sb, d, err);
-	return st;
-}
-
 /*
  * The view of one job: the runner itself, each arm's object (or python
  * file), the job's interpreter for kind torch, the GPU's device nodes for
@@ -254,7 +241,7 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 				   double timeout_s, const char *scratch, struct atb_sandbox **out,
 				   struct atb_error *err)
 {
-	const json_t *arms = json_object_get(job, "arms"), *a, *torch, *py, *p;
+	const json_t *arms = json_object_get(job, "arms"), *a, *torch, *py;
 	const char *backend = json_string_value(json_object_get(job, "backend"));
 	int gpu = backend && (!strcmp(backend, "cuda") || !strcmp(backend, "torch"));
 	const char *phases = getenv("ATB_RUNNER_PHASES_LOG"), *ldp = getenv("LD_LIBRARY_PATH");
@@ -295,22 +282,11 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 	torch = json_object_get(job, "torch");
 	py = json_object_get(torch, "python");
 	if (!st && py) {
-		const char *lib = json_string_value(json_object_get(py, "library"));
-		const char *home = json_string_value(json_object_get(py, "home"));
 		const char *mod = json_string_value(json_object_get(torch, "module_path"));
 
-		if (lib && lib[0] == '/')
-			st = atb_sandbox_ro(sb, lib, err);
-		if (!st && home && home[0] == '/')
-			st = atb_sandbox_ro(sb, home, err);
+		st = atb_sandbox_python(sb, py, err);
 		if (!st && mod && mod[0] == '/')
 			st = atb_sandbox_ro(sb, mod, err);
-		json_array_foreach(json_object_get(py, "path"), i, p) {
-			const char *d = json_string_value(p);
-
-			if (!st && d && d[0] == '/')
-				st = atb_sandbox_ro(sb, d, err);
-		}
 	}
 	if (!st)
 		st = atb_sandbox_ro(sb, "/sys", err);
@@ -323,8 +299,8 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 			globfree(&g);
 		}
 	}
-	if (!st && ldp)
-		st = ro_dirs_of(sb, ldp, err);
+	if (!st)
+		st = atb_sandbox_ro_list(sb, ldp, err);
 	if (!st && phases && phases[0] == '/') {
 		char dir[4096], *slash;
 

@@ -4,10 +4,13 @@
  * sends and atb-runner reads (docs/internals/runner.md), and filling its
  * protocol sections from a loaded protocol.  Every refusal names the field.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "atb/alloc.h"
 #include "atb/kernel.h"
@@ -626,6 +629,41 @@ static enum atb_status parse_buffers(const json_t *a, struct atb_runner_job *j,
 	return ATB_OK;
 }
 
+/* PROTO: gates.timed_correctness -- {"key": 16 hex digits, check_share, ...}. */
+static enum atb_status parse_timed(const json_t *o, struct atb_runner_job *j,
+				   struct atb_error *err)
+{
+	struct atb_runner_timed *t = &j->timed;
+	char key[24] = "", *end = NULL;
+	long long minc = 2, np = 4;
+
+	if (!json_is_object(o))
+		return bad(err, "timed_checks", "expected an object for '%s'", "timed_checks");
+	STR(o, "key", "timed_checks", 1, key);
+	if (strlen(key) != 16 || strspn(key, "0123456789abcdef") != 16)
+		return bad(err, "timed_checks.key", "bad '%s': expected 16 hex digits",
+			   "timed_checks.key");
+	t->key = strtoull(key, &end, 16);
+	t->check_share = 0.125;
+	REAL(o, "check_share", "timed_checks", 0, t->check_share);
+	if (!(t->check_share > 0 && t->check_share <= 1))
+		return bad(err, "timed_checks.check_share", "bad '%s': expected (0, 1]",
+			   "timed_checks.check_share");
+	INT(o, "min_checks_per_seed", "timed_checks", 0, minc);
+	if (minc < 0 || minc > ATB_RUNNER_MAX_PERTURB)
+		return bad(err, "timed_checks.min_checks_per_seed",
+			   "bad '%s': expected 0 to %d", "timed_checks.min_checks_per_seed",
+			   ATB_RUNNER_MAX_PERTURB);
+	INT(o, "perturb_elements", "timed_checks", 0, np);
+	if (np < 0 || np > ATB_RUNNER_MAX_PERTURB)
+		return bad(err, "timed_checks.perturb_elements", "bad '%s': expected 0 to %d",
+			   "timed_checks.perturb_elements", ATB_RUNNER_MAX_PERTURB);
+	t->min_checks_per_seed = (int)minc;
+	t->perturb_elements = (int)np;
+	t->on = 1;
+	return ATB_OK;
+}
+
 static const char *const arm_names[] = {"baseline", "candidate", "naive", "baseline_alone"};
 
 static enum atb_status parse_arms(const json_t *a, struct atb_runner_job *j,
@@ -758,6 +796,11 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 	}
 	if (json_object_get(o, "correctness")) {
 		st = parse_correctness(json_object_get(o, "correctness"), j, err);
+		if (st)
+			return st;
+	}
+	if (json_object_get(o, "timed_checks")) {
+		st = parse_timed(json_object_get(o, "timed_checks"), j, err);
 		if (st)
 			return st;
 	}
@@ -946,6 +989,37 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 	json_decref(tol);
 	json_decref(dists);
 	if (bad_)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build job: out of memory");
+	return ATB_OK;
+}
+
+enum atb_status atb_runner_job_set_timed_checks(json_t *job, const struct atb_protocol *p,
+						struct atb_error *err)
+{
+	/* PROTO: gates.timed_correctness -- protocol versions < 3 have no such
+	 * key: these defaults are the values v3 is to freeze. */
+	double share = p && p->gates.has_timed_correctness ? p->gates.timed_check_share : 0.125;
+	int minc = p && p->gates.has_timed_correctness ? p->gates.timed_min_checks_per_seed : 2;
+	int np = p && p->gates.has_timed_correctness ? p->gates.timed_perturb_elements : 4;
+	unsigned char b[8];
+	char hex[17];
+	size_t got = 0;
+
+	while (got < sizeof(b)) {
+		ssize_t r = getrandom(b + got, sizeof(b) - got, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return atb_error_set(err, ATB_ERR_SYSTEM,
+					     "cannot draw a timed-check key: getrandom failed");
+		got += (size_t)r;
+	}
+	atbi_hex(b, sizeof(b), hex);
+	atb_alloc_install_json();
+	if (set_new(job, "timed_checks",
+		    json_pack("{s:s, s:f, s:i, s:i}", "key", hex, "check_share", share,
+			      "min_checks_per_seed", minc, "perturb_elements", np)))
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build job: out of memory");
 	return ATB_OK;
 }

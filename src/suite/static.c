@@ -151,18 +151,6 @@ static enum atb_status spawn(const char *const argv[], struct atb_sandbox *sb, d
 }
 
 /* Each absolute folder of a ':' list, read-only. */
-static enum atb_status ro_list(struct atb_sandbox *sb, const char *list, struct atb_error *err)
-{
-	char buf[8192], *save = NULL, *d;
-	enum atb_status st = ATB_OK;
-
-	snprintf(buf, sizeof(buf), "%s", list ? list : "");
-	for (d = strtok_r(buf, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
-		if (d[0] == '/')
-			st = atb_sandbox_ro(sb, d, err);
-	return st;
-}
-
 /*
  * path as the sandbox sees it: absolute (its working folder is the scratch
  * folder, not ours), links resolved where it exists.
@@ -202,9 +190,7 @@ static enum atb_status checker_sandbox(const char *python, const char *info_text
 	enum atb_sandbox_mode mode;
 	enum atb_status st;
 	char dir[PATH_MAX], *slash;
-	json_t *info = json_loads(info_text, 0, NULL), *p;
-	const char *s;
-	size_t i;
+	json_t *info = json_loads(info_text, 0, NULL);
 
 	*out = NULL;
 	if ((st = atb_sandbox_mode_from_env(&mode, err)) ||
@@ -213,20 +199,11 @@ static enum atb_status checker_sandbox(const char *python, const char *info_text
 		return st;
 	}
 	st = atb_sandbox_ro(sb, python, err);
-	if (!st && (s = json_string_value(json_object_get(info, "executable"))) && s[0] == '/')
-		st = atb_sandbox_ro(sb, s, err);
-	if (!st && (s = json_string_value(json_object_get(info, "library"))) && s[0] == '/')
-		st = atb_sandbox_ro(sb, s, err);
 	if (!st)
-		st = ro_list(sb, json_string_value(json_object_get(info, "home")), err);
-	json_array_foreach(json_object_get(info, "path"), i, p) {
-		s = json_string_value(p);
-		if (!st && s && s[0] == '/')
-			st = atb_sandbox_ro(sb, s, err);
-	}
+		st = atb_sandbox_python(sb, info, err);
 	json_decref(info);
 	if (!st)
-		st = ro_list(sb, getenv("LD_LIBRARY_PATH"), err);
+		st = atb_sandbox_ro_list(sb, getenv("LD_LIBRARY_PATH"), err);
 	snprintf(dir, sizeof(dir), "%s", script);
 	slash = strrchr(dir, '/');
 	if (slash && slash != dir)

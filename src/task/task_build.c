@@ -298,15 +298,8 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 	if (!st)
 		st = atb_sandbox_pass_env(*out, pass, err);
 	/* the folders those variables name (the toolkit's, a pip-installed cuBLAS) */
-	for (k = 0; !st && dirs[k]; k++) {
-		const char *v = getenv(dirs[k]);
-		char list[8192], *save = NULL, *d;
-
-		snprintf(list, sizeof(list), "%s", v ? v : "");
-		for (d = strtok_r(list, ":", &save); !st && d; d = strtok_r(NULL, ":", &save))
-			if (d[0] == '/')
-				st = atb_sandbox_ro(*out, d, err);
-	}
+	for (k = 0; !st && dirs[k]; k++)
+		st = atb_sandbox_ro_list(*out, getenv(dirs[k]), err);
 	atb_sandbox_set_limits(*out, &lim);
 	return st;
 }

@@ -459,6 +459,15 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 				    size_t narms, atb_timing_call_fn call, void *ctx,
 				    struct atb_timing_seed *out, struct atb_error *err)
 {
+	return atb_timing_run_seed_hooked(cfg, timer, seed, narms, call, ctx, NULL, out, err);
+}
+
+enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
+					   struct atb_timer *timer, uint64_t seed,
+					   size_t narms, atb_timing_call_fn call, void *ctx,
+					   const struct atb_timing_hooks *hooks,
+					   struct atb_timing_seed *out, struct atb_error *err)
+{
 	const struct atb_timer_ops *ops = timer->ops;
 	size_t cap = (size_t)cfg->trials_max, i;
 	size_t *order = NULL;
@@ -513,6 +522,12 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 
 		/* PROTO: timing.interleave (randomized_pairs) */
 		next_order(cfg->interleave, r, narms, order);
+		/* PROTO: gates.timed_correctness -- outside the timed window */
+		if (hooks && hooks->before_round && hooks->before_round(hooks->ctx, round)) {
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "round hook failed before round %d", round);
+			goto done;
+		}
 		for (p = 0; p < narms; p++) {
 			struct atb_timing_arm *a = &out->arms[order[p]];
 			int64_t t;
@@ -541,6 +556,11 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 			a->ntrials++;
 		}
 		out->rounds = round + 1;
+		if (hooks && hooks->after_round && hooks->after_round(hooks->ctx, round)) {
+			st = atb_error_set(err, ATB_ERR_SYSTEM,
+					   "round hook failed after round %d", round);
+			goto done;
+		}
 
 		/* PROTO: timing.stopping (median_ci_halfwidth), checked from trials.min on */
 		if (out->rounds >= cfg->trials_min && cfg->target_rel_halfwidth > 0) {

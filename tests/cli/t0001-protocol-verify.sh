@@ -8,18 +8,18 @@ test_expect "verify passes on the shipped protocol" '
 	expect_exit 0 "$ATB" protocol verify &&
 	expect_grep "ok  version 1" "$TRASH/out" &&
 	expect_grep "ok  version 2" "$TRASH/out" &&
-	grep "ok  version 2" "$TRASH/out" | grep -qF "(current)"
+	grep "ok  version 3" "$TRASH/out" | grep -qF "(current)"
 '
 
 test_expect "verify --json lists every version" '
 	expect_exit 0 "$ATB" protocol verify --json &&
-	expect_grep "\"current\": 2" "$TRASH/out" &&
+	expect_grep "\"current\": 3" "$TRASH/out" &&
 	expect_grep "\"ok\": true" "$TRASH/out"
 '
 
-test_expect "digest of the current protocol equals the digest of v2.yaml" '
+test_expect "digest of the current protocol equals the digest of v3.yaml" '
 	expect_exit 0 "$ATB" protocol digest && cur=$(cut -d" " -f1 "$TRASH/out") &&
-	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v2.yaml" &&
+	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v3.yaml" &&
 	file=$(cut -d" " -f1 "$TRASH/out") &&
 	[ ${#cur} = 64 ] && [ "$cur" = "$file" ] &&
 	expect_grep "$cur" "$ATB_HOME/protocol/protocol.lock"
@@ -35,7 +35,7 @@ test_expect "digest ignores comments and key order" '
 
 test_expect "show prints sections, version and digest" '
 	expect_exit 0 "$ATB" protocol show &&
-	expect_grep "protocol 2: " "$TRASH/out" &&
+	expect_grep "protocol 3: " "$TRASH/out" &&
 	expect_grep "digest   " "$TRASH/out" &&
 	expect_grep "stats.cv_cap" "$TRASH/out" &&
 	expect_grep "gates.anomaly_breaker.factor" "$TRASH/out" &&
@@ -70,8 +70,10 @@ test_expect "verify fails with exit 2 after an edit without a new version" '
 
 test_expect "a comment-only edit still verifies" '
 	mkdir home2 && cp -r "$ATB_HOME/protocol" home2/ &&
+	rm -f home2/protocol/manifest &&  # the trusted files are not copied (t0003)
 	printf "# a trailing comment\n" >>home2/protocol/v1.yaml &&
-	expect_exit 0 "$ATB" protocol verify --home home2
+	expect_exit 0 "$ATB" protocol verify --home home2 &&
+	expect_grep "manifest  none: trusted files not checked" "$TRASH/out"
 '
 
 test_expect "usage errors exit 2; --help documents every subcommand" '

@@ -30,14 +30,16 @@ test_expect "--json reports the error as an object too" '
 
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	sed "s/^version: 2/version: 3/; s/cv_cap: 0.05/cv_cap: 0.04/" "$ATB_HOME/protocol/v2.yaml" >cand.yaml &&
+	sed "s/^version: 3/version: 4/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+		"$ATB_HOME/protocol/v3.yaml" >cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
-	expect_grep "as protocol version 3" "$TRASH/out" &&
-	[ -f home/protocol/v3.yaml ] &&
+	expect_grep "as protocol version 4" "$TRASH/out" &&
+	[ -f home/protocol/v4.yaml ] &&
 	expect_exit 0 "$ATB" protocol verify --home home &&
 	expect_grep "ok  version 1" "$TRASH/out" &&
 	expect_grep "ok  version 2" "$TRASH/out" &&
 	expect_grep "ok  version 3" "$TRASH/out" &&
+	expect_grep "ok  version 4" "$TRASH/out" &&
 	expect_exit 0 "$ATB" protocol show --home home --version 1 --json &&
 	expect_grep "\"cv_cap\": 0.05" "$TRASH/out" &&
 	expect_exit 0 "$ATB" protocol show --home home --json &&
@@ -46,10 +48,11 @@ test_expect "freeze adds a new version and keeps the old one" '
 
 test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
-	sed "s/^version: 2/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/" "$ATB_HOME/protocol/v2.yaml" >c5.yaml &&
+	sed "s/^version: 3/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+		"$ATB_HOME/protocol/v3.yaml" >c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
-	expect_grep "the next version is 3" "$TRASH/err" &&
-	[ ! -f home3/protocol/v5.yaml ] && [ ! -f home3/protocol/v3.yaml ]
+	expect_grep "the next version is 4" "$TRASH/err" &&
+	[ ! -f home3/protocol/v5.yaml ] && [ ! -f home3/protocol/v4.yaml ]
 '
 
 test_done

@@ -6,7 +6,7 @@
 # is cuda_relu at N = 16 Mi (128 MiB a call, about 30 us on an H200), so
 # the whole file runs in a few minutes.  Skipped where there is no CUDA
 # driver or no nvcc; scripts/gpu-check runs it on the GPU box.
-# PROTO: gates side_stream, gates.physical_floor.margin, correctness.poison,
+# PROTO: gates side_stream, gates.physical_floor.margin, gates.timed_correctness, correctness.poison,
 # correctness.distributions, correctness.tolerances.
 . "$(dirname "$0")/lib.sh"
 
@@ -41,6 +41,12 @@ test_expect "correctness: fp32 computed through fp16, beyond the tolerance" '
 '
 test_expect "physical_floor: timed calls that skip the work, on the GPU floor" '
 	refused skip-timed physical_floor && grep -q "physical floor" "$TRASH/out"
+'
+# PROTO: gates.timed_correctness -- honest time, outputs written elsewhere
+# on timed calls: only the checks between timed rounds see it.
+test_expect "timed_correctness: timed calls that write their result elsewhere" '
+	refused skip-timed-slow timed_correctness &&
+	grep -q "wrong after timed calls on seed" "$TRASH/out"
 '
 test_expect "the GPU floor was measured once and cached with the box" '
 	if command -v sqlite3 >/dev/null; then

@@ -132,6 +132,31 @@ test_expect "device cuda where there is none: no_cuda, exit 3" '
 	jq -se "map(select(.event==\"error\"))[0].reason==\"no_cuda\"" honest.ev >/dev/null
 '
 
+# PROTO: gates.timed_correctness -- the checks between timed rounds on torch:
+# inputs changed at a few key-chosen places, every round's outputs kept, and
+# on key-chosen rounds compared with the reference's of the same round.
+TIMED='.options.skip_timing=false | .timed_checks={"key":"0123456789abcdef"}'
+CAND='select(.event=="samples" and .arm=="candidate")'
+
+test_expect "timed checks: the honest ReLU passes every check, at least 2 per seed" '
+	run honest "$TIMED" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "[.[] | $CAND] | length == 2 and all(.timed_checks.rounds_checked >= 2
+		and .timed_checks.failed == 0)" honest.ev >/dev/null
+'
+
+test_expect "timed checks: a model that hands back its last output on timed calls fails them" '
+	run skip_timed "$TIMED" && [ "$(cat skip_timed.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|.pass]|all" skip_timed.ev >/dev/null &&
+	jq -se "[.[] | $CAND] | all(.timed_checks.failed >= 2
+		and .timed_checks.first_bad.buffer == \"output\")" skip_timed.ev >/dev/null
+'
+
+test_expect "timed checks: a cache keyed on sampled input elements fails them" '
+	run cache_sample "$TIMED" && [ "$(cat cache_sample.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|.pass]|all" cache_sample.ev >/dev/null &&
+	jq -se "[.[] | $CAND] | all(.timed_checks.failed >= 2)" cache_sample.ev >/dev/null
+'
+
 test_expect "the runner wrote no bytecode next to the task or the candidate" '
 	! find "$FIX" -name __pycache__ | grep -q .
 '

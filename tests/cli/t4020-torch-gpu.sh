@@ -5,7 +5,8 @@
 # cheat escapes its timed window and `atb measure` rejects it (gate
 # side_stream); empty_like after the reference reads the poisoned caching
 # allocator's blocks; the ReLU identity is caught on the signed variants; a
-# copy of an eager GEMM is admitted at ~1.00x with the CI covering 1.
+# copy of an eager GEMM is admitted at ~1.00x with the CI covering 1; the
+# tamper watch sees no change in the honest run and sees the planted hook.
 # Needs ATB_PYTHON (the GPU machine's /opt/torch/.venv/bin/python3).
 # PROTO: gates side_stream, result_reuse, correctness.distributions.
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +42,16 @@ test_expect "honest on cuda: every fact passes, timed with cuda events on PyTorc
 		and .torch.stream>0" honest.ev >/dev/null &&
 	jq -se "map(select(.event==\"done\"))[0] | .correctness_failures==0 and .timing==\"done\"
 		and .side_stream_escapes==0" honest.ev >/dev/null
+'
+
+# PROTO: gates tamper -- on cuda the watch also holds torch.cuda, the
+# current stream (the runner's), the allocator's settings: the honest run
+# above must have seen no change, the planted hook must be seen.
+test_expect "tamper watch on cuda: honest unchanged, a global forward pre-hook seen" '
+	jq -se "map(select(.event==\"tamper\"))|length==0" honest.ev >/dev/null &&
+	run tamper_hook ".options.skip_timing=false" &&
+	jq -se "map(select(.event==\"tamper\"))[0].changes[0].what==
+		\"a global forward pre-hook was registered\"" tamper_hook.ev >/dev/null
 '
 
 test_expect "side-stream cheat: its work escapes the timed window (side_stream escaped)" '

@@ -16,7 +16,8 @@ command -v jq >/dev/null || skip_all "jq not installed"
 command -v bwrap >/dev/null || skip_all "no bwrap (scripts/install-deps.sh installs bubblewrap)"
 
 # A home of our own, so an escape that worked could not harm the source tree.
-mkdir home && cp -r "$ATB_SOURCE_DIR/include" "$ATB_SOURCE_DIR/protocol" home/ &&
+mkdir home && cp -r "$ATB_SOURCE_DIR/include" "$ATB_SOURCE_DIR/protocol" "$ATB_SOURCE_DIR/tasks" \
+	"$ATB_SOURCE_DIR/python" "$ATB_SOURCE_DIR/engines" home/ && find home -name __pycache__ -prune -exec rm -rf {} + &&
 	cp -r "$ATB_SOURCE_DIR/tests/fixtures/cheats/tasks/relu-spin" task
 export ATB_HOME=$TRASH/home ATB_DB=$TRASH/m.db
 PID=$$

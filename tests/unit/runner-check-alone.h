@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * runner/check.c compiled into a test or a benchmark on its own: atb-runner
- * is an executable, not a library, so its checking layer comes in as
- * source, with the event channel stubbed to discard every event.  For code
+ * runner/check.c (and timed.c, whose hooks it names) compiled into a test
+ * or a benchmark on its own: atb-runner is an executable, not a library, so
+ * its checking layer comes in as source, with the event channel stubbed to discard every event.  For code
  * that calls the comparison and never reads the events (u-compare,
  * bench-compare); u-runner keeps its own stubs, which record them.
  */
@@ -10,6 +10,7 @@
 #define ATB_RUNNER_CHECK_ALONE_H
 
 #include "../../runner/check.c"
+#include "../../runner/timed.c"
 
 int runner_emit(json_t *ev)
 {

@@ -301,6 +301,34 @@ Test(measure, side_stream_escape_of_the_candidate_only)
 	json_decref(ok);
 }
 
+/* PROTO: gates tamper */
+Test(measure, tamper_event_names_where_and_what)
+{
+	char why[512];
+	json_t *one, *many, *none, *other;
+
+	atb_alloc_install_json();
+	one = json_loads("{\"event\":\"tamper\",\"where\":\"timing seed 1\",\"changes\":"
+			 "[{\"where\":\"a timed trial of seed 1\",\"what\":\"torch.relu "
+			 "replaced\"}]}", 0, NULL);
+	many = json_loads("{\"event\":\"tamper\",\"changes\":[{\"where\":\"w\",\"what\":\"a\"},"
+			  "{\"what\":\"b\"},{\"what\":\"c\"},{\"what\":\"d\"},{\"what\":\"e\"},"
+			  "{\"what\":\"f\"},{\"what\":\"g\"}]}", 0, NULL);
+	none = json_loads("{\"event\":\"tamper\",\"changes\":[]}", 0, NULL);
+	other = json_loads("{\"event\":\"side_stream\",\"changes\":[{\"what\":\"x\"}]}", 0, NULL);
+	cr_assert_eq(atbi_gate_tamper(one, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "a timed trial of seed 1") && strstr(why, "torch.relu replaced"),
+		  "%s", why);
+	cr_assert_eq(atbi_gate_tamper(many, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "a; b; c; d; and 3 more"), "%s", why);
+	cr_assert_eq(atbi_gate_tamper(none, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_tamper(other, why, sizeof(why)), 0);
+	json_decref(one);
+	json_decref(many);
+	json_decref(none);
+	json_decref(other);
+}
+
 Test(measure, throttle_share_over_the_constant_is_noise)
 {
 	double share;
@@ -371,4 +399,81 @@ Test(measure, output_aliasing_is_its_own_gate)
 	cr_assert(strstr(reason, "'Y' overlaps buffer 'X'"), "%s", reason);
 	atbi_correctness_release(&st);
 	json_decref(a);
+}
+
+/* ---- gate clock (PROTO: gates.clock) ---- */
+
+Test(measure, clock_spans_within_tolerance_pass_and_outside_refuse)
+{
+	char why[512];
+	const int64_t ms = 1000000;
+
+	/* 5% of the larger plus 25 ms: 200 vs 230 is 30 <= 10 + 25 */
+	cr_expect_eq(atbi_gate_clock(200 * ms, 230 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_clock(230 * ms, 200 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 0);
+	/* a clock that lost 60 ms of 300 */
+	cr_expect_eq(atbi_gate_clock(240 * ms, 300 * ms, 50 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 1);
+	cr_expect(strstr(why, "240.000 ms by the runner's clock and 300.000 ms by the harness's"),
+		  "%s", why);
+	/* trials cannot add up to more than the span that holds them */
+	cr_expect_eq(atbi_gate_clock(100 * ms, 100 * ms, 101 * ms, 0.05, 25 * ms, why,
+				     sizeof(why)), 1);
+	cr_expect(strstr(why, "more than its whole span"), "%s", why);
+	cr_expect_eq(atbi_gate_clock(-1, 100 * ms, 0, 0.05, 25 * ms, why, sizeof(why)), 1);
+}
+
+static json_t *ev_of(const char *text)
+{
+	json_t *v = json_loads(text, 0, NULL);
+
+	cr_assert(v, "%s", text);
+	return v;
+}
+
+Test(measure, clock_state_pairs_markers_with_samples_and_sums_groups)
+{
+	struct atbi_clock_state s;
+	const int64_t ms = 1000000, slack = 25 * ms;
+	json_t *mark = ev_of("{\"event\":\"timed_begin\",\"seed\":1,\"arms\":2}");
+	json_t *a = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000,1000000],\"span_ns\":130000000}");
+	json_t *b = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[500000,500000],\"span_ns\":130000000}");
+	json_t *lone = ev_of("{\"event\":\"samples\",\"seed\":2,\"arm\":\"baseline\","
+			     "\"times_ns\":[1],\"span_ns\":5}");
+	int k;
+
+	/* each group 20 ms short of the harness's 150: inside one group's
+	   slack, but four of them sum to 80 ms against 30 + 25 */
+	memset(&s, 0, sizeof(s));
+	for (k = 0; k < 4; k++) {
+		atbi_clock_mark(&s, mark, 1000 * ms * k, 0.05, slack);
+		atbi_clock_samples(&s, a, 1000 * ms * k + 150 * ms, 0.05, slack);
+		atbi_clock_samples(&s, b, 1000 * ms * k + 151 * ms, 0.05, slack);
+		if (k == 0)
+			cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+	}
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect_eq(s.ngroups, 4);
+	cr_expect_eq(s.total_runner_ns, 520 * ms);
+	cr_expect_eq(s.total_harness_ns, 600 * ms);
+	cr_expect(strstr(s.why, "over 4 groups"), "%s", s.why);
+
+	/* the group's arms sum their trials; samples without a marker refuse */
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, a, 130 * ms, 0.05, slack);
+	atbi_clock_samples(&s, b, 130 * ms, 0.05, slack);
+	cr_expect_eq(s.cur.trials_ns, 3 * ms);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+	atbi_clock_samples(&s, lone, 200 * ms, 0.05, slack);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect(strstr(s.why, "without a timed_begin marker"), "%s", s.why);
+	json_decref(mark);
+	json_decref(a);
+	json_decref(b);
+	json_decref(lone);
 }

@@ -23,6 +23,7 @@
 #define SRC ATB_SOURCE_DIR
 #define V1 SRC "/protocol/v1.yaml"
 #define V2 SRC "/protocol/v2.yaml"
+#define V3 SRC "/protocol/v3.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -106,11 +107,14 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V2, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 2);
+	cr_assert_eq(atb_protocol_digest_file(V3, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 3);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "76414dedb4d5e8345a93b257564223928be092e41e9696480e2b94f8e7afd49e");
+			 "56a2bc911cd5de41f5aea1110f2fa38423f248a1098e9c286073c62d89bb5c61");
+	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V2, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "76414dedb4d5e8345a93b257564223928be092e41e9696480e2b94f8e7afd49e");
 	cr_assert(atbi_is_sha256_hex(p->digest));
 	atb_protocol_free(p);
 	/* v1 stays loadable by version and by digest: results keep pointing at it */
@@ -344,14 +348,15 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
 	struct atb_frozen_protocol *list = NULL;
-	char v1digest[65], v2digest[65], cand[512], *text, *t2, *t3;
+	char v1digest[65], v4digest[65], cand[512], *text, *t2, *t3;
 	size_t n = 0;
 	int version = 0, current = 0;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	text = slurp(V2);
-	t2 = replace(text, "version: 2", "version: 3");
+	/* the next version after the current one (3), one value changed */
+	text = slurp(V3);
+	t2 = replace(text, "version: 3", "version: 4");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
@@ -359,15 +364,19 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_free(t2);
 	atb_free(t3);
 
-	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v2digest, &err), ATB_OK, "%s",
+	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 3);
-	cr_assert_str_neq(v2digest, v1digest);
-
+	cr_assert_eq(version, 4);
+	cr_assert_str_neq(v4digest, v1digest);
+	/* PROTO: gates.clock, gates.timed_correctness (version 3 on) */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 3);
+	cr_expect(p->gates.has_clock);
+	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.01, 1e-15);
+	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
+	cr_expect(p->gates.has_timed_correctness);
+	cr_assert_eq(p->version, 4);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
-	cr_assert_str_eq(p->digest, v2digest);
+	cr_assert_str_eq(p->digest, v4digest);
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_OK, "%s", err.msg);
@@ -381,20 +390,21 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 3);
-	cr_assert_eq(current, 3);
+	cr_assert_eq(n, 4);
+	cr_assert_eq(current, 4);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[2].digest, v2digest);
-	cr_assert(strstr(list[2].file, "/protocol/v3.yaml"));
-	cr_assert(strstr(list[2].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert_str_eq(list[3].digest, v4digest);
+	cr_assert(strstr(list[3].file, "/protocol/v4.yaml"));
+	cr_assert(strstr(list[3].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[3].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 4"), "%s", err.msg);
-	edit_home_file("v3.yaml", "version: 3", "version: 5");
+	cr_assert(strstr(err.msg, "the next version is 5"), "%s", err.msg);
+	edit_home_file("v4.yaml", "version: 4", "version: 6");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -408,7 +418,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 3"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 4"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -419,8 +429,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 3, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 3 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 4, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 4 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */
@@ -602,3 +612,44 @@ static void walk(walk_fn fn, const char *what)
 Test(protocol, allocation_failure_walk_load_file) { walk(walk_load_file, "load_file"); }
 Test(protocol, allocation_failure_walk_load_current) { walk(walk_load_current, "load_current"); }
 Test(protocol, allocation_failure_walk_frozen_list) { walk(walk_frozen_list, "frozen_list"); }
+
+/* PROTO: gates.timed_correctness -- optional before version 3, required from it. */
+Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V2);
+	cr_assert_eq(atb_protocol_load_file(V2, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_timed_correctness);   /* the runner job uses defaults */
+	atb_protocol_free(p);
+	t3 = replace(text, "version: 2", "version: 3");
+	/* a version 3 with gates.clock (also required) but without this key */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  clock: {rel_tolerance: 0.01, abs_slack_ms: 25}\n");
+	atb_free(t3);
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness");
+	cr_expect(strstr(err.msg, "required from version 3"), "%s", err.msg);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0.25, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_timed_correctness);
+	cr_expect_float_eq(p->gates.timed_check_share, 0.25, 1e-15);
+	cr_expect_eq(p->gates.timed_min_checks_per_seed, 3);
+	cr_expect_eq(p->gates.timed_perturb_elements, 8);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  timed_correctness: {check_share: 0, "
+		     "min_checks_per_seed: 3, perturb_elements: 8}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.timed_correctness.check_share");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}

@@ -25,6 +25,7 @@
 /* atb-runner is an executable, not a library: its checking layer comes in
  * as source, with the event channel stubbed below. */
 #include "../../runner/check.c"
+#include "../../runner/timed.c"
 #include "banned.h"
 
 #define FIX ATB_SOURCE_DIR "/tests/fixtures/runner"
@@ -1161,5 +1162,267 @@ Test(runner, input_sets_fall_back_to_every_distribution)
 	j = inputs_job(3, 8, "int32");  /* no adversarial input: the task's only */
 	cr_assert_eq(runner_seed_inputs(j, 3, in), 1);
 	cr_assert_eq(in[0], -1);
+	atb_runner_job_free(j);
+}
+
+/* ---- timed checks (runner/timed.c; PROTO: gates.timed_correctness) -------- */
+
+/* The relu job with a timed_checks object (key as 16 hex digits). */
+static struct atb_runner_job *timed_job(const char *key, const char *extra)
+{
+	struct atb_runner_job *j = NULL;
+	struct atb_error e;
+	json_t *o = relu_job("/x/base.so", "/x/cand.so");
+	char *text, buf[256];
+	json_error_t je;
+
+	snprintf(buf, sizeof(buf), "{\"key\": \"%s\"%s}", key, extra ? extra : "");
+	json_object_set_new(o, "timed_checks", json_loads(buf, 0, &je));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	atb_free(text);
+	return j;
+}
+
+/* Which of rounds 0..n-1 the plan checks, as a bit string. */
+static void checked_rounds(const struct runner_timed_plan *pl, int n, char *out)
+{
+	int r;
+
+	for (r = 0; r < n; r++)
+		out[r] = runner_timed_plan_is_check(pl, r) ? '1' : '0';
+	out[n] = '\0';
+}
+
+Test(runner, timed_checks_parse_and_refuse_bad_keys)
+{
+	struct atb_runner_job *j = timed_job("00000000deadbeef", NULL);
+	struct atb_error e;
+	json_t *o;
+	char *text;
+	const char *bad[] = {"{\"key\": \"xyz\"}", "{\"key\": \"00000000deadbeef\", "
+			     "\"check_share\": 0}", "{\"key\": \"00000000deadbeef\", "
+			     "\"perturb_elements\": 65}", "{\"check_share\": 0.5}", "[]"};
+	size_t k;
+
+	cr_assert(j->timed.on);
+	cr_assert_eq(j->timed.key, 0xdeadbeefULL);
+	cr_assert_float_eq(j->timed.check_share, 0.125, 1e-12);   /* defaults */
+	cr_assert_eq(j->timed.min_checks_per_seed, 2);
+	cr_assert_eq(j->timed.perturb_elements, 4);
+	atb_runner_job_free(j);
+	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		json_error_t je;
+
+		o = relu_job("/x/base.so", "/x/cand.so");
+		json_object_set_new(o, "timed_checks", json_loads(bad[k], JSON_DECODE_ANY, &je));
+		text = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		cr_assert_eq(parse_text(text, &j, &e), ATB_ERR_SCHEMA, "accepted %s", bad[k]);
+		cr_assert(strstr(e.field, "timed_checks"), "%s: field %s", bad[k], e.field);
+		atb_free(text);
+	}
+	/* no object: no checks (jobs from before the gate) */
+	o = relu_job("/x/base.so", "/x/cand.so");
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK);
+	cr_assert_not(j->timed.on);
+	atb_free(text);
+	atb_runner_job_free(j);
+}
+
+Test(runner, timed_plan_is_deterministic_per_key_and_differs_across_keys)
+{
+	struct atb_runner_job *a = timed_job("0123456789abcdef", NULL);
+	struct atb_runner_job *b = timed_job("fedcba9876543210", NULL);
+	struct runner_timed_plan p1, p2, q, g;
+	char s1[201], s2[201], sq[201], sg[201], sr[201];
+	int r, n = 0;
+
+	runner_timed_plan_init(&p1, &a->timed, 10, 7, 0);
+	runner_timed_plan_init(&p2, &a->timed, 10, 7, 0);
+	runner_timed_plan_init(&q, &b->timed, 10, 7, 0);
+	runner_timed_plan_init(&g, &a->timed, 10, 7, 1);
+	checked_rounds(&p1, 200, s1);
+	checked_rounds(&p2, 200, s2);
+	checked_rounds(&q, 200, sq);
+	checked_rounds(&g, 200, sg);
+	cr_assert_str_eq(s1, s2, "the same key gave other rounds");
+	cr_assert_str_neq(s1, sq, "two keys gave the same rounds");
+	cr_assert_str_neq(s1, sg, "the two groups share their rounds");
+	/* another seed, same key: other rounds too */
+	runner_timed_plan_init(&p2, &a->timed, 10, 8, 0);
+	checked_rounds(&p2, 200, sr);
+	cr_assert_str_neq(s1, sr);
+	/* PROTO: gates.timed_correctness.min_checks_per_seed -- at least 2 in the
+	 * first trials.min rounds, whatever the draw; about 1/8 of the rest */
+	cr_assert_eq(p1.nforced, 2);
+	cr_assert_neq(p1.forced[0], p1.forced[1]);
+	for (r = 0; r < 10; r++)
+		n += s1[r] == '1';
+	cr_assert_geq(n, 2);
+	for (r = 10, n = 0; r < 200; r++)
+		n += s1[r] == '1';
+	cr_assert(n >= 8 && n <= 45, "%d of 190 rounds checked at share 1/8", n);
+	atb_runner_job_free(a);
+	atb_runner_job_free(b);
+}
+
+Test(runner, timed_forced_checks_fit_a_short_seed)
+{
+	struct atb_runner_job *a = timed_job("0123456789abcdef", ", \"min_checks_per_seed\": 5");
+	struct runner_timed_plan p;
+	char s[4];
+
+	runner_timed_plan_init(&p, &a->timed, 3, 1, 0);   /* trials.min 3: all three */
+	cr_assert_eq(p.nforced, 3);
+	checked_rounds(&p, 3, s);
+	cr_assert_str_eq(s, "111");
+	atb_runner_job_free(a);
+}
+
+Test(runner, timed_perturbation_is_deterministic_and_the_same_for_every_arm)
+{
+	struct atb_runner_job *j = timed_job("0123456789abcdef", NULL);
+	const struct atb_runner_set *set = &j->timing_set;
+	struct runner_bufs in = {0}, m1 = {0}, m2 = {0}, arm = {0};
+	struct runner_perturb w1, w2;
+	struct runner_timed_plan p;
+	size_t k, changed = 0, n = set->counts[0];
+
+	runner_timed_plan_init(&p, &j->timed, j->timing.trials_min, 3, 0);
+	cr_assert_eq(runner_bufs_alloc(&in, j, set), 0);
+	cr_assert_eq(runner_gen_inputs(&in, j, set, 3, 0, -1, RUNNER_STREAM_TIMING), 0);
+	cr_assert_eq(runner_bufs_alloc(&m1, j, set), 0);
+	cr_assert_eq(runner_bufs_alloc(&m2, j, set), 0);
+	cr_assert_eq(runner_bufs_alloc(&arm, j, set), 0);
+	runner_copy_inputs(&m1, &in, j);
+	runner_copy_inputs(&m2, &in, j);
+	runner_copy_inputs(&arm, &in, j);
+	cr_assert_eq(runner_timed_perturb(&m1, j, set, &p, 4, &w1), 0);
+	cr_assert_eq(runner_timed_perturb(&m2, j, set, &p, 4, &w2), 0);
+	cr_assert_eq(memcmp(m1.p[0], m2.p[0], m1.bytes[0]), 0, "not deterministic");
+	cr_assert_eq(w1.n[0], 4);
+	cr_assert_eq(w1.n[1], 0, "an output was perturbed");
+	for (k = 0; k < n; k++)
+		changed += ((float *)m1.p[0])[k] != ((float *)in.p[0])[k];
+	cr_assert(changed >= 1 && changed <= 4, "%zu elements changed", changed);
+	/* the task's generator: uniform [0, 1) */
+	for (k = 0; k < w1.n[0]; k++) {
+		float v = ((float *)m1.p[0])[w1.pos[0][k]];
+
+		cr_assert(v >= 0.0f && v < 1.0f, "%g", (double)v);
+	}
+	/* an arm's copy gets the same elements and poisoned outputs */
+	((float *)arm.p[1])[0] = 1.0f;
+	runner_timed_apply_host(&arm, &m1, j, set, &w1);
+	cr_assert_eq(memcmp(arm.p[0], m1.p[0], m1.bytes[0]), 0);
+	for (k = 0; k < set->counts[1]; k++)
+		cr_assert(isnan(((float *)arm.p[1])[k]), "output %zu not poisoned", k);
+	/* another round changes other elements */
+	cr_assert_eq(runner_timed_perturb(&m2, j, set, &p, 5, &w2), 0);
+	cr_assert_neq(memcmp(m1.p[0], m2.p[0], m1.bytes[0]), 0);
+	runner_bufs_free(&in);
+	runner_bufs_free(&m1);
+	runner_bufs_free(&m2);
+	runner_bufs_free(&arm);
+	atb_runner_job_free(j);
+}
+
+/* Two host arms for the hooks: arm 1 computes relu, or skips when lazy. */
+struct hook_arms {
+	const struct atb_runner_job *job;
+	struct runner_bufs b[2];
+	int lazy;
+};
+
+static int ha_prepare(void *ctx, size_t arm, const struct runner_bufs *master,
+		      const struct runner_perturb *where)
+{
+	struct hook_arms *h = ctx;
+
+	runner_timed_apply_host(&h->b[arm], master, h->job, &h->job->timing_set, where);
+	return 0;
+}
+
+static int ha_outputs(void *ctx, size_t arm, const struct runner_bufs **got)
+{
+	*got = &((struct hook_arms *)ctx)->b[arm];
+	return 0;
+}
+
+static void ha_call(struct hook_arms *h, size_t arm)
+{
+	size_t k, n = h->job->timing_set.counts[0];
+
+	if (arm == 1 && h->lazy)
+		return;
+	for (k = 0; k < n; k++) {
+		float x = ((float *)h->b[arm].p[0])[k];
+
+		((float *)h->b[arm].p[1])[k] = x > 0 ? x : 0;
+	}
+}
+
+static const struct runner_timed_ops ha_ops = {ha_prepare, ha_outputs};
+
+static void run_hooked_rounds(struct hook_arms *h, struct runner_timed *t, int rounds)
+{
+	struct runner_bufs in = {0};
+	int r;
+
+	cr_assert_eq(runner_bufs_alloc(&in, h->job, &h->job->timing_set), 0);
+	cr_assert_eq(runner_gen_inputs(&in, h->job, &h->job->timing_set, 3, 0, -1,
+				       RUNNER_STREAM_TIMING), 0);
+	for (r = 0; r < 2; r++) {
+		cr_assert_eq(runner_bufs_alloc(&h->b[r], h->job, &h->job->timing_set), 0);
+		runner_copy_inputs(&h->b[r], &in, h->job);
+	}
+	cr_assert_eq(runner_timed_init(t, h->job, &h->job->timing_set, &in, 3, 0, 2, 0, &ha_ops,
+				       h), 0);
+	for (r = 0; r < rounds; r++) {
+		cr_assert_eq(runner_timed_before(t, r), 0);
+		ha_call(h, 0);
+		ha_call(h, 1);
+		cr_assert_eq(runner_timed_after(t, r), 0);
+	}
+	runner_bufs_free(&in);
+}
+
+Test(runner, timed_hooks_pass_an_honest_arm_and_catch_a_lazy_one)
+{
+	struct atb_runner_job *j = timed_job("0123456789abcdef", NULL);
+	struct hook_arms h = {.job = j};
+	struct runner_timed t;
+	json_t *o;
+
+	run_hooked_rounds(&h, &t, 40);
+	cr_assert_geq(t.st[1].rounds_checked, 2);
+	cr_assert_eq(t.st[1].rounds_checked, t.st[0].rounds_checked);
+	cr_assert_eq(t.st[1].failed, 0);
+	o = runner_timed_json(&t, 0);
+	cr_assert(json_is_true(json_object_get(o, "reference")));
+	json_decref(o);
+	runner_timed_release(&t);
+	runner_bufs_free(&h.b[0]);
+	runner_bufs_free(&h.b[1]);
+
+	/* lazy: arm 1 leaves the poison of every round in place */
+	h.lazy = 1;
+	run_hooked_rounds(&h, &t, 40);
+	cr_assert_eq(t.st[1].failed, t.st[1].rounds_checked);
+	cr_assert_geq(t.st[1].failed, 2);
+	cr_assert_eq(t.st[1].nan_count, t.st[1].bad_count);
+	cr_assert_geq(t.st[1].first_failed_round, 0);
+	o = runner_timed_json(&t, 1);
+	cr_assert_eq(json_integer_value(json_object_get(o, "failed")), t.st[1].failed);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(o, "first_bad"),
+							   "buffer")), "y");
+	json_decref(o);
+	runner_timed_release(&t);
+	runner_bufs_free(&h.b[0]);
+	runner_bufs_free(&h.b[1]);
 	atb_runner_job_free(j);
 }

@@ -434,3 +434,89 @@ Test(timing, cpu_timer_sync_is_a_noop)
 	cr_assert_eq(t->ops->sync(t->state), 0);
 	atb_timer_free(t);
 }
+
+/* ---- round hooks (PROTO: gates.timed_correctness) ------------------------ */
+
+struct hook_log {
+	struct fake *fake;
+	struct script *s;
+	int before[64], after[64];   /* round numbers, in call order */
+	int nbefore, nafter;
+	int in_window;               /* a hook ran between start and stop */
+	int timed_at_before[64];     /* timed calls done when before_round ran */
+	int fail_before;             /* fail before this round; -1 never */
+};
+
+static int h_before(void *ctx, int round)
+{
+	struct hook_log *h = ctx;
+
+	h->in_window |= h->fake->running;
+	h->timed_at_before[h->nbefore] = h->s->timed_calls[0] + h->s->timed_calls[1];
+	h->before[h->nbefore++] = round;
+	return round == h->fail_before ? -1 : 0;
+}
+
+static int h_after(void *ctx, int round)
+{
+	struct hook_log *h = ctx;
+
+	h->in_window |= h->fake->running;
+	h->after[h->nafter++] = round;
+	return 0;
+}
+
+Test(timing, round_hooks_run_around_every_round_outside_the_timed_window)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct hook_log h = {.fake = &f, .s = &s, .fail_before = -1};
+	struct atb_timing_hooks hooks = {h_before, h_after, &h};
+	struct atb_timing_config c;
+	struct atb_timing_seed r, plain;
+	struct atb_error e;
+	int k;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_OK);
+	cr_assert_eq(r.rounds, 10);
+	cr_assert_eq(h.nbefore, 10);
+	cr_assert_eq(h.nafter, 10);
+	cr_assert_not(h.in_window, "a hook ran inside the timed window");
+	for (k = 0; k < 10; k++) {
+		cr_assert_eq(h.before[k], k);
+		cr_assert_eq(h.after[k], k);
+		/* before round k: exactly k rounds of 2 arms were timed, none of round k */
+		cr_assert_eq(h.timed_at_before[k], 2 * k, "round %d", k);
+	}
+	/* the hooks change nothing the core times or orders */
+	memset(&f, 0, sizeof(f));
+	memset(s.calls, 0, sizeof(s.calls));
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &plain, &e), ATB_OK);
+	cr_assert_eq(plain.rounds, r.rounds);
+	for (k = 0; k < 10; k++)
+		cr_assert_eq(plain.arms[0].position[k], r.arms[0].position[k]);
+	atb_timing_seed_release(&r);
+	atb_timing_seed_release(&plain);
+}
+
+Test(timing, a_failing_round_hook_aborts_the_seed)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct hook_log h = {.fake = &f, .s = &s, .fail_before = 3};
+	struct atb_timing_hooks hooks = {h_before, NULL, &h};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_ERR_SYSTEM);
+	cr_assert(strstr(e.msg, "round hook failed before round 3"), "%s", e.msg);
+	cr_assert_eq(s.timed_calls[0] + s.timed_calls[1], 6);
+	atb_timing_seed_release(&r);
+}

@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The torch backend's tamper watch (python/atb_torch/tamper.py): the
+# candidate shares the interpreter with the reference, so whatever it
+# rebinds, registers or flips there slows (or changes) the reference too.
+# Each planted cheat in tests/fixtures/torch/relu01/tamper_* computes the
+# right ReLU and is refused for its own change: a global forward pre-hook,
+# torch.relu replaced, a patch put back by the reference's own call (seen
+# only by the check before a timed trial of the reference), the task
+# module's global `torch` rebound, torch.set_num_threads(1), the runner's
+# Session made to take the candidate as the reference, aten::relu's CPU
+# kernel overridden through torch.library.  The honest
+# candidates run with timing and report no change; atb measure refuses
+# two cheats as gate tamper with the reason naming the change, and admits
+# nothing.  Needs a python with PyTorch ($ATB_PYTHON, else .venv-torch).
+# PROTO: gates tamper
+. "$(dirname "$0")/lib.sh"
+
+RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+[ -x "$RUNNER" ] || skip_all "no atb-runner at $RUNNER"
+need_torch_cpu "$RUNNER"
+command -v jq >/dev/null || skip_all "jq not installed"
+
+"$PY" -c '
+import sys, os, sysconfig, json
+v = sysconfig.get_config_var
+lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
+       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
+print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
+                  "path": [p for p in sys.path if p]}))' >python.json ||
+	skip_all "cannot ask '$PY' about itself"
+
+# run CANDIDATE: the relu01 job with that candidate, timed; events in CANDIDATE.ev.
+run() {
+	jq -c --arg t "$FIX/relu01.py" --arg c "$FIX/relu01/$1/model_new.py" \
+		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
+		'.arms[0].py=$t | .arms[1].py=$c | .torch.python=$p[0] |
+		 .torch.module_path=$m | .options.skip_timing=false' "$FIX/relu01-job.json" >"$1.job" &&
+	{ "$RUNNER" <"$1.job" >"$1.ev" 2>"$1.err"; echo $? >"$1.rc"; }
+}
+
+# refused CANDIDATE WHAT [WHERE]: one tamper event whose first change is WHAT
+# (seen at WHERE, when given), the job ended by an error "tamper", no done.
+refused() {
+	run "$1" &&
+	jq -se --arg w "$2" --arg at "${3:-}" '
+		(map(select(.event=="tamper")) | length==1 and
+		 (.[0].changes[0].what==$w) and ($at=="" or .[0].changes[0].where==$at)) and
+		(map(select(.event=="error"))[0].reason=="tamper") and
+		(map(select(.event=="done")) | length==0)' "$1.ev" >/dev/null ||
+	{ jq -c 'select(.event=="tamper" or .event=="error")' "$1.ev"; tail -5 "$1.err"; return 1; }
+}
+
+test_expect "honest candidates, timed: no change seen, the job done" '
+	for c in honest clamp; do
+		run $c && [ "$(cat $c.rc)" = 0 ] &&
+		jq -se "(map(select(.event==\"tamper\"))|length==0) and
+			(map(select(.event==\"done\"))[0].timing==\"done\") and
+			(map(select(.event==\"phases\"))[0].seconds.tamper>0)" $c.ev >/dev/null ||
+		return 1
+	done
+'
+
+AT_IMPORT="the import of arm 'candidate'"
+AT_BUILD="the construction of arm 'candidate'"
+GLOBAL_TORCH="the task module's global 'torch' replaced"
+
+test_expect "a global forward pre-hook that slows the reference is seen at the import" '
+	refused tamper_hook "a global forward pre-hook was registered" "$AT_IMPORT"
+'
+
+test_expect "torch.relu replaced by a slower wrapper is named" '
+	refused tamper_relu "torch.relu replaced"
+'
+
+test_expect "a patch the reference call undoes itself: seen before a timed trial" '
+	refused tamper_undone "torch.relu replaced" "a timed trial of seed 1"
+'
+
+test_expect "the task module global torch rebound is named" '
+	refused tamper_globals "$GLOBAL_TORCH"
+'
+
+test_expect "torch.set_num_threads in the constructor: the flag and its values" '
+	t=$(jq -r "select(.event==\"env\").torch.threads" honest.ev) &&
+	n=$([ "$t" -gt 1 ] && echo 1 || echo 2) &&
+	refused tamper_threads "torch.get_num_threads() is $n, was $t" "$AT_BUILD"
+'
+
+test_expect "the runner Session made to take the candidate as the reference" '
+	refused tamper_session "atb_torch'"'"'s Session.reference replaced" "$AT_BUILD"
+'
+
+test_expect "aten::relu overridden through torch.library (the dispatcher, not torch.relu)" '
+	refused tamper_library "an aten kernel registered through torch.library (aten/relu/CPU)" \
+		"$AT_IMPORT"
+'
+
+export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
+export ATB_DB=$TRASH/atb.db
+test_expect "atb measure: the hook and the relu wrapper are refused as tamper (exit 2)" '
+	for c in tamper_hook tamper_relu; do
+		expect_exit 2 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/$c/model_new.py" &&
+		jq -e ".verdict==\"rejected\" and .gate==\"tamper\" and .result_id==null" \
+			"$TRASH/out" >/dev/null || { cat "$TRASH/out"; return 1; }
+	done &&
+	jq -e ".reason|test(\"torch.relu replaced\")" "$TRASH/out" >/dev/null
+'
+
+test_done

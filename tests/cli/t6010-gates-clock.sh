@@ -1,0 +1,74 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Gate clock: the runner's clock checked from outside its address space.
+# atb-runner is linked with full RELRO and bind-now (the floor); a planted
+# cheat that makes its GOT slot for clock_gettime writable again and points
+# it at a clock that loses half of every candidate call (honest work at
+# the template's speed, admitted at about 2x without the gate) is refused
+# `clock` with both spans in the reason; the honest template still passes.
+# The cheat's lag is about 26 ms a paired group of 160 ms on relu-spin:
+# summed over 2 seeds it is 51 ms against 1% + 25 ms (28 ms), over 3 and
+# more it grows by 26 ms a seed against 8 ms, so noise cannot save it.
+# PROTO: gates.clock.rel_tolerance, gates.clock.abs_slack_ms.
+. "$(dirname "$0")/lib.sh"
+
+CHEATS=$ATB_SOURCE_DIR/tests/fixtures/cheats
+RUNNER=$ATB_BUILD_DIR/atb-runner
+[ -x "$RUNNER" ] || skip_all "no atb-runner"
+command -v cc >/dev/null || skip_all "no C compiler"
+command -v jq >/dev/null || skip_all "jq not installed"
+export ATB_DB=$TRASH/m.db
+
+if command -v readelf >/dev/null; then
+	test_expect "atb-runner is linked with full RELRO and bind-now" '
+		readelf -d "$RUNNER" >dyn && readelf -lW "$RUNNER" >seg &&
+		grep -Eq "\(FLAGS\).*BIND_NOW|\(FLAGS_1\).*NOW" dyn &&
+		expect_grep GNU_RELRO seg
+	'
+else
+	echo "# skipped the RELRO check: no readelf"
+fi
+
+test_expect "the runner marks each timed group and reports its span" '
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o ref.so \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu_ref.c" &&
+	jq -c --arg b "$PWD/ref.so" ".arms[0].so=\$b | .arms[1].so=\$b" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json" | "$RUNNER" >a.ev &&
+	n=$(jq -s "map(select(.event==\"timed_begin\")) | length" a.ev) && [ "$n" -ge 1 ] &&
+	jq -se "[.[] | select(.event==\"samples\")] | all(.span_ns >= .seed_elapsed_ns)" a.ev \
+		>/dev/null &&
+	jq -se "[.[] | select(.event==\"samples\" or .event==\"timed_begin\") | .event]
+		| .[0] == \"timed_begin\"" a.ev >/dev/null
+'
+
+# Without the gate the cheat would pass as 2x: on the runner's own clock
+# its calls read half the baseline's (the same relu and 1 ms busy wait).
+test_expect "the planted cheat works: on the runner's clock its trials read half" '
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o spin.so \
+		"$CHEATS/tasks/relu-spin/baseline.c" &&
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o clk.so "$CHEATS/relu/clock/kernel.c" &&
+	jq -c --arg b "$PWD/spin.so" --arg c "$PWD/clk.so" ".arms[0].so=\$b | .arms[1].so=\$c" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json" | "$RUNNER" >clk.ev &&
+	jq -se "[.[] | select(.event==\"samples\" and .seed==1)] | map({(.arm): .median_ns}) | add
+		| .candidate < 0.7 * .baseline" clk.ev >/dev/null
+'
+
+test_expect "clock: a candidate that forges the runner's clock_gettime is refused" '
+	expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/clock" --seeds 4 &&
+	jq -e ".verdict == \"rejected\" and .gate == \"clock\" and (.rejection_id > 0)
+		and (.reason | test(\"[0-9.]+ ms by the runner.s clock and [0-9.]+ ms by the harness.s\"))" \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
+	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '\''gate:clock'\''" |
+		jq -e ".runner_span_ns < .harness_span_ns and .rel_tolerance == 0.01" >/dev/null
+'
+
+test_expect "the honest template passes the clock gate" '
+	expect_exit_past_box 0 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin" &&
+	jq -e ".verdict == \"admitted\"" "$TRASH/out" >/dev/null
+'
+
+test_expect "the refusal is audited and the chain verifies" '
+	"$ATB" audit verify >/dev/null
+'
+
+test_done
