@@ -860,6 +860,21 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
  */
 static int64_t group_mark_ns = -1;
 
+int runner_mark_group(uint64_t seed, size_t narms)
+{
+	/*
+	 * The marker the harness stamps with its own clock on arrival: it
+	 * compares the span it saw from here to the samples events with the
+	 * span this process reports, so a clock forged inside this address
+	 * space disagrees with one outside it.
+	 */
+	json_t *mark = json_pack("{s:s, s:I, s:I}", "event", "timed_begin", "seed",
+				 (json_int_t)seed, "arms", (json_int_t)narms);
+
+	group_mark_ns = atbi_monotonic_ns();
+	return runner_emit(mark);
+}
+
 int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 		      uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
 		      const char *(*timer_why)(const struct atb_timer *),
@@ -876,19 +891,9 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 	struct atb_timing_hooks hooks = {runner_timed_before, runner_timed_after, t};
 	struct atb_error err;
 	char msg[1400];
-	json_t *mark;
 
-	/*
-	 * The marker the harness stamps with its own clock on arrival: it
-	 * compares the span it saw from here to the samples events with the
-	 * span this process reports, so a clock forged inside this address
-	 * space disagrees with one outside it.
-	 */
-	mark = json_pack("{s:s, s:I, s:I}", "event", "timed_begin", "seed", (json_int_t)seed,
-			 "arms", (json_int_t)narms);
 	memset(res, 0, sizeof(*res));
-	group_mark_ns = atbi_monotonic_ns();
-	if (runner_emit(mark))
+	if (runner_mark_group(seed, narms))
 		return -1;
 	atb_error_clear(&err);
 	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx,

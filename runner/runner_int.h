@@ -414,6 +414,15 @@ int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
 		       int (*call)(void *ctx), void *ctx, struct atb_error *err);
 
 /*
+ * PROTO: gates.clock -- emit the "timed_begin" marker of a timed group (seed,
+ * arms) and note this process's clock: the next samples event's span_ns
+ * counts from here.  Every path that times a group calls it right before
+ * the timing core (runner_time_group_timed does; torch's own group too).
+ * 0, or -1 (the channel failed).
+ */
+int runner_mark_group(uint64_t seed, size_t narms);
+
+/*
  * Time one group of arms (paired, or baseline_alone by itself) for seed
  * through the one timing core.  Returns 0 with *res filled (the caller
  * releases it), or -1 after an error event, res released: "kernel_failed"

@@ -1310,7 +1310,10 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	json_decref(a);
 	atb_error_clear(&err);
 	tc->keep = 1;
-	ok = !atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks,
+	memset(res, 0, sizeof(*res));
+	/* PROTO: gates.clock -- the group's marker, as runner_time_group's */
+	ok = !runner_mark_group(seed, np) &&
+	     !atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks,
 					 res, &err);
 	timed_drop(tc);
 	gsl_rng_free(x->r);

@@ -22,13 +22,13 @@ test_expect "audit --help documents the chain" '
 
 test_expect "a clean chain verifies" '
 	expect_exit 0 "$ATB" audit verify &&
-	expect_grep "audit chain ok: 6 entries in the store, 6 in the mirror" "$TRASH/out"
+	expect_grep "audit chain ok: 7 entries in the store, 7 in the mirror" "$TRASH/out"
 '
 
 test_expect "audit show lists entries after --since" '
-	expect_exit 0 "$ATB" audit show --since 4 &&
+	expect_exit 0 "$ATB" audit show --since 5 &&
 	test "$(wc -l <"$TRASH/out")" = 2 &&
-	expect_grep "5 " "$TRASH/out" && expect_grep " rejection " "$TRASH/out"
+	expect_grep "6 " "$TRASH/out" && expect_grep " rejection " "$TRASH/out"
 '
 
 test_expect "audit show --json gives parsed payloads" '
@@ -37,9 +37,9 @@ test_expect "audit show --json gives parsed payloads" '
 '
 
 test_expect "an edited mirror entry is named with its seq and copy" '
-	sed -i "4s/\"task\":\"relu\"/\"task\":\"RELU\"/" v.db.audit.jsonl &&
+	sed -i "5s/\"task\":\"relu\"/\"task\":\"RELU\"/" v.db.audit.jsonl &&
 	expect_exit 1 "$ATB" audit verify &&
-	expect_grep "audit entry 4 (mirror): hash does not match" "$TRASH/err" &&
+	expect_grep "audit entry 5 (mirror): hash does not match" "$TRASH/err" &&
 	expect_exit 1 "$ATB" audit verify --json &&
 	expect_grep "\"copy\": \"mirror\"" "$TRASH/out"
 '
@@ -59,9 +59,9 @@ test_expect "reordered mirror entries are found" '
 test_expect "an edited store entry is found" '
 	cp mirror.orig v.db.audit.jsonl &&
 	expect_exit 0 "$ATB" audit verify &&
-	sqlite3 v.db "DROP TRIGGER audit_no_update; UPDATE audit SET payload = replace(payload, '"'"'relu'"'"', '"'"'RELU'"'"') WHERE seq = 4;" &&
+	sqlite3 v.db "DROP TRIGGER audit_no_update; UPDATE audit SET payload = replace(payload, '"'"'relu'"'"', '"'"'RELU'"'"') WHERE seq = 5;" &&
 	expect_exit 1 "$ATB" audit verify &&
-	expect_grep "audit entry 4 (db): hash does not match" "$TRASH/err"
+	expect_grep "audit entry 5 (db): hash does not match" "$TRASH/err"
 '
 
 test_done
