@@ -109,7 +109,9 @@ test_expect "noise: a candidate whose time varies from seed to seed, after bound
 test_expect "every refusal is in the store and the audit chain verifies" '
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule LIKE '\''gate:%'\''")" -ge 10 ] &&
 	"$ATB" audit verify >/dev/null &&
-	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 0 ]
+	# the one result: the sandboxed task-file appender, whose kernel is honest
+	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 1 ] &&
+	sqlite3 "$ATB_DB" "SELECT j.candidate FROM result r JOIN job j ON j.id = r.job" | grep -q tamper
 '
 
 # Measured once on first use (2 rows); the skip-timed cheat's re-measure
