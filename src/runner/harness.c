@@ -373,7 +373,7 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
 	struct atb_sandbox *sb = NULL;
 	struct atb_proc proc = {.pid = -1};
-	json_t *sent_job;
+	json_t *sent_job = NULL;
 	char runner_abs[4200];
 	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
@@ -389,9 +389,10 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
 	text = sent_job ? json_dumps(sent_job, JSON_COMPACT) : NULL;
-	json_decref(sent_job);
-	if (!text)
+	if (!text) {
+		json_decref(sent_job);
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot encode job: out of memory");
+	}
 	text_len = strlen(text);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) ||
 	    pipe2(ep, O_CLOEXEC)) {
@@ -416,10 +417,7 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	/* PROTO: sandbox -- a fresh scratch folder per runner, removed after it */
 	if ((st = atb_proc_scratch("atb-runner", scratch, sizeof(scratch), err)))
 		goto out_fds;
-	sent_job = absolute_job(job);
-	st = sent_job ? job_sandbox(runner_path, sent_job, timeout_s, scratch, &sb, err)
-		      : atb_error_set(err, ATB_ERR_NOMEM, "cannot run job: out of memory");
-	json_decref(sent_job);
+	st = job_sandbox(runner_path, sent_job, timeout_s, scratch, &sb, err);
 	if (!st)
 		st = atb_proc_start(argv, sv[1], sv[1], ep[1], sb, &proc, err);
 	close(sv[1]);
@@ -591,6 +589,7 @@ out_fds:
 	atb_free(r.lines.p);
 	atb_free(text);
 	json_decref(r.sandbox_facts);
+	json_decref(sent_job);
 	atb_sandbox_free(sb);
 	atb_proc_remove_tree(scratch);
 	return st;
