@@ -116,7 +116,6 @@ struct atb_proc {
 	int reaped;
 	int exec_errno;         /* the direct child's exec failed: its errno; else 0 */
 	int sandboxed;          /* bwrap stands between us and the program */
-	int errfd;              /* internal; -1 */
 };
 
 /*

@@ -128,7 +128,6 @@ enum atb_status atb_proc_start_opts(const char *const *argv, int in, int out, in
 
 	memset(p, 0, sizeof(*p));
 	p->pid = -1;
-	p->errfd = -1;
 	memset(&x, 0, sizeof(x));
 	x.seccomp_fd = -1;
 	if (!o)
@@ -240,7 +239,6 @@ out:
 		close(devnull);
 	if (sb)
 		atbi_sandbox_exec_release(&x);
-	p->errfd = -1;
 	p->status = 0;
 	p->reaped = 0;
 	/* remember whether bwrap stands between us and the program */
@@ -258,7 +256,6 @@ enum atb_status atb_proc_start_fn(int (*fn)(void *arg), void *arg,
 
 	memset(p, 0, sizeof(*p));
 	p->pid = -1;
-	p->errfd = -1;
 	if (!fn)
 		return atb_error_set(err, ATB_ERR_USAGE, "nothing to start");
 	if (o && (o->env || o->before_exec))
