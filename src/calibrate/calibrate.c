@@ -17,7 +17,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -300,40 +299,6 @@ static void measure_phase(void *ctx, const char *phase)
 	report(ctx, phase);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* runs/RUN/task-K emptied (an interrupted attempt is redone), with candidate/ and work/. */
-static enum atb_status task_dirs(struct cal *C, char *cand, char *work, size_t size,
-				 struct atb_error *err)
-{
-	char dir[PATH_MAX];
-	struct stat sb;
-	enum atb_status st;
-
-	if (snprintf(dir, sizeof(dir), "%s/%s", C->runs_dir, C->run.id) >= (int)sizeof(dir))
-		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", C->runs_dir);
-	st = atbi_make_dir(dir, 0700, err);
-	if (st)
-		return st;
-	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/task-%" PRId64, C->k);
-	if (lstat(dir, &sb) == 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		return atb_error_set(err, ATB_ERR_IO, "cannot remove '%s': %s", dir, strerror(errno));
-	if ((size_t)snprintf(cand, size, "%s/candidate", dir) >= size ||
-	    (size_t)snprintf(work, size, "%s/work", dir) >= size)
-		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", C->runs_dir);
-	st = atbi_make_dir(dir, 0700, err);
-	if (!st)
-		st = atbi_make_dir(cand, 0700, err);
-	if (!st)
-		st = atbi_make_dir(work, 0700, err);
-	return st;
-}
 
 static enum atb_status row_json(const struct plan_task *t, char **out, struct atb_error *err)
 {
@@ -366,7 +331,7 @@ static enum atb_status one_task(struct cal *C, struct atb_store *s, struct atb_e
 	report(C, "start");
 	st = atb_task_open(C->home, t->task, &task, err);
 	if (!st)
-		st = task_dirs(C, cand, work, sizeof(cand), err);
+		st = atbi_run_task_dirs(C->runs_dir, C->run.id, C->k, cand, work, sizeof(cand), err);
 	if (!st)
 		st = atb_calibrate_kernel_copy(task, cand, err);
 	if (st)

@@ -183,6 +183,31 @@ enum atb_status atbi_make_dir(const char *path, mode_t mode, struct atb_error *e
 			     strerror(errno));
 }
 
+enum atb_status atbi_run_task_dirs(const char *runs_dir, const char *run_id, int64_t k,
+				   char *cand, char *work, size_t size, struct atb_error *err)
+{
+	char dir[PATH_MAX];
+	enum atb_status st;
+
+	if (snprintf(dir, sizeof(dir), "%s/%s", runs_dir, run_id) >= (int)sizeof(dir))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", runs_dir);
+	st = atbi_make_dir(dir, 0700, err);
+	if (st)
+		return st;
+	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/task-%" PRId64, k);
+	if ((st = remove_tree(dir, err)))
+		return st;
+	if ((size_t)snprintf(cand, size, "%s/candidate", dir) >= size ||
+	    (size_t)snprintf(work, size, "%s/work", dir) >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", runs_dir);
+	st = atbi_make_dir(dir, 0700, err);
+	if (!st)
+		st = atbi_make_dir(cand, 0700, err);
+	if (!st)
+		st = atbi_make_dir(work, 0700, err);
+	return st;
+}
+
 /* ---- the loop ---- */
 
 struct loop {

@@ -23,6 +23,15 @@
 ATBI_FUNC enum atb_status atbi_make_dir(const char *path, mode_t mode, struct atb_error *err);
 
 /*
+ * RUNS/RUN_ID/task-K emptied (an interrupted attempt is redone) and made
+ * again with its candidate/ and work/ folders, whose paths go into cand
+ * and work (size bytes each): the suite's and the calibration's layout.
+ */
+ATBI_FUNC enum atb_status atbi_run_task_dirs(const char *runs_dir, const char *run_id, int64_t k,
+					     char *cand, char *work, size_t size,
+					     struct atb_error *err);
+
+/*
  * The runs folder into out (size bytes), created (0755) when absent:
  * runs_dir when given, else "runs" beside the store file db_path (in the
  * current folder when db_path has no '/'; "/runs" for a store at the

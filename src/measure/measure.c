@@ -1460,6 +1460,16 @@ static void torch_facts(struct measure *m, const struct job_result *j1)
 									  "compile_ns")) / 1e9;
 	if (o->compile_measured || o->compile_why[0])
 		return;
+	/* a compile that failed says so whatever the verdict (a noise refusal
+	   must not hide that torch.compile broke on the task) */
+	if (j1->compile_event && !json_is_true(json_object_get(j1->compile_event, "ok"))) {
+		const char *cwhy = json_string_value(json_object_get(j1->compile_event, "why"));
+
+		if (cwhy && *cwhy) {
+			snprintf(o->compile_why, sizeof(o->compile_why), "%s", cwhy);
+			return;
+		}
+	}
 	if (o->verdict == ATB_MEASURE_REJECTED && o->gate[0])
 		snprintf(o->compile_why, sizeof(o->compile_why),
 			 "not compared: the candidate was rejected at gate '%s'", o->gate);

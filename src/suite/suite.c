@@ -16,7 +16,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -121,40 +120,6 @@ static int stopped(const struct suite *S)
 
 /* ---- files ---- */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-/* dir/<k>, emptied (an interrupted attempt is redone), with candidate/ and work/. */
-static enum atb_status task_dirs(struct suite *S, char *cand, char *work, size_t size,
-				 struct atb_error *err)
-{
-	char dir[PATH_MAX];
-	struct stat sb;
-	enum atb_status st;
-
-	if (snprintf(dir, sizeof(dir), "%s/%s", S->runs_dir, S->run.id) >= (int)sizeof(dir))
-		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
-	st = atbi_make_dir(dir, 0700, err);
-	if (st)
-		return st;
-	snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir), "/task-%" PRId64, S->k);
-	if (lstat(dir, &sb) == 0 && nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		return atb_error_set(err, ATB_ERR_IO, "cannot remove '%s': %s", dir, strerror(errno));
-	if ((size_t)snprintf(cand, size, "%s/candidate", dir) >= size ||
-	    (size_t)snprintf(work, size, "%s/work", dir) >= size)
-		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long", S->runs_dir);
-	st = atbi_make_dir(dir, 0700, err);
-	if (!st)
-		st = atbi_make_dir(cand, 0700, err);
-	if (!st)
-		st = atbi_make_dir(work, 0700, err);
-	return st;
-}
 
 /* Copy the candidate file to cand_dir/model_new.py (the task's one surface file). */
 static enum atb_status copy_candidate(const char *from, const char *cand_dir,
@@ -470,7 +435,7 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 		goto row;
 	}
 	if (!st)
-		st = task_dirs(S, cand, work, sizeof(cand), err);
+		st = atbi_run_task_dirs(S->runs_dir, S->run.id, S->k, cand, work, sizeof(cand), err);
 	if (!st)
 		st = copy_candidate(t->candidate, cand, err);
 	if (st)
