@@ -369,17 +369,6 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   correctness phase (seconds at GiB shapes) would check nothing */
 	json_object_set_new(opt, "skip_correctness", json_boolean(alone && m->torch));
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
-	/* PROTO: gates.timed_correctness -- a fresh key per job, drawn here */
-	st = atb_runner_job_set_timed_checks(job, m->p, err);
-	if (st) {
-		json_decref(job);
-		json_decref(ja);
-		json_decref(jb);
-		json_decref(js);
-		json_decref(seeds);
-		json_decref(opt);
-		return st;
-	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));
@@ -394,6 +383,9 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	json_object_set_new(job, "options", opt);
 	st = atb_runner_job_set_protocol(job, m->p, m->box ? (size_t)m->box->cache_largest_bytes : 0,
 					 err);
+	/* PROTO: gates.timed_correctness -- a fresh key per job, drawn here */
+	if (!st)
+		st = atb_runner_job_set_timed_checks(job, m->p, err);
 	if (!st && m->torch)
 		st = torch_job(m, job, alone, err);
 	if (st) {

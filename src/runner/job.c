@@ -997,7 +997,7 @@ enum atb_status atb_runner_job_set_timed_checks(json_t *job, const struct atb_pr
 						struct atb_error *err)
 {
 	/* PROTO: gates.timed_correctness -- protocol versions < 3 have no such
-	 * key: these defaults are the values v3 is to freeze. */
+	 * key: these defaults are the values v3 froze. */
 	double share = p && p->gates.has_timed_correctness ? p->gates.timed_check_share : 0.125;
 	int minc = p && p->gates.has_timed_correctness ? p->gates.timed_min_checks_per_seed : 2;
 	int np = p && p->gates.has_timed_correctness ? p->gates.timed_perturb_elements : 4;
