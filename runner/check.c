@@ -883,21 +883,109 @@ int runner_time_group(const struct atb_runner_job *job, struct atb_timer *timer,
 	return runner_time_group_timed(job, timer, seed, narms, call, ctx, timer_why, NULL, res);
 }
 
+/* ---- the SM clock per timed trial (PROTO: gates.clocks) -------------------- */
+
+static runner_clock_fn clock_fn;
+static void *clock_ctx;
+static unsigned *clock_mhz[ATB_RUNNER_MAX_ARMS];
+static unsigned long long clock_reasons[ATB_RUNNER_MAX_ARMS];
+static size_t clock_cap, clock_narms;
+
+void runner_clock_reader(runner_clock_fn fn, void *ctx)
+{
+	clock_fn = fn;
+	clock_ctx = ctx;
+}
+
+int runner_clock_begin(size_t narms, size_t trials_max)
+{
+	size_t a;
+
+	clock_narms = 0;
+	if (!clock_fn)
+		return 0;
+	if (narms > ATB_RUNNER_MAX_ARMS)
+		return -1;
+	if (trials_max > clock_cap) {
+		for (a = 0; a < ATB_RUNNER_MAX_ARMS; a++) {
+			unsigned *p = atb_realloc(clock_mhz[a], trials_max * sizeof(*p));
+
+			if (!p)
+				return -1;
+			clock_mhz[a] = p;
+		}
+		clock_cap = trials_max;
+	}
+	for (a = 0; a < narms; a++) {
+		memset(clock_mhz[a], 0, clock_cap * sizeof(*clock_mhz[a]));
+		clock_reasons[a] = 0;
+	}
+	clock_narms = narms;
+	return 0;
+}
+
+static int clock_after_call(void *call_ctx, size_t arm, size_t trial)
+{
+	unsigned mhz = 0;
+	unsigned long long why = 0;
+
+	(void)call_ctx;
+	if (arm >= clock_narms || trial >= clock_cap)
+		return 0;
+	/* a failed read is a 0, not a failed seed: the gate counts it as unknown */
+	if (!clock_fn(clock_ctx, &mhz, &why)) {
+		clock_mhz[arm][trial] = mhz;
+		clock_reasons[arm] |= why;
+	}
+	return 0;
+}
+
+int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial)
+{
+	return clock_fn ? clock_after_call : NULL;
+}
+
+/* The samples event's "sm_mhz" and "clock_reasons" of group arm `arm`; 0, or -1. */
+static int clock_json(json_t *ev, size_t arm, size_t ntrials)
+{
+	json_t *a;
+	size_t k;
+
+	if (arm >= clock_narms)
+		return 0;
+	a = json_array();
+	for (k = 0; a && k < ntrials && k < clock_cap; k++)
+		if (json_array_append_new(a, json_integer(clock_mhz[arm][k]))) {
+			json_decref(a);
+			a = NULL;
+		}
+	if (!a || json_object_set_new(ev, "sm_mhz", a) ||
+	    json_object_set_new(ev, "clock_reasons", json_integer((json_int_t)clock_reasons[arm])))
+		return -1;
+	return 0;
+}
+
 int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *timer,
 			    uint64_t seed, size_t narms, atb_timing_call_fn call, void *ctx,
 			    const char *(*timer_why)(const struct atb_timer *),
 			    struct runner_timed *t, struct atb_timing_seed *res)
 {
-	struct atb_timing_hooks hooks = {runner_timed_before, runner_timed_after, t};
+	struct atb_timing_hooks hooks = {t ? runner_timed_before : NULL,
+					 t ? runner_timed_after : NULL, t,
+					 runner_clock_hook(), NULL};
 	struct atb_error err;
 	char msg[1400];
 
 	memset(res, 0, sizeof(*res));
 	if (runner_mark_group(seed, narms))
 		return -1;
+	if (runner_clock_begin(narms, (size_t)job->timing.trials_max)) {
+		runner_emit_error("nomem", "cannot allocate the clock samples");
+		return -1;
+	}
 	atb_error_clear(&err);
 	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx,
-					t ? &hooks : NULL, res, &err))
+					t || hooks.after_call ? &hooks : NULL, res, &err))
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (timer_why && timer_why(timer)[0])
@@ -960,6 +1048,11 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 		}
 		/* PROTO: gates.timed_correctness -- what the checks between rounds saw */
 		if (ev && t && json_object_set_new(ev, "timed_checks", runner_timed_json(t, ai))) {
+			json_decref(ev);
+			ev = NULL;
+		}
+		/* PROTO: gates.clocks -- the SM clock after each trial, when read */
+		if (ev && clock_json(ev, ai, a->ntrials)) {
 			json_decref(ev);
 			ev = NULL;
 		}

@@ -534,6 +534,17 @@ static int side_stream_check(struct crt *rt, const struct runner_arm *a, struct 
 
 static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes);
 
+/* The seed's index in the job's seeds (0 when not there). */
+static size_t seed_index(const struct atb_runner_job *job, uint64_t seed)
+{
+	size_t k;
+
+	for (k = 0; k < job->nseeds; k++)
+		if (job->seeds[k] == seed)
+			return k;
+	return 0;
+}
+
 /* runner_time_and_done's hook. */
 static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_t *escapes)
 {
@@ -560,10 +571,21 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 		runner_emit_error("nomem", "cannot allocate timing inputs");
 		goto out;
 	}
+	/* PROTO: timing.placement -- alternate: every other seed allocates the
+	 * arms' buffers last arm first, so no arm keeps the same device
+	 * addresses (and what they cost) on every seed */
+	if (job->placement_alternate && (seed_index(job, seed) & 1)) {
+		for (ai = job->narms; ai-- > 0;)
+			if (d_alloc(rt, &per_arm[ai], set)) {
+				runner_emit_error("cuda", rt->msg);
+				goto out;
+			}
+	}
 	for (ai = 0; ai < job->narms; ai++) {
 		int esc;
 
-		if (d_alloc(rt, &per_arm[ai], set) || d_upload_inputs(rt, &per_arm[ai], &in) ||
+		if ((!per_arm[ai].n && d_alloc(rt, &per_arm[ai], set)) ||
+		    d_upload_inputs(rt, &per_arm[ai], &in) ||
 		    d_poison(rt, &per_arm[ai])) {
 			runner_emit_error("cuda", rt->msg);
 			goto out;
@@ -633,6 +655,13 @@ out:
 
 /* ---- env and the job ------------------------------------------------- */
 
+static int cuda_clock(void *ctx, unsigned *mhz, unsigned long long *reasons)
+{
+	struct crt *rt = ctx;
+
+	return atb_cuda_sm_clock(atb_cuda_info(rt->cu)->pci_bus_id, mhz, reasons);
+}
+
 static int emit_env(const struct crt *rt, const struct atb_timer *timer, size_t l2_flush)
 {
 	const struct atb_runner_job *job = rt->job;
@@ -686,6 +715,8 @@ int runner_cuda_run(const struct atb_runner_job *job)
 		atb_free(rt);
 		return rc;
 	}
+	/* PROTO: gates.clocks -- the SM clock after every timed trial */
+	runner_clock_reader(cuda_clock, rt);
 	/* PROTO: timing.cache_flush -- factor x the larger of the job's cache and
 	 * this GPU's L2, at least min_bytes. */
 	if (job->timing.flush) {

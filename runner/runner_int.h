@@ -567,6 +567,21 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 			      const char *const *names, size_t narms, int throttled,
 			      const struct runner_timed *t);
 
+/*
+ * The GPU's SM clock after every timed trial (PROTO: gates.clocks), as a
+ * raw fact beside each time: a backend on a GPU names its reader once
+ * (runner_clock_reader); every timed group then records, per arm and trial,
+ * the clock read right after the trial's time (outside its window), and its
+ * samples events carry them as "sm_mhz" (0: a read that failed) with the
+ * clock-event reasons seen, OR-ed, as "clock_reasons".
+ */
+typedef int (*runner_clock_fn)(void *ctx, unsigned *mhz, unsigned long long *reasons);
+void runner_clock_reader(runner_clock_fn fn, void *ctx);
+/* Before a group of narms arms of at most trials_max trials each.  0, or -1 (out of memory). */
+int runner_clock_begin(size_t narms, size_t trials_max);
+/* struct atb_timing_hooks' after_call (call_ctx unused); NULL when no reader is set. */
+int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial);
+
 /* ---- cpu.c ------------------------------------------------------------------ */
 
 /*

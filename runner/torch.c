@@ -1266,7 +1266,8 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 			    struct torch_timed *x, struct atb_timing_seed *res)
 {
 	const struct atb_runner_job *job = rt->job;
-	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x};
+	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x,
+					 runner_clock_hook(), NULL};
 	struct atb_error err;
 	long long mask = 0;
 	size_t g, ref = np;
@@ -1313,6 +1314,7 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	memset(res, 0, sizeof(*res));
 	/* PROTO: gates.clock -- the group's marker, as runner_time_group's */
 	ok = !runner_mark_group(seed, np) &&
+	     !runner_clock_begin(np, (size_t)job->timing.trials_max) &&
 	     !atb_timing_run_seed_hooked(&job->timing, timer, seed, np, timed_call, tc, &hooks,
 					 res, &err);
 	timed_drop(tc);
@@ -1655,6 +1657,13 @@ static int emit_env(struct trt *rt, const struct atb_timer *timer)
  * The job's torch object gets the resolved device and, on cuda, the
  * runner's stream for PyTorch to use.
  */
+static int torch_clock(void *ctx, unsigned *mhz, unsigned long long *reasons)
+{
+	struct trt *rt = ctx;
+
+	return atb_cuda_sm_clock(atb_cuda_info(rt->cu)->pci_bus_id, mhz, reasons);
+}
+
 static int open_device(struct trt *rt, const char **reason)
 {
 	const char *want = json_string_value(json_object_get(rt->torch, "device"));
@@ -1672,6 +1681,9 @@ static int open_device(struct trt *rt, const char **reason)
 		}
 	}
 	json_object_set_new((json_t *)rt->torch, "device", json_string(rt->cu ? "cuda" : "cpu"));
+	/* PROTO: gates.clocks -- the SM clock after every timed trial on the GPU */
+	if (rt->cu)
+		runner_clock_reader(torch_clock, rt);
 	if (rt->cu)
 		json_object_set_new((json_t *)rt->torch, "stream",
 				    json_integer((json_int_t)(uintptr_t)atb_cuda_stream(rt->cu)));

@@ -183,4 +183,12 @@ struct atb_cuda_gpu_sample {
  */
 void atb_cuda_gpu_sample(const char *pci, struct atb_cuda_gpu_sample *out);
 
+/*
+ * The SM clock (MHz) and the clock-event reasons (nvmlClocksEventReasons) of
+ * the GPU at pci, read cheaply enough to take after every timed trial: the
+ * NVML handle is kept between calls.  0, or -1 (no NVML, no such device, or
+ * the query failed; *mhz then 0).
+ */
+int atb_cuda_sm_clock(const char *pci, unsigned *mhz, unsigned long long *reasons);
+
 #endif

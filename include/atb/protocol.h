@@ -76,6 +76,8 @@ struct atb_protocol {
 		double cache_flush_factor;
 		long long cache_flush_min_bytes;
 		char interleave[32];
+		/* "fixed" or "alternate" (runner.h); "" when absent (before version 4: fixed) */
+		char placement[16];
 		double job_timeout_s;
 	} timing;
 

@@ -172,6 +172,14 @@ struct atb_runner_job {
 	size_t cache_bytes;            /* the box's largest cache */
 	double cache_flush_factor;
 	size_t cache_flush_min_bytes;
+	/*
+	 * timing.placement: 0 "fixed", every seed allocates the arms' device
+	 * buffers in arm order; 1 "alternate", odd-numbered seeds (by their index
+	 * in seeds) allocate them in reverse order, so that an arm's buffers do
+	 * not sit at the same device addresses on every seed (PROTO:
+	 * timing.placement; docs/internals/runner.md).
+	 */
+	int placement_alternate;
 	struct atb_runner_tolerance tolerances[ATB_RUNNER_MAX_DTYPES];
 	size_t ntolerances;
 	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */

@@ -172,6 +172,14 @@ struct atb_timing_hooks {
 	int (*before_round)(void *ctx, int round);
 	int (*after_round)(void *ctx, int round);
 	void *ctx;
+	/*
+	 * After each timed call's time is read (outside its window, before the
+	 * next flush): arm `arm`'s trial number `trial` (the index of its time in
+	 * times_ns).  For facts taken per trial, such as the GPU's SM clock.  Its
+	 * own context; NULL: none.  A nonzero return aborts like a round hook.
+	 */
+	int (*after_call)(void *call_ctx, size_t arm, size_t trial);
+	void *call_ctx;
 };
 
 /*

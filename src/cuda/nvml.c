@@ -79,3 +79,33 @@ void atb_cuda_gpu_sample(const char *pci, struct atb_cuda_gpu_sample *out)
 	if (!nv.power_usage(d, &v))
 		out->power_mw = v;
 }
+
+/*
+ * The SM clock and clock-event reasons alone, for one sample per timed trial
+ * (PROTO: gates.clocks): the device handle is looked up once per bus id and
+ * kept, so a sample is two NVML queries.  0, or -1 without NVML or device.
+ */
+int atb_cuda_sm_clock(const char *pci, unsigned *mhz, unsigned long long *reasons)
+{
+	static char have_pci[64];
+	static atbi_nvml_device have;
+
+	*mhz = 0;
+	*reasons = 0;
+	pthread_once(&nv_once, nv_load);
+	if (!nv_ok || !pci)
+		return -1;
+	if (!have || strcmp(have_pci, pci)) {
+		have = NULL;
+		if (nv.device_by_pci(pci, &have) || !have) {
+			have = NULL;
+			return -1;
+		}
+		snprintf(have_pci, sizeof(have_pci), "%s", pci);
+	}
+	if (nv.clock(have, ATBI_NVML_CLOCK_SM, mhz))
+		return -1;
+	if (nv.throttle_reasons(have, reasons))
+		*reasons = 0;
+	return 0;
+}

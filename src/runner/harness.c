@@ -134,6 +134,7 @@ struct run {
 	int got_error;
 	enum atb_status cb_status;
 	json_t *sandbox_facts;  /* what the job's sandbox enforced (the harness's word) */
+	FILE *events_log;       /* $ATB_RUNNER_EVENTS_LOG: every event line, a diagnostic */
 };
 
 static void keep_tail(char *tail, size_t size, const char *data, size_t n)
@@ -167,6 +168,10 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		if (n == 0) {
 			start = nl + 1;
 			continue;
+		}
+		if (r->events_log) {
+			fwrite(start, 1, n, r->events_log);
+			fputc('\n', r->events_log);
 		}
 		ev = json_loadb(start, n, JSON_REJECT_DUPLICATES, &je);
 		kind = ev ? json_object_get(ev, "event") : NULL;
@@ -385,6 +390,14 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	r.on_event = on_event;
 	r.ctx = ctx;
 	atb_alloc_install_json();
+	/* A diagnostic (docs/internals/runner.md): the runner's raw events as they
+	 * came, for studies of the timing (positions, clocks) no result keeps. */
+	{
+		const char *lp = getenv("ATB_RUNNER_EVENTS_LOG");
+
+		if (lp && *lp)
+			r.events_log = fopen(lp, "ae");
+	}
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
@@ -586,6 +599,8 @@ out_fds:
 		close(ep[0]);
 	if (ep[1] >= 0)
 		close(ep[1]);
+	if (r.events_log)
+		fclose(r.events_log);
 	atb_free(r.lines.p);
 	atb_free(text);
 	json_decref(r.sandbox_facts);

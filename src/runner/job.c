@@ -358,7 +358,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	double per_seed_s = (double)c->max_time_per_seed_ns / 1e9;
 	double min_bytes = (double)j->cache_flush_min_bytes;
 	long long wi = c->warmup_min_iterations, tmin = c->trials_min, tmax = c->trials_max;
-	char interleave[32] = "randomized_pairs";
+	char interleave[32] = "randomized_pairs", placement[16] = "fixed";
 	json_t *f;
 
 	if (!json_is_object(o))
@@ -373,6 +373,14 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	REAL(o, "cache_flush_factor", "timing", 0, j->cache_flush_factor);
 	REAL(o, "cache_flush_min_bytes", "timing", 0, min_bytes);
 	STR(o, "interleave", "timing", 0, interleave);
+	STR(o, "placement", "timing", 0, placement);
+	if (!strcmp(placement, "fixed"))
+		j->placement_alternate = 0;
+	else if (!strcmp(placement, "alternate"))
+		j->placement_alternate = 1;
+	else
+		return bad(err, "timing.placement", "'%s' must be fixed or alternate",
+			   "timing.placement");
 	f = json_object_get(o, "cache_flush");
 	if (f) {
 		if (!json_is_boolean(f))
@@ -932,6 +940,16 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 		bad_ |= set_new(t, "cache_flush_min_bytes",
 				json_integer(p->timing.cache_flush_min_bytes));
 		bad_ |= set_new(t, "interleave", json_string(p->timing.interleave));
+		/* PROTO: timing.placement (version 4 on); $ATB_DIAG_PLACEMENT, a
+		 * diagnostic for A/A studies, overrides it and is kept in the job */
+		{
+			const char *pl = getenv("ATB_DIAG_PLACEMENT");
+
+			if (!pl || !*pl)
+				pl = p->timing.placement;
+			if (pl[0])
+				bad_ |= set_new(t, "placement", json_string(pl));
+		}
 		bad_ |= set_new(c, "poison", json_string(p->correctness.poison));
 		/* PROTO: correctness.input_sets_per_seed */
 		if (p->correctness.input_sets_per_seed > 0)

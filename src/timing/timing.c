@@ -554,6 +554,13 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 			a->round[a->ntrials] = round;
 			a->position[a->ntrials] = (int)p;
 			a->ntrials++;
+			if (hooks && hooks->after_call &&
+			    hooks->after_call(hooks->call_ctx, order[p], a->ntrials - 1)) {
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "trial hook failed after arm %zu in round %d",
+						   order[p], round);
+				goto done;
+			}
 		}
 		out->rounds = round + 1;
 		if (hooks && hooks->after_round && hooks->after_round(hooks->ctx, round)) {

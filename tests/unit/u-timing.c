@@ -472,7 +472,7 @@ Test(timing, round_hooks_run_around_every_round_outside_the_timed_window)
 	struct atb_timer t = {.ops = &fake_ops, .state = &f};
 	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
 	struct hook_log h = {.fake = &f, .s = &s, .fail_before = -1};
-	struct atb_timing_hooks hooks = {h_before, h_after, &h};
+	struct atb_timing_hooks hooks = {.before_round = h_before, .after_round = h_after, .ctx = &h};
 	struct atb_timing_config c;
 	struct atb_timing_seed r, plain;
 	struct atb_error e;
@@ -508,7 +508,7 @@ Test(timing, a_failing_round_hook_aborts_the_seed)
 	struct atb_timer t = {.ops = &fake_ops, .state = &f};
 	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
 	struct hook_log h = {.fake = &f, .s = &s, .fail_before = 3};
-	struct atb_timing_hooks hooks = {h_before, NULL, &h};
+	struct atb_timing_hooks hooks = {.before_round = h_before, .ctx = &h};
 	struct atb_timing_config c;
 	struct atb_timing_seed r;
 	struct atb_error e;
@@ -518,5 +518,61 @@ Test(timing, a_failing_round_hook_aborts_the_seed)
 		     ATB_ERR_SYSTEM);
 	cr_assert(strstr(e.msg, "round hook failed before round 3"), "%s", e.msg);
 	cr_assert_eq(s.timed_calls[0] + s.timed_calls[1], 6);
+	atb_timing_seed_release(&r);
+}
+
+/* ---- the per-trial hook (PROTO: gates.clocks) ---------------------------- */
+
+struct trial_log {
+	struct fake *fake;
+	size_t arm[64], trial[64];
+	int n, in_window, fail_at;
+};
+
+static int h_trial(void *ctx, size_t arm, size_t trial)
+{
+	struct trial_log *l = ctx;
+
+	l->in_window |= l->fake->running;
+	l->arm[l->n] = arm;
+	l->trial[l->n] = trial;
+	return ++l->n == l->fail_at ? -1 : 0;
+}
+
+Test(timing, the_trial_hook_sees_every_timed_call_once_with_its_index_outside_the_window)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct trial_log l = {.fake = &f, .fail_at = -1};
+	struct atb_timing_hooks hooks = {.after_call = h_trial, .call_ctx = &l};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+	size_t seen[2] = {0, 0};
+	int k;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_OK);
+	cr_assert_eq(l.n, 2 * r.rounds, "one call per timed trial, none for the warm-up");
+	cr_assert_not(l.in_window, "the trial hook ran inside the timed window");
+	for (k = 0; k < l.n; k++) {
+		cr_assert_lt(l.arm[k], 2);
+		/* each arm's trials come in order: the index is its position in times_ns */
+		cr_assert_eq(l.trial[k], seen[l.arm[k]], "call %d", k);
+		seen[l.arm[k]]++;
+	}
+	cr_assert_eq(seen[0], r.arms[0].ntrials);
+	cr_assert_eq(seen[1], r.arms[1].ntrials);
+	atb_timing_seed_release(&r);
+
+	/* a failing trial hook stops the seed */
+	memset(&f, 0, sizeof(f));
+	l.n = 0;
+	l.fail_at = 3;
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_ERR_SYSTEM);
+	cr_assert(strstr(e.msg, "trial hook failed"), "%s", e.msg);
 	atb_timing_seed_release(&r);
 }
