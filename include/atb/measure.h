@@ -104,6 +104,17 @@ struct atb_measure_outcome {
 	/* cuda: share of timed trials the runner marked throttled (NVML), the
 	   worst job-1 run; 0 on the cpu */
 	double throttled_share;
+	/*
+	 * GPU: the SM clocks of the judged job-1 run's timed trials (PROTO:
+	 * gates.clocks, version 4 on; judged 0 when no clock was read or the
+	 * protocol predates the rule)
+	 */
+	struct {
+		int judged;
+		double share_below, rel_difference, mean_base_mhz, mean_cand_mhz;
+		unsigned max_mhz, floor_mhz;
+		size_t readings;
+	} clocks;
 	int attempts;              /* job-1 runs (re-runs for noise, PROTO: stats.cv_cap) */
 	char note[512];            /* e.g. the naive baseline failed (a task bug); "" none */
 	/*

@@ -76,7 +76,7 @@ struct atb_protocol {
 		double cache_flush_factor;
 		long long cache_flush_min_bytes;
 		char interleave[32];
-		/* "fixed" or "alternate" (runner.h); "" when absent (before version 4: fixed) */
+		/* "fixed", "alternate" or "shuffled" (runner.h); "" when absent (before version 4: fixed) */
 		char placement[16];
 		double job_timeout_s;
 	} timing;
@@ -134,6 +134,18 @@ struct atb_protocol {
 		double timed_check_share;
 		int timed_min_checks_per_seed;
 		int timed_perturb_elements;
+		/*
+		 * gates.clocks (version 4 on; absent: has_clocks 0, and the GPU's
+		 * clock is judged by gates.throttle's NVML reasons as before): the
+		 * SM clock read after every timed trial, per arm.  Below
+		 * floor_ratio x the GPU's maximum SM clock in more than
+		 * max_share_below of the trials, or the arms' mean clocks apart by
+		 * more than max_arm_rel_difference: noise.
+		 */
+		int has_clocks;
+		double clocks_floor_ratio;
+		double clocks_max_share_below;
+		double clocks_max_arm_rel_difference;
 	} gates;
 
 	double anchor_band;

@@ -173,13 +173,19 @@ struct atb_runner_job {
 	double cache_flush_factor;
 	size_t cache_flush_min_bytes;
 	/*
-	 * timing.placement: 0 "fixed", every seed allocates the arms' device
-	 * buffers in arm order; 1 "alternate", odd-numbered seeds (by their index
-	 * in seeds) allocate them in reverse order, so that an arm's buffers do
-	 * not sit at the same device addresses on every seed (PROTO:
-	 * timing.placement; docs/internals/runner.md).
+	 * timing.placement, where each seed's timing puts the arms' device
+	 * buffers (PROTO: timing.placement; docs/internals/runner.md):
+	 * ATB_PLACEMENT_FIXED, every seed allocates them in arm order (the same
+	 * addresses every seed); _ALTERNATE, odd-numbered seeds (by index in
+	 * seeds) in reverse order; _SHUFFLED, each arm's buffers at offsets
+	 * drawn from (seed, arm), so that what an address costs on this GPU is a
+	 * per-seed random effect shared by both arms, not a constant one arm
+	 * keeps (measured: scripts/aa-study).
 	 */
-	int placement_alternate;
+	int placement;
+#define ATB_PLACEMENT_FIXED 0
+#define ATB_PLACEMENT_ALTERNATE 1
+#define ATB_PLACEMENT_SHUFFLED 2
 	struct atb_runner_tolerance tolerances[ATB_RUNNER_MAX_DTYPES];
 	size_t ntolerances;
 	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */

@@ -19,11 +19,15 @@ here), or write bytecode next to the task (the surface gate would see it).
 import importlib.util
 import inspect
 import json
+import random
 import sys
 import traceback
 
 from atb_torch import inputs, tamper
 from atb_torch.phases import Phases
+
+# Taken before any candidate is imported: the placement draws use this one.
+_Random = random.Random
 
 STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
 # torch dtypes the C comparison knows, by name; others are converted first.
@@ -82,6 +86,9 @@ class Session:
             # flush are recorded on the very stream the models launch on.
             self.stream = torch.cuda.ExternalStream(int(t["stream"]), device=self.device)
             torch.cuda.set_stream(self.stream)
+        # PROTO: timing.placement -- where each seed puts the arms' inputs
+        self.placement = job.get("timing", {}).get("placement", "fixed")
+        self.pads = None
         corr = job.get("correctness", {})
         self.dists = corr.get("distributions", [])
         self.arms = job["arms"]
@@ -533,7 +540,23 @@ class Session:
         self.timing_seed = seed
         xs = self.gen(seed, -1, STREAM_TIMING)
         self.bases = {}  # the timing draw is used once: not kept
-        self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
+        self.pads = None
+        if self.placement == "shuffled" and self.device.type == "cuda":
+            # PROTO: timing.placement (shuffled) -- each arm's inputs behind a
+            # pad drawn from (seed, arm), kept for the seed: the same
+            # addresses on every seed read as a constant bias of one arm on
+            # the H200 (the cuda backend's d_alloc_placed says what was seen)
+            pads, ins = [], []
+            for i in range(len(self.models)):
+                g = _Random((int(seed) * 0x9E3779B1 + (i + 1) * 0x85EBCA77) & (2**64 - 1))
+                size = g.randrange(16) * (2 << 20) + g.randrange(8192) * 256 + 256
+                pads.append(self.torch.empty(size, dtype=self.torch.uint8, device=self.device))
+                ins.append(self.clone(xs))
+            del xs
+            self.pads = pads
+            self.timing_inputs = ins
+        else:
+            self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
         if self.watch is not None:
             self.watch.inputs_set(self.timing_inputs[self.reference])
         self.sync()

@@ -490,6 +490,91 @@ int atbi_gate_throttle(size_t throttled, size_t total, double max_share, double 
 	return *share > max_share;
 }
 
+/* ---- the SM clock per trial (PROTO: gates.clocks) ---- */
+
+int atbi_clocks_add(struct atbi_clocks_state *s, const json_t *ev, int arm)
+{
+	const json_t *a = json_object_get(ev, "sm_mhz"), *v;
+	size_t i;
+
+	if (!json_is_array(a))
+		return 0;
+	json_array_foreach(a, i, v) {
+		json_int_t mhz = json_integer_value(v);
+
+		if (mhz <= 0 || mhz > 100000)
+			continue;  /* a failed read */
+		if (s->nall == s->cap) {
+			size_t cap = s->cap ? 2 * s->cap : 256;
+			unsigned *p = atb_realloc(s->all, cap * sizeof(*p));
+
+			if (!p)
+				return -1;
+			s->all = p;
+			s->cap = cap;
+		}
+		s->all[s->nall++] = (unsigned)mhz;
+		if (arm == 0 || arm == 1) {
+			s->sum[arm] += (double)mhz;
+			s->n[arm]++;
+		}
+	}
+	return 0;
+}
+
+void atbi_clocks_gpu_state(struct atbi_clocks_state *s, const json_t *ev)
+{
+	const char *side[] = {"before", "after"};
+	size_t k;
+
+	for (k = 0; k < 2; k++) {
+		json_int_t m = json_integer_value(
+			json_object_get(json_object_get(ev, side[k]), "sm_clock_max_mhz"));
+
+		if (m > 0 && m < 100000 && (unsigned)m > s->max_mhz)
+			s->max_mhz = (unsigned)m;
+	}
+}
+
+void atbi_clocks_release(struct atbi_clocks_state *s)
+{
+	atb_free(s->all);
+	memset(s, 0, sizeof(*s));
+}
+
+int atbi_gate_clocks(const struct atbi_clocks_state *s, double floor_ratio,
+		     double max_share_below, double max_rel_difference,
+		     struct atbi_clocks_facts *f)
+{
+	unsigned top = s->max_mhz;
+	size_t i;
+
+	memset(f, 0, sizeof(*f));
+	if (!s->nall)
+		return -1;
+	/* without NVML's maximum, the highest clock seen stands for it */
+	for (i = 0; !s->max_mhz && i < s->nall; i++)
+		if (s->all[i] > top)
+			top = s->all[i];
+	f->max_mhz = top;
+	f->floor_mhz = (unsigned)(floor_ratio * (double)top);
+	f->total = s->nall;
+	for (i = 0; i < s->nall; i++)
+		if ((double)s->all[i] < floor_ratio * (double)top)
+			f->below++;
+	f->share_below = (double)f->below / (double)f->total;
+	if (s->n[0] && s->n[1]) {
+		f->mean_base_mhz = s->sum[0] / (double)s->n[0];
+		f->mean_cand_mhz = s->sum[1] / (double)s->n[1];
+		f->rel_difference = fabs(f->mean_base_mhz / f->mean_cand_mhz - 1);
+	}
+	if (f->share_below > max_share_below)
+		return 1;
+	if (s->n[0] && s->n[1] && f->rel_difference > max_rel_difference)
+		return 2;
+	return 0;
+}
+
 /* ---- floor and drift ---- */
 
 long atbi_gate_floor(const double *medians_ns, size_t n, double floor_ns, double margin)

@@ -78,6 +78,7 @@ struct job_result {
 	/* cuda: timed trials, those NVML saw throttled, the candidate's first
 	   side-stream escape (owned copy) */
 	size_t trials, throttled_trials;
+	struct atbi_clocks_state clocks; /* PROTO: gates.clocks -- the SM clock per trial */
 	json_t *side_event;
 	json_t *compile_event;           /* torch: the runner's "compile" event (owned copy) */
 	struct atbi_clock_state clock;   /* the timed groups' spans, both clocks (gate clock) */
@@ -442,6 +443,8 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "tamper")) {
 		if (!r->tamper_event)
 			r->tamper_event = json_deep_copy(ev);
+	} else if (!strcmp(kind, "gpu_state")) {
+		atbi_clocks_gpu_state(&r->clocks, ev);
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -464,6 +467,10 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			a = A_ALONE;
 		if (a < 0 || !r->arm[a] || !json_is_array(t))
 			return ATB_OK;  /* not ours: the seed check below refuses */
+		/* PROTO: gates.clocks -- job 1's arms compared, every reading floored */
+		if (atbi_clocks_add(&r->clocks, ev,
+				    c->alone ? -1 : a == A_BASE ? 0 : a == A_CAND ? 1 : -1))
+			return r->cb_st = ATB_ERR_NOMEM;
 		if (!c->alone && a == A_CAND) {
 			char why[8];
 
@@ -521,6 +528,7 @@ static void job_result_release(struct job_result *r)
 		atb_free(r->median[a]);
 	}
 	atbi_correctness_release(&r->corr);
+	atbi_clocks_release(&r->clocks);
 	json_decref(r->env);
 	json_decref(r->done);
 	json_decref(r->side_event);
@@ -806,6 +814,67 @@ static enum atb_status reject_throttled(struct measure *m, const char *which,
 				which, "throttled_share", share, "throttled_trials",
 				(json_int_t)r->throttled_trials, "trials", (json_int_t)r->trials,
 				"max_share", atbi_throttle_max_share(m->p), "attempts", m->out->attempts),
+		      err);
+}
+
+/*
+ * PROTO: gates.clocks (version 4 on) -- the rule on one job's readings:
+ * 0 fine or nothing to judge, 1 clocks under the floor too often, 2 the
+ * arms at different clocks.  Job 1's facts go to the outcome.
+ */
+static int clocks_rule(struct measure *m, const struct job_result *r, int job1,
+		       struct atbi_clocks_facts *f)
+{
+	const struct atb_protocol *p = m->p;
+	int rc = atbi_gate_clocks(&r->clocks, p->gates.clocks_floor_ratio,
+				  p->gates.clocks_max_share_below,
+				  p->gates.clocks_max_arm_rel_difference, f);
+
+	if (job1 && rc >= 0) {
+		m->out->clocks.judged = 1;
+		m->out->clocks.share_below = f->share_below;
+		m->out->clocks.rel_difference = f->rel_difference;
+		m->out->clocks.mean_base_mhz = f->mean_base_mhz;
+		m->out->clocks.mean_cand_mhz = f->mean_cand_mhz;
+		m->out->clocks.max_mhz = f->max_mhz;
+		m->out->clocks.floor_mhz = f->floor_mhz;
+		m->out->clocks.readings = f->total;
+	}
+	return rc > 0 ? rc : 0;
+}
+
+/* Gate "noise" for a job whose SM clocks broke gates.clocks (rule rc). */
+static enum atb_status reject_clocks(struct measure *m, const char *which, int rc,
+				     const struct atbi_clocks_facts *f, struct atb_error *err)
+{
+	const struct atb_protocol *p = m->p;
+	char why[512];
+
+	if (rc == 1)
+		snprintf(why, sizeof(why),
+			 "the gpu's SM clock was below %u MHz (%.0f%% of its maximum %u MHz) "
+			 "during %.1f%% of the timed trials of %s (%zu of %zu; at most %.0f%%) "
+			 "after %d runs: clocks changed under the measurement",
+			 f->floor_mhz, 100 * p->gates.clocks_floor_ratio, f->max_mhz,
+			 100 * f->share_below, which, f->below, f->total,
+			 100 * p->gates.clocks_max_share_below, m->out->attempts);
+	else
+		snprintf(why, sizeof(why),
+			 "the arms of %s ran at different SM clocks: baseline %.0f MHz, candidate "
+			 "%.0f MHz on average (%.1f%% apart; at most %.1f%%) after %d runs",
+			 which, f->mean_base_mhz, f->mean_cand_mhz, 100 * f->rel_difference,
+			 100 * p->gates.clocks_max_arm_rel_difference, m->out->attempts);
+	return reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+		      json_pack("{s:s, s:s, s:I, s:I, s:f, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:i}",
+				"cause", rc == 1 ? "clock_below_floor" : "clocks_differ", "job",
+				which, "readings", (json_int_t)f->total, "below",
+				(json_int_t)f->below, "share_below", f->share_below, "max_mhz",
+				(int)f->max_mhz, "floor_mhz", (int)f->floor_mhz,
+				"max_share_below", p->gates.clocks_max_share_below,
+				"mean_base_mhz", f->mean_base_mhz, "mean_cand_mhz",
+				f->mean_cand_mhz, "rel_difference", f->rel_difference,
+				"max_arm_rel_difference", p->gates.clocks_max_arm_rel_difference,
+				"attempts", m->out->attempts),
 		      err);
 }
 
@@ -1185,6 +1254,17 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 					      m->out->throttled_share, "throttled_max_share",
 					      atbi_throttle_max_share(m->p), "side_stream_escapes",
 					      json_object_get(j1->done, "side_stream_escapes")));
+	/* PROTO: gates.clocks -- what the rule saw */
+	if (m->out->clocks.judged)
+		json_object_set_new(
+			o, "clocks",
+			json_pack("{s:I, s:f, s:i, s:i, s:f, s:f, s:f}", "readings",
+				  (json_int_t)m->out->clocks.readings, "share_below",
+				  m->out->clocks.share_below, "max_mhz", (int)m->out->clocks.max_mhz,
+				  "floor_mhz", (int)m->out->clocks.floor_mhz, "mean_base_mhz",
+				  m->out->clocks.mean_base_mhz, "mean_cand_mhz",
+				  m->out->clocks.mean_cand_mhz, "rel_difference",
+				  m->out->clocks.rel_difference));
 	json_object_set_new(o, "runner", j1->env ? json_deep_copy(j1->env) : json_null());
 	json_object_set_new(o, "runner_alone", j2->env ? json_deep_copy(j2->env) : json_null());
 	if (m->out->note[0])
@@ -1735,7 +1815,23 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			goto done;
 		}
 		/* throttled samples: re-run within bounds, then refuse as noise */
-		{
+		if (p->gates.has_clocks) {
+			/* PROTO: gates.clocks -- the clocks themselves, not NVML's reasons
+			 * (the throttled share is kept for the record) */
+			struct atbi_clocks_facts cf;
+			int over = clocks_rule(m, &j1, 1, &cf);
+			double share;
+
+			atbi_gate_throttle(j1.throttled_trials, j1.trials, 1, &share);
+			if (share > out->throttled_share)
+				out->throttled_share = share;
+			if (over && out->attempts < NOISE_ATTEMPTS)
+				continue;
+			if (over) {
+				st = reject_clocks(m, "job 1", over, &cf, err);
+				goto done;
+			}
+		} else {
 			double share;
 			int over = atbi_gate_throttle(j1.throttled_trials, j1.trials,
 						      atbi_throttle_max_share(m->p), &share);
@@ -1827,7 +1923,16 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			}
 			out->baseline_alone_median_ns = median_of_medians(j2.median[A_ALONE],
 									   m->nseeds);
-			{
+			if (p->gates.has_clocks) {
+				struct atbi_clocks_facts cf;
+				int over = clocks_rule(m, &j2, 0, &cf);
+
+				if (over == 1) {
+					st = reject_clocks(m, "job 2, baseline alone", over, &cf,
+							   err);
+					goto done;
+				}
+			} else {
 				double share;
 
 				if (atbi_gate_throttle(j2.throttled_trials, j2.trials,

@@ -190,6 +190,46 @@ ATBI_FUNC int atbi_gate_timed_checks(const json_t *ev, char *why, size_t why_siz
 ATBI_FUNC int atbi_gate_throttle(size_t throttled, size_t total, double max_share,
 				 double *share);
 
+/*
+ * PROTO: gates.clocks (version 4 on) -- the SM clocks a job's timed trials
+ * ran at, read by the runner after every trial ("sm_mhz" of each samples
+ * event; 0 a failed read, not counted).  Paired arms run interleaved under
+ * the same power management, so a power cap that slows both alike is not
+ * noise: what is, is a clock below a floor (nvbench calls under 75% of the
+ * default clock throttled) in too many trials, or arms that ran at
+ * different clocks.
+ */
+struct atbi_clocks_state {
+	double sum[2];        /* [0] the baseline's, [1] the candidate's readings, paired group */
+	size_t n[2];
+	unsigned *all;        /* every reading of the job, every arm (owned) */
+	size_t nall, cap;
+	unsigned max_mhz;     /* the GPU's maximum SM clock (gpu_state events) */
+};
+
+struct atbi_clocks_facts {
+	size_t total, below;  /* readings, those below the floor */
+	double share_below;
+	unsigned max_mhz, floor_mhz;
+	double mean_base_mhz, mean_cand_mhz, rel_difference;  /* |base / cand - 1| */
+};
+
+/* Add one samples event's readings (arm 0 baseline, 1 candidate, -1 other).  0, or -1 (memory). */
+ATBI_FUNC int atbi_clocks_add(struct atbi_clocks_state *s, const json_t *samples_ev, int arm);
+/* Note a gpu_state event's maximum SM clock. */
+ATBI_FUNC void atbi_clocks_gpu_state(struct atbi_clocks_state *s, const json_t *ev);
+ATBI_FUNC void atbi_clocks_release(struct atbi_clocks_state *s);
+
+/*
+ * The rule: -1 no readings (nothing to judge: the GPU has no NVML), 0 fine,
+ * 1 more than max_share_below of the readings below floor_ratio x max_mhz,
+ * 2 the arms' mean clocks apart by more than max_rel_difference (checked
+ * only when the job has both arms' readings).  *f gets the facts either way.
+ */
+ATBI_FUNC int atbi_gate_clocks(const struct atbi_clocks_state *s, double floor_ratio,
+			       double max_share_below, double max_rel_difference,
+			       struct atbi_clocks_facts *f);
+
 /* ---- physical floor ---- */
 
 /*

@@ -81,6 +81,7 @@ static const char *const protocol_names[] = {"atb", NULL};
 static const char *const clocks[] = {"monotonic", NULL};        /* PROTO: timing.clock */
 static const char *const stopping_rules[] = {"median_ci_halfwidth", "fixed", NULL};
 static const char *const interleaves[] = {"randomized_pairs", "alternating", "abba", NULL};
+static const char *const placements[] = {"fixed", "alternate", "shuffled", NULL};
 static const char *const poisons[] = {"nan", "pattern", NULL};
 static const char *const dist_kinds[] = {"uniform", "normal", NULL};
 static const char *const usable_steps[] = {"built", "correct", "measured", "admitted", NULL};
@@ -143,6 +144,10 @@ static const struct field timing_fields[] = {
 	MAP("cache_flush", flush_fields),
 	{.key = "interleave", .kind = F_ENUM, .off = OFF(timing.interleave),
 	 .size = SZ(timing.interleave), .choices = interleaves},
+	/* optional: versions 1 to 3 have no such key (fixed); required from
+	 * version 4 on (atbi_protocol_validate) */
+	{.key = "placement", .kind = F_ENUM, .off = OFF(timing.placement),
+	 .size = SZ(timing.placement), .choices = placements, .optional = 1},
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
 	END,
 };
@@ -252,6 +257,24 @@ static const struct field clock_fields[] = {
 	END,
 };
 
+static enum atb_status clocks_after(struct vctx *c, struct fy_node *map, void *base,
+				    const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_clocks = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.clocks (version 4 on) */
+static const struct field clocks_fields[] = {
+	REAL("floor_ratio", gates.clocks_floor_ratio, OPEN01),
+	REAL("max_share_below", gates.clocks_max_share_below, CLOSED01),
+	REAL("max_arm_rel_difference", gates.clocks_max_arm_rel_difference, OPEN01),
+	END,
+};
+
 static enum atb_status timed_after(struct vctx *c, struct fy_node *map, void *base,
 				   const char *path)
 {
@@ -286,6 +309,10 @@ static const struct field gates_fields[] = {
 	 * gets the defaults); required from version 3 on */
 	{.key = "timed_correctness", .kind = F_MAP, .off = NOSTORE, .sub = timed_fields,
 	 .after = timed_after, .optional = 1},
+	/* optional: versions 1 to 3 have no such key (they judge the clock by
+	 * NVML's reasons, gates.throttle); required from version 4 on */
+	{.key = "clocks", .kind = F_MAP, .off = NOSTORE, .sub = clocks_fields,
+	 .after = clocks_after, .optional = 1},
 	END,
 };
 
@@ -858,6 +885,18 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
 					"gates.timed_correctness",
 					"missing field 'timed_correctness' (required from version 3)");
+	}
+	if (!st && p->version >= 4 && (!p->gates.has_clocks || !p->timing.placement[0])) {
+		unsigned line = 1, col = 1;
+		const char *sec = !p->gates.has_clocks ? "gates" : "timing";
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, sec, -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					!p->gates.has_clocks ? "gates.clocks" : "timing.placement",
+					"missing field '%s' (required from version 4)",
+					!p->gates.has_clocks ? "clocks" : "placement");
 	}
 	return st;
 }

@@ -375,11 +375,13 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	STR(o, "interleave", "timing", 0, interleave);
 	STR(o, "placement", "timing", 0, placement);
 	if (!strcmp(placement, "fixed"))
-		j->placement_alternate = 0;
+		j->placement = ATB_PLACEMENT_FIXED;
 	else if (!strcmp(placement, "alternate"))
-		j->placement_alternate = 1;
+		j->placement = ATB_PLACEMENT_ALTERNATE;
+	else if (!strcmp(placement, "shuffled"))
+		j->placement = ATB_PLACEMENT_SHUFFLED;
 	else
-		return bad(err, "timing.placement", "'%s' must be fixed or alternate",
+		return bad(err, "timing.placement", "'%s' must be fixed, alternate or shuffled",
 			   "timing.placement");
 	f = json_object_get(o, "cache_flush");
 	if (f) {

@@ -340,6 +340,76 @@ Test(measure, throttle_share_over_the_constant_is_noise)
 	cr_assert_float_eq(share, 0.11, 1e-12);
 }
 
+/* ---- gates.clocks ---- */
+
+static void clocks_add(struct atbi_clocks_state *s, int arm, unsigned mhz, int n)
+{
+	json_t *ev = json_pack("{s:s, s:[]}", "event", "samples", "sm_mhz");
+	int i;
+
+	for (i = 0; i < n; i++)
+		json_array_append_new(json_object_get(ev, "sm_mhz"), json_integer(mhz));
+	cr_assert_eq(atbi_clocks_add(s, ev, arm), 0);
+	json_decref(ev);
+}
+
+Test(measure, clocks_a_power_cap_on_both_arms_is_not_noise)
+{
+	struct atbi_clocks_state s = {0};
+	struct atbi_clocks_facts f;
+	json_t *gs = json_pack("{s:s, s:{s:i}, s:{s:i}}", "event", "gpu_state", "before",
+			       "sm_clock_max_mhz", 1980, "after", "sm_clock_max_mhz", 1980);
+
+	/* no readings (no NVML): nothing to judge */
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.02, &f), -1);
+	atbi_clocks_gpu_state(&s, gs);
+	/* both arms capped alike at 1600 MHz, above 75% of 1980 (1485) */
+	clocks_add(&s, 0, 1600, 100);
+	clocks_add(&s, 1, 1605, 100);
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.02, &f), 0);
+	cr_assert_eq(f.max_mhz, 1980);
+	cr_assert_eq(f.floor_mhz, 1485);
+	cr_assert_eq(f.total, 200);
+	cr_assert_eq(f.below, 0);
+	cr_assert_float_eq(f.mean_base_mhz, 1600.0, 1e-9);
+	/* failed reads (0) are not counted */
+	clocks_add(&s, 1, 0, 50);
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.02, &f), 0);
+	cr_assert_eq(f.total, 200);
+	atbi_clocks_release(&s);
+	json_decref(gs);
+}
+
+Test(measure, clocks_below_the_floor_too_often_or_arms_apart_are_noise)
+{
+	struct atbi_clocks_state s = {0};
+	struct atbi_clocks_facts f;
+
+	s.max_mhz = 1980;
+	clocks_add(&s, 0, 1980, 90);
+	clocks_add(&s, 1, 1980, 90);
+	clocks_add(&s, 0, 1000, 10);   /* 10 of 200 below 1485: 5% */
+	clocks_add(&s, 1, 1000, 10);
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.10, &f), 0);
+	cr_assert_float_eq(f.share_below, 0.10, 1e-12);
+	clocks_add(&s, -1, 900, 10);   /* another arm's (job 2) readings count for the floor */
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.10, &f), 1);
+	cr_assert_eq(f.below, 30);
+	atbi_clocks_release(&s);
+
+	/* the baseline held at a lower clock than the candidate: the comparison is unfair */
+	s.max_mhz = 1980;
+	clocks_add(&s, 0, 1700, 100);
+	clocks_add(&s, 1, 1980, 100);
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.02, &f), 2);
+	cr_assert_gt(f.rel_difference, 0.13);
+	/* without NVML's maximum the highest clock seen stands for it */
+	s.max_mhz = 0;
+	cr_assert_eq(atbi_gate_clocks(&s, 0.75, 0.10, 0.02, &f), 2);
+	cr_assert_eq(f.max_mhz, 1980);
+	atbi_clocks_release(&s);
+}
+
 static json_t *cand_event(int pass, const char *reuse_step, const char *overlap)
 {
 	char text[1024];

@@ -358,6 +358,12 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V3);
 	t2 = replace(text, "version: 3", "version: 4");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	/* PROTO: timing.placement, gates.clocks (required from version 4) */
+	atb_free(t2);
+	t2 = replace(t3, "interleave: randomized_pairs", "interleave: randomized_pairs\n  placement: shuffled");
+	atb_free(t3);
+	t3 = replace(t2, "\n  clock:\n", "\n  clocks: {floor_ratio: 0.75, max_share_below: 0.1, "
+				       "max_arm_rel_difference: 0.02}\n  clock:\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
 	atb_free(text);
