@@ -545,6 +545,16 @@ class Watch:
         self.models = cur
         self.models_saved = list(cur)
 
+    def params_rehomed(self, where):
+        """The runner is about to move the reference's parameters and buffers
+        to new storage (PROTO: timing.placement): check first, so nothing
+        changed before is forgiven, and Session.retake_params() then takes
+        their new state."""
+        self.check(where)
+
+    def retake_params(self):
+        self.ref_state = self._model_state(self.reference)
+
     def _note(self, where, what):
         if what not in self.reported:
             self.reported.add(what)
