@@ -40,7 +40,7 @@ struct atb_store;
 enum atb_store_mode {
 	ATB_STORE_READ_ONLY = 0,  /* reporting; the store must exist */
 	ATB_STORE_READ_WRITE = 1, /* the store must exist */
-	ATB_STORE_CREATE = 2,     /* read-write; create schema v1 if absent */
+	ATB_STORE_CREATE = 2,     /* read-write; create the schema if absent (atomically) */
 };
 
 /*
@@ -49,7 +49,12 @@ enum atb_store_mode {
  * file or another application_id, ATB_ERR_STORE_NEWER for a newer schema,
  * ATB_ERR_NOT_FOUND when it does not exist (except ATB_STORE_CREATE),
  * ATB_ERR_LOCKED when another process holds it.  A read-write open also
- * recovers the audit mirror after a crash (see atb/audit.h).
+ * recovers the audit mirror after a crash (see atb/audit.h), and rolls back
+ * a hot journal a killed writer left (a read-only one refuses it,
+ * ATB_ERR_STORE).  ATB_STORE_CREATE builds a new store as "<path>.creating"
+ * and renames it into place, so a kill at any point leaves no store or a
+ * complete one; it refuses (ATB_ERR_AUDIT) to start a new store beside an
+ * audit mirror left from a removed one.
  * Caller owns *out (atb_store_close); *out is NULL on failure.
  */
 enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
@@ -62,7 +67,8 @@ const char *atb_store_mirror_path(const struct atb_store *s);
 
 /*
  * Insert every frozen protocol of list that the store lacks (one audit entry
- * "protocol.frozen" each).  Each entry's digest must be the SHA-256 of its
+ * "protocol.frozen" each, in a transaction each; a conflict anywhere in list
+ * is found before any is inserted).  Each entry's digest must be the SHA-256 of its
  * canonical_json; a version or digest already stored with other content is
  * ATB_ERR_PROTOCOL.  *added (may be NULL) counts the new rows.
  */

@@ -64,6 +64,9 @@ enum atb_status atbi_yaml_load(const char *path, struct atbi_yaml *y, struct atb
 	st = atbi_read_file(path, &y->text, &y->len, err);
 	if (st)
 		return st;
+	st = atbi_yaml_prescan(path, y->text, y->len, err);
+	if (st)
+		return st;
 
 	fy_diag_cfg_default(&dcfg);
 	dcfg.fp = NULL;

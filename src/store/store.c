@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,7 +158,13 @@ void atbi_store_rollback(struct atb_store *s)
 
 /* ---- open / close ---- */
 
-static enum atb_status probe(const char *path, int *user_version, int *empty,
+/*
+ * Look at path before writing to it.  The look is read-only, except where
+ * a crash left a hot rollback journal (or a WAL needing recovery) that a
+ * read-only connection cannot undo: then a writable mode opens it
+ * read-write once, which lets SQLite roll the interrupted transaction back.
+ */
+static enum atb_status probe(const char *path, int writable, int *user_version, int *empty,
 			     struct atb_error *err)
 {
 	sqlite3 *db = NULL;
@@ -167,7 +175,9 @@ static enum atb_status probe(const char *path, int *user_version, int *empty,
 
 	*user_version = 0;
 	*empty = 0;
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+again:
+	rc = sqlite3_open_v2(path, &db, writable > 1 ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY,
+			     NULL);
 	tmp.db = db;
 	tmp.path = (char *)path;
 	if (rc != SQLITE_OK) {
@@ -181,6 +191,23 @@ static enum atb_status probe(const char *path, int *user_version, int *empty,
 		" (SELECT count(*) FROM sqlite_schema)", -1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && (rc & 0xff) == SQLITE_READONLY && db &&
+	    (sqlite3_extended_errcode(db) == SQLITE_READONLY_ROLLBACK ||
+	     sqlite3_extended_errcode(db) == SQLITE_READONLY_RECOVERY)) {
+		if (writable == 1) {
+			sqlite3_finalize(st);
+			st = NULL;
+			sqlite3_close(db);
+			db = NULL;
+			writable = 2;
+			goto again;
+		}
+		status = atb_error_set(err, ATB_ERR_STORE,
+				       "store '%s' was left in the middle of a write by a crash;"
+				       " open it read-write once (e.g. 'atb db init') to roll it back",
+				       path);
+		goto out;
+	}
 	if (rc != SQLITE_ROW) {
 		if ((rc & 0xff) == SQLITE_NOTADB || (rc & 0xff) == SQLITE_CORRUPT)
 			status = atb_error_set(err, ATB_ERR_NOT_A_STORE,
@@ -248,6 +275,153 @@ static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
 	return atbi_store_commit(s, err);
 }
 
+/* Remove path+suffix if it is there; 0, or -1 with errno set. */
+static int unlink_suffix(const char *path, const char *suffix)
+{
+	char p[PATH_MAX];
+	int w = snprintf(p, sizeof(p), "%s%s", path, suffix);
+
+	if (w < 0 || (size_t)w >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return unlink(p) && errno != ENOENT ? -1 : 0;
+}
+
+static int fsync_parent(const char *path)
+{
+	char dir[PATH_MAX], *slash;
+	int fd, rc;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		slash[slash == dir ? 1 : 0] = '\0';
+	fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/*
+ * Create the store at path, which is absent or an empty database.
+ *
+ * The schema is built in "<path>.creating" and renamed into place, so that
+ * a process killed at any point leaves either no store (and a leftover
+ * that the next creation clears) or a complete one: building it in place
+ * left, killed at the wrong fsync, a schema half-written beside a hot
+ * journal that every read-only look refused with "attempt to write a
+ * readonly database".  The audit mirror is not touched here: it appears
+ * with the first audit entry, which is written in the complete store like
+ * any later one (see atb/audit.h for how those survive a crash).
+ *
+ * Creators serialise on an flock of the ".creating" file: the second one
+ * waits, then finds the store in place and leaves it alone.
+ */
+static enum atb_status create_store(const char *path, struct atb_error *err)
+{
+	char tmp[PATH_MAX], mirror[PATH_MAX];
+	struct stat a, b;
+	struct atb_store t = {0};
+	enum atb_status st = ATB_OK;
+	int fd = -1, rc, uv = 0, empty = 1, renamed = 0;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.creating", path) >= sizeof(tmp) ||
+	    (size_t)snprintf(mirror, sizeof(mirror), "%s.audit.jsonl", path) >= sizeof(mirror))
+		return atb_error_set(err, ATB_ERR_USAGE, "store path too long: '%s'", path);
+	for (;;) {
+		fd = open(tmp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return atb_error_set(err, ATB_ERR_IO, "cannot create store '%s': %s",
+					     path, strerror(errno));
+		if (flock(fd, LOCK_EX)) {
+			st = atb_error_set(err, ATB_ERR_IO, "cannot lock '%s': %s", tmp,
+					   strerror(errno));
+			close(fd);
+			return st;
+		}
+		/* The lock is ours if the name still leads to the file we locked. */
+		if (!fstat(fd, &a) && !stat(tmp, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			break;
+		close(fd);
+	}
+	if (stat(path, &b) == 0) {
+		if (b.st_size > 0) {
+			st = probe(path, 1, &uv, &empty, err);
+			if (st || !empty)
+				goto out;  /* another creator finished first, or not a store */
+		}
+	} else if (errno != ENOENT) {
+		st = atb_error_set(err, ATB_ERR_IO, "cannot create store '%s': %s", path,
+				   strerror(errno));
+		goto out;
+	}
+	if (stat(mirror, &b) == 0) {
+		/* Never start a new chain on top of the record of a removed store. */
+		st = atb_error_set(err, ATB_ERR_AUDIT,
+				   "audit mirror '%s' exists but its store '%s' does not;"
+				   " move the mirror away to create a new store", mirror, path);
+		goto out;
+	}
+
+	/* What a killed creation left is garbage: start again from nothing. */
+	if (ftruncate(fd, 0) || unlink_suffix(tmp, "-journal") || unlink_suffix(tmp, "-wal") ||
+	    unlink_suffix(tmp, "-shm")) {
+		st = atb_error_set(err, ATB_ERR_IO, "cannot clear '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	t.path = tmp;
+	t.mirror_fd = -1;
+	t.mirror_pending = -1;
+	rc = sqlite3_open_v2(tmp, &t.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_extended_result_codes(t.db, 1);
+		rc = sqlite3_exec(t.db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;",
+				  NULL, NULL, NULL);
+	}
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(&t, rc, "create the store", err);
+		goto out;
+	}
+	st = create_schema(&t, err);
+	if (st)
+		goto out;
+	/* The last connection's close checkpoints the WAL into the file and removes it. */
+	rc = sqlite3_close(t.db);
+	t.db = NULL;
+	if (rc != SQLITE_OK) {
+		st = atb_error_set(err, ATB_ERR_STORE, "cannot create store '%s': %s", path,
+				   sqlite3_errstr(rc));
+		goto out;
+	}
+	/*
+	 * A -wal, -shm or -journal beside an absent or empty store belongs to
+	 * no content we keep, and SQLite would replay it into the new file.
+	 */
+	if (fsync(fd) || unlink_suffix(path, "-wal") || unlink_suffix(path, "-shm") ||
+	    unlink_suffix(path, "-journal") || unlink_suffix(tmp, "-wal") ||
+	    unlink_suffix(tmp, "-shm") || rename(tmp, path) || fsync_parent(path)) {
+		st = atb_error_set(err, ATB_ERR_IO, "cannot create store '%s': %s", path,
+				   strerror(errno));
+		goto out;
+	}
+	renamed = 1;
+out:
+	if (t.db)
+		sqlite3_close(t.db);
+	if (!renamed) {
+		/* Still holding the lock: nothing of a creation that did not happen stays. */
+		(void)unlink_suffix(tmp, "");
+		(void)unlink_suffix(tmp, "-journal");
+		(void)unlink_suffix(tmp, "-wal");
+		(void)unlink_suffix(tmp, "-shm");
+	}
+	close(fd);
+	return st;
+}
+
 enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 			       struct atb_store **out, struct atb_error *err)
 {
@@ -275,7 +449,7 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 			return atb_error_set(err, ATB_ERR_NOT_A_STORE,
 					     "'%s' is not an atb store", path);
 		if (sb.st_size > 0) {
-			st = probe(path, &uv, &empty, err);
+			st = probe(path, mode != ATB_STORE_READ_ONLY, &uv, &empty, err);
 			if (st)
 				return st;
 		}
@@ -288,6 +462,16 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	} else if (mode != ATB_STORE_CREATE) {
 		return atb_error_set(err, ATB_ERR_NOT_FOUND,
 				     "store '%s' does not exist; create it with 'atb db init'", path);
+	}
+	if (empty) {
+		st = create_store(path, err);
+		if (st == ATB_OK)
+			st = probe(path, 1, &uv, &empty, err);
+		if (st == ATB_OK && empty)
+			st = atb_error_set(err, ATB_ERR_INTERNAL, "store '%s' is still empty after"
+					   " its creation", path);
+		if (st)
+			return st;
 	}
 
 	s = atb_calloc(1, sizeof(*s));
@@ -306,8 +490,8 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	memcpy(s->mirror_path, path, plen);
 	memcpy(s->mirror_path + plen, ".audit.jsonl", sizeof(".audit.jsonl"));
 
-	flags = s->read_only ? SQLITE_OPEN_READONLY
-			     : SQLITE_OPEN_READWRITE | (mode == ATB_STORE_CREATE ? SQLITE_OPEN_CREATE : 0);
+	/* Never SQLITE_OPEN_CREATE: a new store comes only from create_store. */
+	flags = s->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
 	rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		st = atbi_store_sqlerr(s, rc, "open", err);
@@ -324,13 +508,6 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 			st = atbi_store_sqlerr(s, rc, "set up", err);
 			atb_store_close(s);
 			return st;
-		}
-		if (empty) {
-			st = create_schema(s, err);
-			if (st) {
-				atb_store_close(s);
-				return st;
-			}
 		}
 		st = atbi_audit_recover(s, err);
 		if (st) {
@@ -1046,10 +1223,10 @@ enum atb_status atb_store_sync_protocols(struct atb_store *s,
 {
 	sqlite3_stmt *q = NULL, *ins = NULL;
 	char hex[65], now[40];
-	enum atb_status st;
+	enum atb_status st = ATB_OK;
 	json_t *payload;
 	size_t i, nadded = 0;
-	int rc;
+	int rc, pass;
 
 	if (added)
 		*added = 0;
@@ -1063,72 +1240,92 @@ enum atb_status atb_store_sync_protocols(struct atb_store *s,
 					     "frozen protocol version %d: digest '%s' is not the sha-256 of its canonical form",
 					     list[i].version, list[i].digest);
 	}
-	st = atbi_store_begin(s, err);
-	if (st)
-		return st;
 	rc = sqlite3_prepare_v2(s->db, "SELECT digest, version, canonical FROM frozen_protocol"
 				" WHERE digest = ? OR version = ?", -1, &q, NULL);
-	if (rc == SQLITE_OK)
+	if (rc == SQLITE_OK && !s->read_only)
 		rc = sqlite3_prepare_v2(s->db, "INSERT INTO frozen_protocol (digest, version,"
 					" canonical, created) VALUES (?, ?, ?, ?)", -1, &ins, NULL);
 	if (rc != SQLITE_OK) {
-		st = atbi_store_sqlerr(s, rc, "sync frozen protocols", err);
-		goto fail;
+		sqlite3_finalize(q);
+		return atbi_store_sqlerr(s, rc, "sync frozen protocols", err);
 	}
 	atbi_audit_time(now, sizeof(now));
-	for (i = 0; i < n; i++) {
-		int found = 0, same = 0;
+	/*
+	 * Pass 0 looks for a conflict before anything is written; pass 1 adds
+	 * each missing protocol in a transaction of its own, so that every
+	 * transaction appends exactly one audit entry: a process killed between
+	 * the mirror's line and the COMMIT leaves the one trailing line the
+	 * next read-write open drops (a transaction of three entries left two,
+	 * a chain no recovery may repair).
+	 */
+	for (pass = 0; pass < 2 && !st; pass++) {
+		for (i = 0; i < n; i++) {
+			int found = 0, same = 0;
 
-		sqlite3_reset(q);
-		bind_text(q, 1, list[i].digest);
-		sqlite3_bind_int(q, 2, list[i].version);
-		while (sqlite3_step(q) == SQLITE_ROW) {
-			found = 1;
-			same = !strcmp((const char *)sqlite3_column_text(q, 0), list[i].digest) &&
-			       sqlite3_column_int(q, 1) == list[i].version &&
-			       !strcmp((const char *)sqlite3_column_text(q, 2), list[i].canonical_json);
-			if (!same)
+			if (pass) {
+				st = atbi_store_begin(s, err);
+				if (st)
+					break;
+			}
+			sqlite3_reset(q);
+			bind_text(q, 1, list[i].digest);
+			sqlite3_bind_int(q, 2, list[i].version);
+			while (sqlite3_step(q) == SQLITE_ROW) {
+				found = 1;
+				same = !strcmp((const char *)sqlite3_column_text(q, 0), list[i].digest) &&
+				       sqlite3_column_int(q, 1) == list[i].version &&
+				       !strcmp((const char *)sqlite3_column_text(q, 2),
+					       list[i].canonical_json);
+				if (!same)
+					break;
+			}
+			sqlite3_reset(q);
+			if (found && !same) {
+				st = atb_error_set(err, ATB_ERR_PROTOCOL,
+						   "frozen protocol version %d ('%s') conflicts with the store's",
+						   list[i].version, list[i].digest);
 				break;
+			}
+			if (!pass)
+				continue;
+			if (found) {
+				atbi_store_rollback(s);
+				continue;
+			}
+			sqlite3_reset(ins);
+			bind_text(ins, 1, list[i].digest);
+			sqlite3_bind_int(ins, 2, list[i].version);
+			bind_text(ins, 3, list[i].canonical_json);
+			bind_text(ins, 4, now);
+			rc = step_done(ins);
+			sqlite3_reset(ins);
+			if (rc != SQLITE_OK) {
+				st = atbi_store_sqlerr(s, rc, "freeze the protocol", err);
+				break;
+			}
+			payload = json_pack("{s:i, s:s}", "version", list[i].version, "digest",
+					    list[i].digest);
+			if (!payload) {
+				st = atb_error_set(err, ATB_ERR_NOMEM,
+						   "cannot sync protocols: out of memory");
+				break;
+			}
+			st = atbi_audit_append(s, "protocol.frozen", payload, NULL, err);
+			json_decref(payload);
+			if (st)
+				break;
+			st = atbi_store_commit(s, err);
+			if (st)
+				break;
+			nadded++;
 		}
-		if (found && !same) {
-			st = atb_error_set(err, ATB_ERR_PROTOCOL,
-					   "frozen protocol version %d ('%s') conflicts with the store's",
-					   list[i].version, list[i].digest);
-			goto fail;
-		}
-		if (found)
-			continue;
-		sqlite3_reset(ins);
-		bind_text(ins, 1, list[i].digest);
-		sqlite3_bind_int(ins, 2, list[i].version);
-		bind_text(ins, 3, list[i].canonical_json);
-		bind_text(ins, 4, now);
-		rc = step_done(ins);
-		if (rc != SQLITE_OK) {
-			st = atbi_store_sqlerr(s, rc, "freeze the protocol", err);
-			goto fail;
-		}
-		payload = json_pack("{s:i, s:s}", "version", list[i].version, "digest", list[i].digest);
-		if (!payload) {
-			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot sync protocols: out of memory");
-			goto fail;
-		}
-		st = atbi_audit_append(s, "protocol.frozen", payload, NULL, err);
-		json_decref(payload);
-		if (st)
-			goto fail;
-		nadded++;
 	}
+	if (s->in_txn)
+		atbi_store_rollback(s);
 	sqlite3_finalize(q);
 	sqlite3_finalize(ins);
-	st = atbi_store_commit(s, err);
-	if (st == ATB_OK && added)
+	if (added)
 		*added = nadded;
-	return st;
-fail:
-	sqlite3_finalize(q);
-	sqlite3_finalize(ins);
-	atbi_store_rollback(s);
 	return st;
 }
 

@@ -991,6 +991,8 @@ static enum atb_status build_doc(struct loader *L, const char *text, size_t len,
 	struct fy_document *doc;
 
 	*out = NULL;
+	if (atbi_yaml_prescan(L->file, text, len, L->err))
+		return ATB_ERR_PARSE;
 	fy_diag_cfg_default(&dcfg);
 	dcfg.fp = NULL;
 	dcfg.output_fn = silent_output;

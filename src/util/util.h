@@ -54,4 +54,15 @@ ATBI_FUNC void atbi_hex(const unsigned char *in, size_t len, char *out);
 /* Random 128-bit identifier as 32 hex chars + NUL (from getrandom). */
 ATBI_FUNC enum atb_status atbi_random_id(char out[33]);
 
+/* Offset of the first byte of text that is not UTF-8 (RFC 3629), len if none. */
+ATBI_FUNC size_t atbi_utf8_invalid_at(const char *text, size_t len);
+
+/*
+ * Refuse YAML text libfyaml must not see: ATB_ERR_PARSE at path:line:column
+ * naming the first byte that is not UTF-8 (libfyaml 0.7.12 never returns on
+ * some; see utf8.c).  Every YAML load calls it before parsing.
+ */
+ATBI_FUNC enum atb_status atbi_yaml_prescan(const char *path, const char *text, size_t len,
+					    struct atb_error *err);
+
 #endif

@@ -543,6 +543,64 @@ Test(protocol, every_bad_fixture_fails_as_its_expect_line_says)
 	cr_assert_geq(n, 20);
 }
 
+/* The pre-scan that keeps libfyaml 0.7.12 from looping (docs/internals/libfyaml-hang.md). */
+#define VALID ((size_t)-1)
+Test(protocol, yaml_prescan_refuses_exactly_what_is_not_utf8)
+{
+	static const struct {
+		const char *text;
+		size_t bad;  /* offset of the first bad byte; VALID when none */
+	} cases[] = {
+		{"%\xad", 1},
+		{"a: b\n...\n%\xc0\x80\n", 10},       /* overlong NUL */
+		{"%\xc1\xbf", 1},                     /* overlong */
+		{"%\xe0\x9f\xbf", 1},                 /* overlong 3-byte */
+		{"%\xed\xa0\x80", 1},                 /* a surrogate */
+		{"%\xf4\x90\x80\x80", 1},             /* past U+10FFFF */
+		{"%\xf5\x80\x80\x80", 1},
+		{"%\xe2\x80", 1},                     /* truncated */
+		{"\xff\xfe%\x00", 0},                 /* a UTF-16 BOM */
+		{"a: caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9d\x9b\xbc\n", VALID},  /* valid: 2, 3, 4 bytes */
+		{"\xef\xbb\xbf%YAML 1.2\n---\n", VALID},   /* a UTF-8 BOM */
+		{"\xed\x9f\xbf \xee\x80\x80 \xf4\x8f\xbf\xbf", VALID},  /* the edges around surrogates, U+10FFFF */
+	};
+	struct atb_error err;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = strlen(cases[i].text), want = cases[i].bad == VALID ? len : cases[i].bad;
+
+		cr_assert_eq(atbi_utf8_invalid_at(cases[i].text, len), want, "case %zu", i);
+		atb_error_clear(&err);
+		cr_assert_eq(atbi_yaml_prescan("f.yaml", cases[i].text, len, &err),
+			     want == len ? ATB_OK : ATB_ERR_PARSE, "case %zu", i);
+	}
+	atb_error_clear(&err);
+	cr_assert_eq(atbi_yaml_prescan("f.yaml", "a: 1\n\tb\xad", 8, &err), ATB_ERR_PARSE);
+	cr_assert_eq(err.line, 2);
+	cr_assert_eq(err.column, 3);
+	cr_assert_str_eq(err.file, "f.yaml");
+	cr_assert(strstr(err.msg, "byte 0xad (offset 7) is not utf-8"), "%s", err.msg);
+}
+
+Test(protocol, a_file_libfyaml_would_loop_on_is_refused_at_its_byte, .timeout = 20)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char digest[65];
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_protocol_load_file(SRC "/tests/fixtures/yaml/percent-0xad.yaml", &p, &err),
+		     ATB_ERR_PARSE);
+	cr_assert_null(p);
+	cr_assert_eq(err.line, 1);
+	cr_assert_eq(err.column, 2);
+	cr_assert_eq(atb_protocol_digest_file(SRC "/tests/fixtures/yaml/after-end-overlong.yaml",
+					      digest, &err), ATB_ERR_PARSE);
+	cr_assert_eq(err.line, 3);
+	cr_assert(strstr(err.msg, "byte 0xc0"), "%s", err.msg);
+}
+
 Test(protocol, missing_file_is_not_found)
 {
 	struct atb_error err;

@@ -725,6 +725,57 @@ Test(store, sync_protocols_refuses_a_conflicting_version)
 	cr_assert_eq(atb_store_sync_protocols(F.s, &p, 1, &added, &err), ATB_ERR_PROTOCOL);
 }
 
+Test(store, sync_protocols_writes_nothing_when_a_later_one_conflicts)
+{
+	struct atb_frozen_protocol p[2];
+	struct atb_audit_report rep;
+	struct atb_error err;
+	size_t added = 9;
+	const char *v2 = "{\"stats\":{\"cv_cap\":0.5},\"version\":2}";
+	const char *other1 = "{\"stats\":{\"cv_cap\":0.4},\"version\":1}";
+
+	memset(p, 0, sizeof(p));
+	p[0].version = 2;
+	p[0].canonical_json = (char *)v2;
+	atbi_sha256_hex(v2, strlen(v2), p[0].digest);
+	p[1].version = 1;
+	p[1].canonical_json = (char *)other1;
+	atbi_sha256_hex(other1, strlen(other1), p[1].digest);
+	/* Each protocol is its own transaction, but a conflict is found before any. */
+	cr_assert_eq(atb_store_sync_protocols(F.s, p, 2, &added, &err), ATB_ERR_PROTOCOL);
+	cr_assert_eq(added, 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM frozen_protocol"), 1);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit"), 3);
+	cr_assert_eq(atb_store_sync_protocols(F.s, p, 1, &added, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(added, 1);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.db_entries, 4);
+	cr_assert_eq(rep.mirror_entries, 4);
+}
+
+Test(store, create_builds_beside_and_leaves_no_leftover)
+{
+	struct atb_store *s = NULL;
+	struct atb_error err;
+	char p[400], tmp[420];
+	FILE *fp;
+
+	/* An empty file is created over; the leftover of a killed creation is cleared. */
+	snprintf(p, sizeof(p), "%s/empty.db", F.dir);
+	snprintf(tmp, sizeof(tmp), "%s.creating", p);
+	fp = fopen(p, "w");
+	fclose(fp);
+	fp = fopen(tmp, "w");
+	fputs("half a store from a killed creation", fp);
+	fclose(fp);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_CREATE, &s, &err), ATB_OK, "%s", err.msg);
+	atb_store_close(s);
+	cr_assert_eq(access(tmp, F_OK), -1);
+	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_ONLY, &s, &err), ATB_OK, "%s", err.msg);
+	atb_store_close(s);
+}
+
 /* ---- atb_store_check ---- */
 
 Test(store, check_finds_rows_that_got_in_with_triggers_dropped)
