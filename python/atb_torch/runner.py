@@ -232,9 +232,10 @@ class Session:
             return inputs.generate(self.task, seed, dist, stream, self.dists, self.device,
                                    self.inputs_on_device, base=b)
 
-    def pad(self, g):
-        """A device allocation of a size drawn from g (timing.placement)."""
-        size = g.randrange(16) * (2 << 20) + g.randrange(8192) * 256 + 256
+    def pad(self, g, pages=16):
+        """A device allocation of a size drawn from g (timing.placement): 0
+        to pages - 1 pages of 2 MiB and 1 to 8192 x 256 bytes."""
+        size = g.randrange(pages) * (2 << 20) + g.randrange(8192) * 256 + 256
         return self.torch.empty(size, dtype=self.torch.uint8, device=self.device)
 
     def rehome(self, m, g, pads):
@@ -247,8 +248,8 @@ class Session:
             for sub in m.modules():
                 for d in (sub._parameters, sub._buffers):
                     for t in d.values():
-                        if torch.is_tensor(t) and t.device.type == "cuda":
-                            pads.append(self.pad(g))
+                        if torch.is_tensor(t):
+                            pads.append(self.pad(g, 4))
                             t.data = t.data.clone()
 
     def clone(self, xs):
@@ -560,17 +561,17 @@ class Session:
         xs = self.gen(seed, -1, STREAM_TIMING)
         self.bases = {}  # the timing draw is used once: not kept
         self.pads = None
-        if self.placement == "shuffled" and self.device.type == "cuda":
-            # PROTO: timing.placement (shuffled) -- each arm's inputs behind a
-            # pad drawn from (seed, arm), kept for the seed: the same
-            # addresses on every seed read as a constant bias of one arm on
-            # the H200 (the cuda backend's d_alloc_placed says what was seen)
-            # Each arm's parameters and buffers move too: they live at one
-            # address per arm for the whole job (40_LayerNorm's weight and
-            # bias: a copy read 1.0136x [1.0117, 1.0158] with only the inputs
-            # moved).  Same values, same Parameter objects, new storage.
-            if self.watch is not None:
-                self.watch.params_rehomed("before seed %d's timing" % int(seed))
+        if self.placement == "shuffled":
+            # PROTO: timing.placement (shuffled) -- each arm's inputs, and its
+            # parameters and buffers, behind pads drawn from (seed, arm),
+            # kept for the seed.  With the same addresses on every seed a
+            # copy read as a constant bias of one arm on the H200 (the cuda
+            # backend's d_alloc_placed says what was seen); a model's
+            # parameters live at one address per arm for the whole job
+            # (40_LayerNorm's weight and bias: a copy read 1.0136x [1.0117,
+            # 1.0158] with only the inputs moved).  Same values, same
+            # Parameter objects, new storage.
+            before = self.watch.model_state() if self.watch is not None else None
             pads, ins = [], []
             for i in range(len(self.models)):
                 g = _Random((int(seed) * 0x9E3779B1 + (i + 1) * 0x85EBCA77) & (2**64 - 1))
@@ -580,7 +581,7 @@ class Session:
                 ins.append(self.clone(xs))
             del xs
             if self.watch is not None:
-                self.watch.retake_params()
+                self.watch.params_moved("before seed %d's timing" % int(seed), before)
             self.pads = pads
             self.timing_inputs = ins
         else:

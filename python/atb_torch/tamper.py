@@ -467,15 +467,7 @@ class Watch:
                 out.append("atb_torch's Session.%s shadowed on the instance" % k)
         st = self._model_state(self.reference)
         if st != self.ref_state:
-            for old, new in zip(self.ref_state or [], st or []):
-                if old != new:
-                    part = ("class", "children", "parameters or buffers", "hooks",
-                            "callables set on the instance", "training flag")
-                    for j in range(1, 7):
-                        if old[j] != new[j]:
-                            out.append("the reference's %s: %s changed" % (old[0], part[j - 1]))
-            if len(st or []) != len(self.ref_state or []):
-                out.append("the reference's submodules changed")
+            out.extend(self._model_changes(self.ref_state, st))
             self.ref_state = st
         sd = vars(self.session)
         for n, v in self.fixed.items():
@@ -545,14 +537,32 @@ class Watch:
         self.models = cur
         self.models_saved = list(cur)
 
-    def params_rehomed(self, where):
-        """The runner is about to move the reference's parameters and buffers
-        to new storage (PROTO: timing.placement): check first, so nothing
-        changed before is forgiven, and Session.retake_params() then takes
-        their new state."""
-        self.check(where)
+    @staticmethod
+    def _model_changes(was, st):
+        out = []
+        for old, new in zip(was or [], st or []):
+            if old != new:
+                part = ("class", "children", "parameters or buffers", "hooks",
+                        "callables set on the instance", "training flag")
+                for j in range(1, 7):
+                    if old[j] != new[j]:
+                        out.append("the reference's %s: %s changed" % (old[0], part[j - 1]))
+        if len(st or []) != len(was or []):
+            out.append("the reference's submodules changed")
+        return out
 
-    def retake_params(self):
+    def model_state(self):
+        """The reference model's state now (for params_moved)."""
+        return self._model_state(self.reference)
+
+    def params_moved(self, where, before):
+        """The runner moved the reference's parameters and buffers to new
+        storage (PROTO: timing.placement); before is model_state() taken
+        just before.  What changed between the last check and the move is
+        a finding, as check() would have said; the new storage is then
+        the state to compare with."""
+        for what in self._model_changes(self.ref_state, before):
+            self._note(where, what)
         self.ref_state = self._model_state(self.reference)
 
     def _note(self, where, what):
