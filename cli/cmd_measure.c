@@ -20,6 +20,7 @@
 #include "atb/box.h"
 #include "atb/measure.h"
 #include "atb/protocol.h"
+#include "atb/runner.h"
 #include "atb/store.h"
 #include "atb/task.h"
 #include "cli.h"
@@ -125,8 +126,10 @@ static const char measure_help[] =
 	"  --knob NAME=VALUE  a knob value (repeatable); others keep their default\n"
 	"                     (the first declared value); undeclared values are refused\n"
 	"  --cflags STR       one of the task's flag choices (default: the first)\n"
-	"  --seeds N          paired seeds (default: the protocol's\n"
-	"                     stats.min_paired_seeds; fewer cannot be stored)\n"
+	"  --seeds N          paired seeds, 2 to 1024 (default: the protocol's\n"
+	"                     stats.min_paired_seeds, 8 in v1-v3); fewer than that\n"
+	"                     are measured and gated (a refusal is recorded as usual)\n"
+	"                     but the store does not admit the result\n"
 	"  --seed-base S      seeds are S, S+1, ... (default 1)\n"
 	"  --naive            also time the naive baseline, reported labelled beside\n"
 	"                     the honest speedup, never instead (the default when the\n"
@@ -188,6 +191,29 @@ static int parse_u64(const char *s, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* The real bounds of --seeds, with the protocol's minimum for a stored result. */
+static int seeds_error(const char *v)
+{
+	struct atb_protocol *p = NULL;
+	struct atb_error err;
+	long long min = -1;
+
+	atb_error_clear(&err);
+	if (!atb_protocol_load_current(atb_home(), &p, &err))
+		min = (long long)p->stats.min_paired_seeds;
+	atb_protocol_free(p);
+	if (min < 0)
+		return cli_usage_error("measure", "--seeds must be an integer from 2 to %d, not "
+				       "'%s'; fewer than the protocol's stats.min_paired_seeds are "
+				       "measured and gated but the store does not admit the result",
+				       ATB_RUNNER_MAX_SEEDS, v);
+	return cli_usage_error("measure", "--seeds must be an integer from 2 to %d, not '%s'; "
+			       "from 2 to %lld the candidate is measured and gated (a refusal "
+			       "is recorded) but the store does not admit the result: %lld "
+			       "(stats.min_paired_seeds, the default) or more for a verdict",
+			       ATB_RUNNER_MAX_SEEDS, v, min - 1, min);
 }
 
 static void remove_tree(const char *path)
@@ -441,9 +467,8 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 						       "not '%s'", device);
 		}
 		else if (!strcmp(a, "--seeds") && i + 1 < (size_t)argc) {
-			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > 1024)
-				return cli_usage_error("measure", "--seeds must be 2 to 1024, not '%s'",
-						       argv[i]);
+			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > ATB_RUNNER_MAX_SEEDS)
+				return seeds_error(argv[i]);
 		} else if (!strcmp(a, "--seed-base") && i + 1 < (size_t)argc) {
 			if (parse_u64(argv[++i], &seed_base))
 				return cli_usage_error("measure", "--seed-base must be an integer >= 0, not '%s'",
@@ -484,9 +509,17 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 				found = 1;
 			}
 		if (!found) {
+			char names[400] = "";
+			size_t used = 0;
+
+			for (k = 0; k < task->nknobs && used < sizeof(names); k++)
+				used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+							 k ? ", " : "", task->knobs[k].name);
+			rc = cli_usage_error("measure", "task '%s' has no knob '%.*s' (its knobs: %s)",
+					     pos[0], (int)(eq - knob_args[i]), knob_args[i],
+					     task->nknobs ? names : "none");
 			atb_task_free(task);
-			return cli_usage_error("measure", "task '%s' has no knob '%.*s'", pos[0],
-					       (int)(eq - knob_args[i]), knob_args[i]);
+			return rc;
 		}
 	}
 	if (cflags)
@@ -500,6 +533,23 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		rc = cli_usage_error("measure", "--baseline compile is for KernelBench-format "
 				     "(torch) tasks, not task '%s' of kind %s", task->name,
 				     task->kind);
+		atb_task_free(task);
+		return rc;
+	}
+	/* A typo is bad input, refused before the store exists or is written
+	   (nothing to audit); a symlink or a stray file inside the folder is a
+	   candidate's doing, refused by the surface gate and recorded. */
+	if (lstat(pos[1], &sb)) {
+		rc = cli_usage_error("measure", "the candidate folder '%s' cannot be read: %s "
+				     "(CANDIDATE_DIR holds the task's surface files, see "
+				     "'atb task show %s')", pos[1], strerror(errno), pos[0]);
+		atb_task_free(task);
+		return rc;
+	}
+	if (S_ISREG(sb.st_mode) && strcmp(task->kind, ATB_TASK_KIND_TORCH)) {
+		rc = cli_usage_error("measure", "the candidate '%s' is a file, but task '%s' of "
+				     "kind %s wants a folder holding its surface files (see "
+				     "'atb task show %s')", pos[1], task->name, task->kind, pos[0]);
 		atb_task_free(task);
 		return rc;
 	}
