@@ -174,10 +174,48 @@ static const char measure_help[] =
 	"no such task, knobs the task does not declare; 3 runtime failure (store,\n"
 	"i/o, no atb-runner); 4 internal error\n";
 
-static void on_progress(void *ctx, const char *phase)
+static void on_progress(void *ctx, const struct atb_measure_progress *d)
 {
 	(void)ctx;
-	fprintf(stderr, "atb measure: %s\n", phase);
+	if (d->attempt > 1 && !d->rerun_why)
+		fprintf(stderr, "atb measure: %s (attempt %d of %d)\n", d->phase, d->attempt,
+			d->max_attempts);
+	else
+		fprintf(stderr, "atb measure: %s\n", d->phase);
+}
+
+/*
+ * A refusal's figures, as far as the measurement got: what the gate judged
+ * is then on the screen, not only in --json or the store.
+ */
+static void print_refusal_numbers(const struct atb_task *task, const struct atb_measure_outcome *o)
+{
+	if (o->baseline_median_ns > 0) {
+		printf("  medians         baseline %.0f ns, candidate %.0f ns", o->baseline_median_ns,
+		       o->candidate_median_ns);
+		if (o->naive_median_ns > 0)
+			printf(", naive %.0f ns", o->naive_median_ns);
+		if (o->baseline_alone_median_ns > 0)
+			printf(", baseline alone %.0f ns", o->baseline_alone_median_ns);
+		printf(" (medians over %zu seeds)\n", o->nseeds);
+	}
+	if (o->seed_speedup_max > 0)
+		printf("  per seed        speedups %.4g to %.4g\n", o->seed_speedup_min,
+		       o->seed_speedup_max);
+	if (o->cv > 0)
+		printf("  cv              %.4f (cap %.3g)\n", o->cv, o->cv_cap);
+	if (o->drift_ratio > 0)
+		printf("  drift           %.4f beside / alone (band 1 +/- %.3g), per seed %.4g to "
+		       "%.4g, spread %.4f\n", o->drift_ratio, o->drift_tolerance, o->drift_min,
+		       o->drift_max, o->drift_spread);
+	if (o->floor_ns > 0 && !strcmp(o->gate, ATB_GATE_PHYSICAL_FLOOR))
+		printf("  floor           %.0f ns%s\n", o->floor_ns,
+		       o->floor_remeasured ? " (re-measured)" : "");
+	if (task->kind && !strcmp(task->kind, "cuda") && o->attempts > 0)
+		printf("  throttled       %.1f%% of timed trials (at most 10%%)\n",
+		       100 * o->throttled_share);
+	if (o->attempts > 0)
+		printf("  runs            %d of at most 3\n", o->attempts);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -342,6 +380,14 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
 		json_object_set_new(v, "baseline_alone_median_ns", jnum(o->baseline_alone_median_ns));
 		json_object_set_new(v, "drift_ratio", jnum(o->drift_ratio));
+		json_object_set_new(v, "cv_cap", jnum(o->cv_cap));
+		if (o->verdict == ATB_MEASURE_REJECTED)
+			json_object_set_new(v, "cv", o->cv > 0 ? jnum(o->cv) : json_null());
+		json_object_set_new(v, "seed_speedup_min", jnum(o->seed_speedup_min));
+		json_object_set_new(v, "seed_speedup_max", jnum(o->seed_speedup_max));
+		json_object_set_new(v, "drift_min", jnum(o->drift_min));
+		json_object_set_new(v, "drift_max", jnum(o->drift_max));
+		json_object_set_new(v, "drift_spread", jnum(o->drift_spread));
 		if (task->kind && !strcmp(task->kind, "cuda"))
 			json_object_set_new(v, "throttled_share", jnum(o->throttled_share));
 		json_object_set_new(v, "floor_ns", jnum(o->floor_ns));
@@ -363,6 +409,7 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			printf("  gate            %s\n", o->gate);
 			printf("  reason          %s\n", o->reason);
 			printf("  rejection       #%" PRId64 "\n", o->rejection_id);
+			print_refusal_numbers(task, o);
 		} else {
 			printf("  speedup         %.4fx vs the honest baseline (%s), %s CI "
 			       "[%.4f, %.4f]\n",
@@ -592,7 +639,7 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	opts.with_compile = compile;
 	opts.candidate_label = label;
 	opts.box = box;
-	opts.progress = on_progress;
+	opts.progress_detail = on_progress;
 	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);
 	if (st)
 		rc = cli_fail(&err);

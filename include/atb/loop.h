@@ -75,7 +75,17 @@ struct atb_loop_progress {
 	int64_t best_k;
 	double best_speedup, best_ci_low, best_ci_high;  /* vs the honest baseline */
 	double mean_iteration_s;   /* over the iterations finished by this call; 0: none */
-	double eta_s;              /* remaining planned iterations x the mean; < 0: unknown */
+	/*
+	 * The rest of the iteration in progress (from the measurement's
+	 * fraction done and the time its attempt has taken) plus the iterations
+	 * after it at the mean, or, before any finished, at the one in
+	 * progress's estimate: it moves within an iteration and grows when an
+	 * attempt is re-run.  < 0: unknown (nothing timed yet).
+	 */
+	double eta_s;
+	int attempt, max_attempts; /* the measurement's attempt (atb_measure_progress); 0: none */
+	const char *rerun_why;     /* non-NULL at the phase announcing a re-run: why */
+	const char *last_reason;   /* the last finished iteration's reason ("" when usable) */
 };
 
 struct atb_loop_opts {
