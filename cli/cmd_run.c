@@ -290,8 +290,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return print_plan(task_name, &o, json);
 
 	atb_error_clear(&err);
-	/* An unknown task is refused before the store is created or touched. */
-	if (task_name && atb_loop_check_task(atb_home(), task_name, &err))
+	/* A bad plan or task is refused before the store is created or touched. */
+	if (task_name && atb_loop_check(task_name, &o, &err))
 		return cli_fail(&err);
 	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
 			   &err))

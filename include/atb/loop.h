@@ -175,6 +175,15 @@ enum atb_status atb_loop_classify(const struct atb_protocol *p,
 enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err);
 
 /*
+ * Judge a new run's plan as atb_loop_start would, without a store, so that
+ * bad input is refused before anything is written: the proposer,
+ * iterations, seed, paired seeds against the protocol's minimum, --naive
+ * on a task without one, and the task's and protocol's load errors.
+ */
+enum atb_status atb_loop_check(const char *task, const struct atb_loop_opts *o,
+			       struct atb_error *err);
+
+/*
  * The first n proposals of a run of task as JSON object texts: a kernel
  * task's knobs ({"NAME":"VALUE",...,"cflags":"..."}) or an engine task's
  * configurations ({"FLAG":"VALUE",...}; {} is the engine's default).

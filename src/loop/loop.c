@@ -619,6 +619,53 @@ static enum atb_status open_task(struct loop *L, const char *home, const char *t
 	return atb_task_open(home, task, &L->task, err);
 }
 
+/* The plan of a new run, judged before anything is written: L's task and
+   protocol loaded (loop_release frees them whatever it returns). */
+static enum atb_status check_plan(struct loop *L, const char *home, const char *task,
+				  const struct atb_loop_opts *o, struct atb_error *err)
+{
+	const char *proposer = o->proposer ? o->proposer : ATB_LOOP_PROPOSER_RANDOM;
+	enum atb_status st;
+
+	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "unknown proposer '%s'; the proposers are: random", proposer);
+	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "iterations must be 1 to %d, not %" PRId64,
+				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
+	if (o->seed < 0)
+		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
+	st = open_task(L, home, task, err);
+	if (!st)
+		st = atb_protocol_load_current(home, &L->proto, err);
+	if (st)
+		return st;
+	if (o->paired_seeds != 0 && o->paired_seeds < L->proto->stats.min_paired_seeds)
+		/* PROTO: stats.min_paired_seeds */
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "%" PRId64 " paired seeds is below the protocol's "
+				     "stats.min_paired_seeds (%d): a run needs %d or more",
+				     o->paired_seeds, L->proto->stats.min_paired_seeds,
+				     L->proto->stats.min_paired_seeds);
+	if (o->naive > 0 && (L->etask || !L->task->has_naive))
+		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
+				     L->etask ? L->etask->name : L->task->name);
+	return ATB_OK;
+}
+
+enum atb_status atb_loop_check(const char *task, const struct atb_loop_opts *o,
+			       struct atb_error *err)
+{
+	struct loop L;
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	st = check_plan(&L, o->home ? o->home : atb_home(), task, o, err);
+	loop_release(&L);
+	return st;
+}
+
 enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err)
 {
 	struct loop L;
@@ -687,33 +734,9 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	L.store = s;
 	L.o = o;
 	L.sum = out;
-	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
-		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random", proposer);
-	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
-		return atb_error_set(err, ATB_ERR_USAGE,
-				     "iterations must be 1 to %d, not %" PRId64,
-				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
-	if (o->seed < 0)
-		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
-	st = open_task(&L, home, task, err);
-	if (!st)
-		st = atb_protocol_load_current(home, &L.proto, err);
+	st = check_plan(&L, home, task, o, err);
 	if (st)
 		goto out;
-	if (o->paired_seeds != 0 && o->paired_seeds < L.proto->stats.min_paired_seeds) {
-		/* PROTO: stats.min_paired_seeds */
-		st = atb_error_set(err, ATB_ERR_USAGE,
-				   "%" PRId64 " paired seeds is below the protocol's "
-				   "stats.min_paired_seeds (%d)",
-				   o->paired_seeds, L.proto->stats.min_paired_seeds);
-		goto out;
-	}
-	if (o->naive > 0 && (L.etask || !L.task->has_naive)) {
-		st = atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
-				   L.etask ? L.etask->name : L.task->name);
-		goto out;
-	}
 
 	/* The plan. */
 	st = atbi_random_id(id);
