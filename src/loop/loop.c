@@ -645,9 +645,8 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 		/* PROTO: stats.min_paired_seeds */
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "%" PRId64 " paired seeds is below the protocol's "
-				     "stats.min_paired_seeds (%d): a run needs %d or more",
-				     o->paired_seeds, L->proto->stats.min_paired_seeds,
-				     L->proto->stats.min_paired_seeds);
+				     "stats.min_paired_seeds (%d)",
+				     o->paired_seeds, L->proto->stats.min_paired_seeds);
 	if (o->naive > 0 && (L->etask || !L->task->has_naive))
 		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
 				     L->etask ? L->etask->name : L->task->name);

@@ -31,7 +31,7 @@ test_expect "a bad candidate path is refused before any store is created, in a s
 	expect_exit 2 "$ATB" measure sgemm /nonexistent --db x.db &&
 	expect_exit 2 "$ATB" run sgemm --proposer nope --iterations 1 &&
 	expect_exit 2 "$ATB" run sgemm --seeds 3 --iterations 1 &&
-	expect_grep "a run needs 8 or more" "$TRASH/err" &&
+	expect_grep "below the protocol'\''s stats.min_paired_seeds (8)" "$TRASH/err" &&
 	test -z "$(ls -A)"
 '
 
