@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * The tuning loop: propose a candidate, measure it, keep the best, count
- * every outcome (DESIGN.md: "propose -> ... -> keep-best -> next proposal").
+ * every outcome (docs/design.md: "propose -> ... -> keep-best -> next proposal").
  *
  * A run is a row in the store (task, proposer, seed, planned iterations,
  * paired seeds, naive on/off, protocol digest, box fingerprint).  Iteration

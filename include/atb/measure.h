@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * One measurement job, end to end: the path every number takes
- * (DESIGN.md): surface gate -> build -> runner [correctness, paired timing]
+ * (docs/design.md): surface gate -> build -> runner [correctness, paired timing]
  * -> stats -> result gates -> ingest validator -> store, audit chain.
  *
  * atb_measure_candidate takes a task, a candidate folder (its surface files)

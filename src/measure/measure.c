@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * The measurement pipeline (DESIGN.md, "the path every number takes"):
+ * The measurement pipeline (docs/design.md, "the path every number takes"):
  * surface gate -> builds -> job 1 in fresh atb-runners (correctness, then
  * baseline and candidate interleaved on the paired seeds) and job 2 in
  * others (the baseline alone; run_interleaved says how they alternate) ->
