@@ -129,7 +129,9 @@ static void usage(FILE *out)
 		"  --json      machine-readable output where the command reports\n"
 		"  --version   print the version\n"
 		"\n"
-		"environment: ATB_HOME (folder with protocol/ and tasks/), ATB_DB\n"
+		"environment: ATB_HOME (folder with protocol/ and tasks/), ATB_DB,\n"
+		"ATB_PROGRESS_INTERVAL_S (seconds between progress lines of a long\n"
+		"command when stderr is not a terminal; default 30)\n"
 		"exit codes: 0 ok, 1 check failed, 2 bad input or usage, 3 runtime\n"
 		"failure, 4 internal error\n");
 }
