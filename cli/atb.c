@@ -112,7 +112,7 @@ static void usage(FILE *out)
 	size_t i;
 
 	fprintf(out,
-		"usage: atb [--db PATH] [--json] COMMAND [ARGS...]\n"
+		"usage: atb [--db PATH] [--json] COMMAND [ARGS...] [--db PATH] [--json]\n"
 		"       atb COMMAND --help\n"
 		"\n"
 		"atb decides whether a kernel or engine configuration is really faster\n"
@@ -124,12 +124,14 @@ static void usage(FILE *out)
 		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out,
 		"\n"
-		"global options:\n"
+		"global options (before or after the command):\n"
 		"  --db PATH   the results store (default: $ATB_DB or ./atb.db)\n"
 		"  --json      machine-readable output where the command reports\n"
 		"  --version   print the version\n"
 		"\n"
-		"environment: ATB_HOME (folder with protocol/ and tasks/), ATB_DB\n"
+		"environment: ATB_HOME (folder with protocol/ and tasks/), ATB_DB,\n"
+		"ATB_PROGRESS_INTERVAL_S (seconds between progress lines of a long\n"
+		"command when stderr is not a terminal; default 30)\n"
 		"exit codes: 0 ok, 1 check failed, 2 bad input or usage, 3 runtime\n"
 		"failure, 4 internal error\n");
 }
@@ -193,6 +195,42 @@ int cli_wants_help(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * The global options after the command ('atb measure T C --db X' is
+ * 'atb --db X measure T C'): --db PATH, --db=PATH and --json are taken out
+ * of argv[1..] (up to a "--"), the rest moved down in order.  Returns the
+ * new argc, or -1 (the usage error printed) for a --db without its value.
+ * A later --db wins, as with options given twice before the command.
+ */
+static int take_global_options(int argc, char **argv, struct cli_ctx *ctx)
+{
+	int i, n = 1, rest = 0;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (rest || !strcmp(a, "--")) {
+			rest = 1;
+			argv[n++] = argv[i];
+		} else if (!strcmp(a, "--db")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "atb %s: option '--db' needs a value (the store's path)\n",
+					argv[0]);
+				return -1;
+			}
+			ctx->db_path = argv[++i];
+		} else if (!strncmp(a, "--db=", 5)) {
+			ctx->db_path = a + 5;
+		} else if (!strcmp(a, "--json")) {
+			ctx->json = 1;
+		} else {
+			argv[n++] = argv[i];
+		}
+	}
+	argv[n] = NULL;
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli_ctx ctx = {0};
@@ -240,8 +278,11 @@ int main(int argc, char **argv)
 		return CLI_OK;
 	}
 	for (i = 0; i < NCOMMANDS; i++)
-		if (!strcmp(commands[i].name, argv[ai]))
-			return commands[i].fn(argc - ai, argv + ai, &ctx);
+		if (!strcmp(commands[i].name, argv[ai])) {
+			int n = take_global_options(argc - ai, argv + ai, &ctx);
+
+			return n < 0 ? CLI_USAGE : commands[i].fn(n, argv + ai, &ctx);
+		}
 	fprintf(stderr, "atb: '%s' is not an atb command; see 'atb --help'\n", argv[ai]);
 	return CLI_USAGE;
 }

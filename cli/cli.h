@@ -84,13 +84,15 @@ void cli_stop_restore(void);
  *   UNIT K/N[ NAME]  phase PHASE  TAIL  eta E
  * with "outcome OUTCOME" ("-" when NULL) in place of the phase once the
  * item's phase is "done".  On a terminal every call redraws the line in
- * place ("\r...\033[K"); elsewhere only finished items are written, one
- * line each.  Nothing when quiet.
+ * place ("\r...\033[K"); elsewhere finished items are written, one line
+ * each, and an unfinished one when $ATB_PROGRESS_INTERVAL_S seconds (30)
+ * have passed since the last line.  Nothing when quiet.
  */
 struct cli_progress {
 	int tty;     /* stderr is a terminal (cli_progress_init) */
 	int quiet;   /* --quiet */
 	int drawn;   /* a line is left on the terminal: cli_progress_end ends it */
+	double interval_s, last_s;  /* off a terminal: seconds between lines, the last */
 };
 
 struct cli_progress_line {
@@ -105,6 +107,10 @@ struct cli_progress_line {
 
 void cli_progress_init(struct cli_progress *p, int quiet);
 void cli_progress_draw(struct cli_progress *p, const struct cli_progress_line *l);
+/* A line of its own (a re-run and why, a refusal's numbers), on a terminal
+   too, in place of the line drawn there (the next draw redraws it). */
+void cli_progress_note(struct cli_progress *p, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* A newline after a line left on the terminal, so what follows starts clean. */
 void cli_progress_end(struct cli_progress *p);
 

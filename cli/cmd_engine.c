@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -222,6 +223,43 @@ static int do_show(const char *path, int json)
 	return CLI_OK;
 }
 
+/*
+ * A task whose model is "{env:NAME}" (the bundled llama.cpp tasks: a tiny
+ * model the user writes) with NAME unset or naming no file: say how to make
+ * one.  Unset: the usage error (render and ab cannot go on), returned;
+ * set but missing: a note only when !fatal (render still prints the line),
+ * else the usage error, before a store is opened.  0 when the model is
+ * there or the template is not one variable.
+ */
+static int model_hint(const struct atb_engine_task *t, const char *cmd, int fatal)
+{
+	static const char how[] =
+		"the bundled llama.cpp tasks run a tiny model written by a script: "
+		"'. tools/engine/env.sh && \"$ENGINE_PY\" tools/engine/make-tiny-gguf.py "
+		"/tmp/tiny.gguf && export ATB_TINY_GGUF=/tmp/tiny.gguf' (docs/engines-real.md)";
+	char name[128];
+	const char *m = t->model, *v;
+	struct stat sb;
+	size_t n = m ? strlen(m) : 0;
+
+	if (n < 7 || strncmp(m, "{env:", 5) || m[n - 1] != '}' || n - 6 >= sizeof(name) ||
+	    strchr(m + 5, '{'))
+		return 0;
+	snprintf(name, sizeof(name), "%.*s", (int)(n - 6), m + 5);
+	v = getenv(name);
+	if (!v || !*v)
+		return cli_usage_error(cmd, "task '%s' takes its model from $%s, which is not "
+				       "set; %s", t->name, name, how);
+	if (stat(v, &sb) || !S_ISREG(sb.st_mode)) {
+		if (fatal)
+			return cli_usage_error(cmd, "task '%s' takes its model from $%s, but '%s' "
+					       "is not a file; %s", t->name, name, v, how);
+		fprintf(stderr, "atb %s: note: $%s is '%s', which is not a file; %s\n", cmd, name,
+			v, how);
+	}
+	return 0;
+}
+
 static int do_render(const char *path, const char *cand, int port, int json)
 {
 	struct atb_engine_task *t = NULL;
@@ -232,8 +270,13 @@ static int do_render(const char *path, const char *cand, int port, int json)
 	int rc = CLI_OK;
 
 	atb_error_clear(&err);
-	if (atb_engine_task_load(atb_home(), path, &t, &err) ||
-	    atb_engine_config_parse(t->spec, cand, &c, &err) ||
+	if (atb_engine_task_load(atb_home(), path, &t, &err)) {
+		rc = cli_fail(&err);
+		goto out;
+	}
+	if ((rc = model_hint(t, "engine", 0)))
+		goto out;
+	if (atb_engine_config_parse(t->spec, cand, &c, &err) ||
 	    atb_engine_render(t, &c, port, ".", &argv, &argc, &err)) {
 		rc = cli_fail(&err);
 		goto out;
@@ -330,6 +373,8 @@ static int do_ab(struct cli_ctx *ctx, const char *path, const char *cand, uint64
 
 	atb_error_clear(&err);
 	st = atb_engine_task_load(atb_home(), path, &t, &err);
+	if (!st && (rc = model_hint(t, "engine", 1)))
+		goto out;
 	if (!st)
 		st = atb_engine_config_parse(t->spec, cand, &c, &err);
 	if (!st)

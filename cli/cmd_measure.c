@@ -20,6 +20,7 @@
 #include "atb/box.h"
 #include "atb/measure.h"
 #include "atb/protocol.h"
+#include "atb/runner.h"
 #include "atb/store.h"
 #include "atb/task.h"
 #include "cli.h"
@@ -125,8 +126,10 @@ static const char measure_help[] =
 	"  --knob NAME=VALUE  a knob value (repeatable); others keep their default\n"
 	"                     (the first declared value); undeclared values are refused\n"
 	"  --cflags STR       one of the task's flag choices (default: the first)\n"
-	"  --seeds N          paired seeds (default: the protocol's\n"
-	"                     stats.min_paired_seeds; fewer cannot be stored)\n"
+	"  --seeds N          paired seeds, 2 to 1024 (default: the protocol's\n"
+	"                     stats.min_paired_seeds, 8 in v1-v3); fewer than that\n"
+	"                     are measured and gated (a refusal is recorded as usual)\n"
+	"                     but the store does not admit the result\n"
 	"  --seed-base S      seeds are S, S+1, ... (default 1)\n"
 	"  --naive            also time the naive baseline, reported labelled beside\n"
 	"                     the honest speedup, never instead (the default when the\n"
@@ -171,10 +174,48 @@ static const char measure_help[] =
 	"no such task, knobs the task does not declare; 3 runtime failure (store,\n"
 	"i/o, no atb-runner); 4 internal error\n";
 
-static void on_progress(void *ctx, const char *phase)
+static void on_progress(void *ctx, const struct atb_measure_progress *d)
 {
 	(void)ctx;
-	fprintf(stderr, "atb measure: %s\n", phase);
+	if (d->attempt > 1 && !d->rerun_why)
+		fprintf(stderr, "atb measure: %s (attempt %d of %d)\n", d->phase, d->attempt,
+			d->max_attempts);
+	else
+		fprintf(stderr, "atb measure: %s\n", d->phase);
+}
+
+/*
+ * A refusal's figures, as far as the measurement got: what the gate judged
+ * is then on the screen, not only in --json or the store.
+ */
+static void print_refusal_numbers(const struct atb_task *task, const struct atb_measure_outcome *o)
+{
+	if (o->baseline_median_ns > 0) {
+		printf("  medians         baseline %.0f ns, candidate %.0f ns", o->baseline_median_ns,
+		       o->candidate_median_ns);
+		if (o->naive_median_ns > 0)
+			printf(", naive %.0f ns", o->naive_median_ns);
+		if (o->baseline_alone_median_ns > 0)
+			printf(", baseline alone %.0f ns", o->baseline_alone_median_ns);
+		printf(" (medians over %zu seeds)\n", o->nseeds);
+	}
+	if (o->seed_speedup_max > 0)
+		printf("  per seed        speedups %.4g to %.4g\n", o->seed_speedup_min,
+		       o->seed_speedup_max);
+	if (o->cv > 0)
+		printf("  cv              %.4f (cap %.3g)\n", o->cv, o->cv_cap);
+	if (o->drift_ratio > 0)
+		printf("  drift           %.4f beside / alone (band 1 +/- %.3g), per seed %.4g to "
+		       "%.4g, spread %.4f\n", o->drift_ratio, o->drift_tolerance, o->drift_min,
+		       o->drift_max, o->drift_spread);
+	if (o->floor_ns > 0 && !strcmp(o->gate, ATB_GATE_PHYSICAL_FLOOR))
+		printf("  floor           %.0f ns%s\n", o->floor_ns,
+		       o->floor_remeasured ? " (re-measured)" : "");
+	if (task->kind && !strcmp(task->kind, "cuda") && o->attempts > 0)
+		printf("  throttled       %.1f%% of timed trials (at most 10%%)\n",
+		       100 * o->throttled_share);
+	if (o->attempts > 0)
+		printf("  runs            %d of at most 3\n", o->attempts);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -188,6 +229,29 @@ static int parse_u64(const char *s, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* The real bounds of --seeds, with the protocol's minimum for a stored result. */
+static int seeds_error(const char *v)
+{
+	struct atb_protocol *p = NULL;
+	struct atb_error err;
+	long long min = -1;
+
+	atb_error_clear(&err);
+	if (!atb_protocol_load_current(atb_home(), &p, &err))
+		min = (long long)p->stats.min_paired_seeds;
+	atb_protocol_free(p);
+	if (min < 0)
+		return cli_usage_error("measure", "--seeds must be an integer from 2 to %d, not "
+				       "'%s'; fewer than the protocol's stats.min_paired_seeds are "
+				       "measured and gated but the store does not admit the result",
+				       ATB_RUNNER_MAX_SEEDS, v);
+	return cli_usage_error("measure", "--seeds must be an integer from 2 to %d, not '%s'; "
+			       "from 2 to %lld the candidate is measured and gated (a refusal "
+			       "is recorded) but the store does not admit the result: %lld "
+			       "(stats.min_paired_seeds, the default) or more for a verdict",
+			       ATB_RUNNER_MAX_SEEDS, v, min - 1, min);
 }
 
 static void remove_tree(const char *path)
@@ -316,6 +380,14 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
 		json_object_set_new(v, "baseline_alone_median_ns", jnum(o->baseline_alone_median_ns));
 		json_object_set_new(v, "drift_ratio", jnum(o->drift_ratio));
+		json_object_set_new(v, "cv_cap", jnum(o->cv_cap));
+		if (o->verdict == ATB_MEASURE_REJECTED)
+			json_object_set_new(v, "cv", o->cv > 0 ? jnum(o->cv) : json_null());
+		json_object_set_new(v, "seed_speedup_min", jnum(o->seed_speedup_min));
+		json_object_set_new(v, "seed_speedup_max", jnum(o->seed_speedup_max));
+		json_object_set_new(v, "drift_min", jnum(o->drift_min));
+		json_object_set_new(v, "drift_max", jnum(o->drift_max));
+		json_object_set_new(v, "drift_spread", jnum(o->drift_spread));
 		if (task->kind && !strcmp(task->kind, "cuda"))
 			json_object_set_new(v, "throttled_share", jnum(o->throttled_share));
 		json_object_set_new(v, "floor_ns", jnum(o->floor_ns));
@@ -337,6 +409,7 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			printf("  gate            %s\n", o->gate);
 			printf("  reason          %s\n", o->reason);
 			printf("  rejection       #%" PRId64 "\n", o->rejection_id);
+			print_refusal_numbers(task, o);
 		} else {
 			printf("  speedup         %.4fx vs the honest baseline (%s), %s CI "
 			       "[%.4f, %.4f]\n",
@@ -441,9 +514,8 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 						       "not '%s'", device);
 		}
 		else if (!strcmp(a, "--seeds") && i + 1 < (size_t)argc) {
-			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > 1024)
-				return cli_usage_error("measure", "--seeds must be 2 to 1024, not '%s'",
-						       argv[i]);
+			if (parse_u64(argv[++i], &seeds) || seeds < 2 || seeds > ATB_RUNNER_MAX_SEEDS)
+				return seeds_error(argv[i]);
 		} else if (!strcmp(a, "--seed-base") && i + 1 < (size_t)argc) {
 			if (parse_u64(argv[++i], &seed_base))
 				return cli_usage_error("measure", "--seed-base must be an integer >= 0, not '%s'",
@@ -484,9 +556,17 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 				found = 1;
 			}
 		if (!found) {
+			char names[400] = "";
+			size_t used = 0;
+
+			for (k = 0; k < task->nknobs && used < sizeof(names); k++)
+				used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s",
+							 k ? ", " : "", task->knobs[k].name);
+			rc = cli_usage_error("measure", "task '%s' has no knob '%.*s' (its knobs: %s)",
+					     pos[0], (int)(eq - knob_args[i]), knob_args[i],
+					     task->nknobs ? names : "none");
 			atb_task_free(task);
-			return cli_usage_error("measure", "task '%s' has no knob '%.*s'", pos[0],
-					       (int)(eq - knob_args[i]), knob_args[i]);
+			return rc;
 		}
 	}
 	if (cflags)
@@ -500,6 +580,23 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		rc = cli_usage_error("measure", "--baseline compile is for KernelBench-format "
 				     "(torch) tasks, not task '%s' of kind %s", task->name,
 				     task->kind);
+		atb_task_free(task);
+		return rc;
+	}
+	/* A typo is bad input, refused before the store exists or is written
+	   (nothing to audit); a symlink or a stray file inside the folder is a
+	   candidate's doing, refused by the surface gate and recorded. */
+	if (lstat(pos[1], &sb)) {
+		rc = cli_usage_error("measure", "the candidate folder '%s' cannot be read: %s "
+				     "(CANDIDATE_DIR holds the task's surface files, see "
+				     "'atb task show %s')", pos[1], strerror(errno), pos[0]);
+		atb_task_free(task);
+		return rc;
+	}
+	if (S_ISREG(sb.st_mode) && strcmp(task->kind, ATB_TASK_KIND_TORCH)) {
+		rc = cli_usage_error("measure", "the candidate '%s' is a file, but task '%s' of "
+				     "kind %s wants a folder holding its surface files (see "
+				     "'atb task show %s')", pos[1], task->name, task->kind, pos[0]);
 		atb_task_free(task);
 		return rc;
 	}
@@ -542,7 +639,7 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	opts.with_compile = compile;
 	opts.candidate_label = label;
 	opts.box = box;
-	opts.progress = on_progress;
+	opts.progress_detail = on_progress;
 	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);
 	if (st)
 		rc = cli_fail(&err);

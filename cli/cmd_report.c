@@ -23,7 +23,10 @@ static const char usage_text[] =
 	"       atb report --last [--json] [--csv FILE]\n"
 	"       atb report --list [--json]\n"
 	"\n"
-	"Report a tuning run ('atb run') from the store:\n"
+	"Report a tuning run ('atb run') from the store.  RUN_ID may be a prefix\n"
+	"of the id that only one run has; a prefix several runs share is refused\n"
+	"with their list.\n"
+	"The report:\n"
 	"  - the run: task, proposer, seed, iterations done of planned, paired\n"
 	"    seeds per measurement, when it was created\n"
 	"  - the protocol it ran under (version and SHA-256 digest) and the box\n"
@@ -282,6 +285,46 @@ static int list_runs(struct atb_store *s, int json)
 	return CLI_OK;
 }
 
+/*
+ * RUN_ID as given or a unique prefix of one (the id printed by 'atb run' is
+ * long): the whole id into out.  An id no run has and that starts none is
+ * left as it is (the report says it is unknown); a prefix of several runs
+ * is a usage error that lists them.
+ */
+static int resolve_prefix(struct atb_store *s, const char *given, char *out, size_t size)
+{
+	struct atb_run_row *runs = NULL;
+	struct atb_error err;
+	size_t n = 0, i, hits = 0, len = strlen(given), hit = 0;
+
+	atb_error_clear(&err);
+	snprintf(out, size, "%s", given);
+	if (atb_store_list_runs(s, &runs, &n, &err))
+		return cli_fail(&err);
+	for (i = 0; i < n; i++) {
+		if (!strcmp(runs[i].id, given)) {
+			atb_free(runs);
+			return CLI_OK;
+		}
+		if (len && !strncmp(runs[i].id, given, len)) {
+			hits++;
+			hit = i;
+		}
+	}
+	if (hits == 1)
+		snprintf(out, size, "%s", runs[hit].id);
+	if (hits > 1) {
+		fprintf(stderr, "atb report: run id prefix '%s' is ambiguous: %zu runs start with "
+			"it:\n", given, hits);
+		for (i = 0; i < n; i++)
+			if (!strncmp(runs[i].id, given, len))
+				fprintf(stderr, "  %s  %s\n", runs[i].id, runs[i].task);
+		fprintf(stderr, "give more of the id; see 'atb report --list'\n");
+	}
+	atb_free(runs);
+	return hits > 1 ? CLI_USAGE : CLI_OK;
+}
+
 int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 {
 	struct atb_store *s = NULL;
@@ -342,6 +385,14 @@ int cmd_report(int argc, char **argv, struct cli_ctx *ctx)
 			atb_error_set(&err, ATB_ERR_NOT_FOUND, "no runs in store '%s'", ctx->db_path);
 			atb_store_close(s);
 			return cli_fail(&err);
+		}
+		run_id = last;
+	}
+	if (!want_last) {
+		rc = resolve_prefix(s, run_id, last, sizeof(last));
+		if (rc) {
+			atb_store_close(s);
+			return rc;
 		}
 		run_id = last;
 	}

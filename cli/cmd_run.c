@@ -64,11 +64,15 @@ static const char usage_text[] =
 	"honest speedup's 95% confidence interval (not the highest mean: a lucky\n"
 	"noisy draw does not displace a reliably faster candidate).\n"
 	"\n"
-	"Progress goes to stderr: iteration k/N, the last outcome, the best honest\n"
-	"speedup with its interval, the usable count and an ETA from the mean\n"
-	"iteration time; redrawn in place on a terminal, one line per iteration\n"
-	"otherwise.  At the end a summary goes to stdout; 'atb report RUN_ID' shows\n"
-	"the whole trajectory.\n"
+	"Progress goes to stderr: iteration k/N, its phase (with the attempt when\n"
+	"a measurement is re-run: 'attempt 2 of 3', announced on a line of its own\n"
+	"with the reason), the best honest speedup with its interval, the usable\n"
+	"count and an ETA (the iteration in progress from its pace, the rest at\n"
+	"the mean iteration time); a refused iteration adds a line with its\n"
+	"reason and the numbers it was refused on.  Redrawn in place on a\n"
+	"terminal; otherwise one line per iteration and one every 30 s in\n"
+	"between ($ATB_PROGRESS_INTERVAL_S).  At the end a summary goes to\n"
+	"stdout; 'atb report RUN_ID' shows the whole trajectory.\n"
 	"\n"
 	"Interrupting: Ctrl-C (or SIGTERM) stops after the measurement in progress\n"
 	"without recording it; SIGKILL or a crash loses only that iteration.  Every\n"
@@ -106,10 +110,23 @@ static const char usage_text[] =
 
 static void progress(void *vctx, const struct atb_loop_progress *p)
 {
-	char best[96], tail[160];
+	char best[96], tail[160], phase[160];
 	struct cli_progress_line l = {.unit = "iter", .k = p->k + 1, .n = p->planned,
-				      .phase = p->phase, .outcome = p->last_outcome,
+				      .phase = phase, .outcome = p->last_outcome,
 				      .tail = tail, .eta_s = p->eta_s};
+	int done = !strcmp(p->phase, "done");
+
+	if (p->rerun_why) {
+		/* the announcement is a line of its own; the line shows the attempt */
+		cli_progress_note(vctx, "iter %" PRId64 "/%" PRId64 " %s", p->k + 1, p->planned,
+				  p->phase);
+		snprintf(phase, sizeof(phase), "attempt %d of %d", p->attempt, p->max_attempts);
+	} else if (!done && p->attempt > 1) {
+		snprintf(phase, sizeof(phase), "attempt %d of %d, %s", p->attempt,
+			 p->max_attempts, p->phase);
+	} else {
+		snprintf(phase, sizeof(phase), "%s", p->phase);
+	}
 
 	if (p->have_best)
 		snprintf(best, sizeof(best), "%.3gx [%.3g, %.3g] (iter %" PRId64 ")",
@@ -119,6 +136,11 @@ static void progress(void *vctx, const struct atb_loop_progress *p)
 	snprintf(tail, sizeof(tail), "best %s  usable %" PRId64 "/%" PRId64, best, p->usable,
 		 p->done);
 	cli_progress_draw(vctx, &l);
+	/* a refused iteration: its reason holds the numbers the gate judged */
+	if (done && p->last_reason && p->last_reason[0])
+		cli_progress_note(vctx, "iter %" PRId64 "/%" PRId64 " %s: %s", p->k + 1,
+				  p->planned, p->last_outcome ? p->last_outcome : "-",
+				  p->last_reason);
 }
 
 static int print_summary(const struct atb_loop_summary *sum, int json)
@@ -268,8 +290,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return print_plan(task_name, &o, json);
 
 	atb_error_clear(&err);
-	/* An unknown task is refused before the store is created or touched. */
-	if (task_name && atb_loop_check_task(atb_home(), task_name, &err))
+	/* A bad plan or task is refused before the store is created or touched. */
+	if (task_name && atb_loop_check(task_name, &o, &err))
 		return cli_fail(&err);
 	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
 			   &err))

@@ -274,6 +274,9 @@ static int print_table(const struct atb_suite_report *r)
 		}
 		printf("%4" PRId64 "  %-32s %-16s %9s  %-20s %s\n", w->k, w->task, w->outcome, sp, ci,
 		       w->findings[0] ? w->findings : "-");
+		/* why it was refused, with the numbers the gate judged, in the table */
+		if (!w->admitted && w->reason[0])
+			printf("      why: %s\n", w->reason);
 		if (compile && w->compile_speedup > 0)
 			printf("      vs compile %.4fx [%.4f, %.4f] (compiled in %.1f s, not timed)\n",
 			       w->compile_speedup, w->compile_ci_low, w->compile_ci_high,

@@ -3,7 +3,7 @@
  * The box: what this machine is, and a fingerprint that names it.
  *
  * Absolute times are kept only as raw data tied to the box they were
- * measured on (DESIGN.md, "ratios, not absolutes"), so every stored result
+ * measured on (docs/design.md, "ratios, not absolutes"), so every stored result
  * carries a box fingerprint.  This module probes the CPU, memory, OS, kernel,
  * C compiler, CPU caches and, when NVIDIA's NVML library can be loaded at run
  * time, the GPUs; it describes the box as JSON and hashes the identity

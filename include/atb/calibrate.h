@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * atb calibrate: the A/A self-test (issue 15, item 3; DESIGN.md: "copies of
+ * atb calibrate: the A/A self-test (issue 15, item 3; docs/design.md: "copies of
  * the baseline must read 1.000").  For a task set atb writes, for every
  * task, a candidate that is a copy of the task's honest baseline and
  * measures it through the normal path; a verdict path without bias admits

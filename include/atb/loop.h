@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * The tuning loop: propose a candidate, measure it, keep the best, count
- * every outcome (DESIGN.md: "propose -> ... -> keep-best -> next proposal").
+ * every outcome (docs/design.md: "propose -> ... -> keep-best -> next proposal").
  *
  * A run is a row in the store (task, proposer, seed, planned iterations,
  * paired seeds, naive on/off, protocol digest, box fingerprint).  Iteration
@@ -75,7 +75,17 @@ struct atb_loop_progress {
 	int64_t best_k;
 	double best_speedup, best_ci_low, best_ci_high;  /* vs the honest baseline */
 	double mean_iteration_s;   /* over the iterations finished by this call; 0: none */
-	double eta_s;              /* remaining planned iterations x the mean; < 0: unknown */
+	/*
+	 * The rest of the iteration in progress (from the measurement's
+	 * fraction done and the time its attempt has taken) plus the iterations
+	 * after it at the mean, or, before any finished, at the one in
+	 * progress's estimate: it moves within an iteration and grows when an
+	 * attempt is re-run.  < 0: unknown (nothing timed yet).
+	 */
+	double eta_s;
+	int attempt, max_attempts; /* the measurement's attempt (atb_measure_progress); 0: none */
+	const char *rerun_why;     /* non-NULL at the phase announcing a re-run: why */
+	const char *last_reason;   /* the last finished iteration's reason ("" when usable) */
 };
 
 struct atb_loop_opts {
@@ -163,6 +173,15 @@ enum atb_status atb_loop_classify(const struct atb_protocol *p,
  * to refuse a bad one before anything is written.  The load's errors.
  */
 enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err);
+
+/*
+ * Judge a new run's plan as atb_loop_start would, without a store, so that
+ * bad input is refused before anything is written: the proposer,
+ * iterations, seed, paired seeds against the protocol's minimum, --naive
+ * on a task without one, and the task's and protocol's load errors.
+ */
+enum atb_status atb_loop_check(const char *task, const struct atb_loop_opts *o,
+			       struct atb_error *err);
 
 /*
  * The first n proposals of a run of task as JSON object texts: a kernel

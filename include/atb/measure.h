@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * One measurement job, end to end: the path every number takes
- * (DESIGN.md): surface gate -> build -> runner [correctness, paired timing]
+ * (docs/design.md): surface gate -> build -> runner [correctness, paired timing]
  * -> stats -> result gates -> ingest validator -> store, audit chain.
  *
  * atb_measure_candidate takes a task, a candidate folder (its surface files)
@@ -57,6 +57,20 @@ enum atb_measure_verdict {
 /* "admitted", "quarantined", "rejected". */
 const char *atb_measure_verdict_name(enum atb_measure_verdict v);
 
+/* What opts.progress_detail sees: the phase and where the measurement is;
+   valid during the call only. */
+struct atb_measure_progress {
+	const char *phase;         /* as opts.progress is given it */
+	int attempt;               /* the job-1 run in progress, from 1 (PROTO: stats.cv_cap) */
+	int max_attempts;          /* job 1 plus the re-runs allowed (3) */
+	/* share of this attempt's runner processes finished, 0 to 1 (0 before
+	   the first: surface, build, floor) */
+	double fraction;
+	/* at the phase that announces attempt > 1, why the last one is re-run
+	   ("the cross-run cv 0.1180 is over the cap 0.05"); NULL at others */
+	const char *rerun_why;
+};
+
 struct atb_measure_opts {
 	const char *home;          /* NULL: atb_home() */
 	const char *runner_path;   /* NULL: atb_runner_find() */
@@ -74,8 +88,12 @@ struct atb_measure_opts {
 	   It is registered in the store either way. */
 	const struct atb_box *box;
 	/* Progress: called with a short phase name ("build", "correctness",
-	   "timing seed 3/8", "drift", "ingest"); may be NULL. */
+	   "timing seed 3/8", "drift seed 3/8", "ingest"); a re-run is announced
+	   by the phase "attempt K of N: re-running because WHY"; may be NULL. */
 	void (*progress)(void *ctx, const char *phase);
+	/* The same calls with the attempt and the fraction done (ETAs); may be
+	   NULL; both are called when both are set, with progress_ctx. */
+	void (*progress_detail)(void *ctx, const struct atb_measure_progress *p);
 	void *progress_ctx;
 };
 
@@ -116,6 +134,15 @@ struct atb_measure_outcome {
 		size_t readings;
 	} clocks;
 	int attempts;              /* job-1 runs (re-runs for noise, PROTO: stats.cv_cap) */
+	/*
+	 * The figures the statistical gates judged, kept when they refuse too
+	 * (0: not reached): the protocol's cap and tolerance, the range over
+	 * seeds of the per-seed speedups (baseline median / candidate median)
+	 * and of the per-seed drift ratios q (beside / alone) with their cv.
+	 */
+	double cv_cap, drift_tolerance;
+	double seed_speedup_min, seed_speedup_max;
+	double drift_min, drift_max, drift_spread;
 	char note[512];            /* e.g. the naive baseline failed (a task bug); "" none */
 	/*
 	 * vs torch.compile of the reference (opts.with_compile, kind torch),

@@ -4,7 +4,7 @@
  * sandbox), wait for it with a deadline, kill its whole tree, reap it.
  *
  * The sandbox is for everything that runs or compiles candidate code
- * (DESIGN.md, "The trust boundary"): atb-runner and the compilers.  It is
+ * (docs/design.md, "The trust boundary"): atb-runner and the compilers.  It is
  * bubblewrap (bwrap) with a seccomp filter made by libseccomp: new user,
  * PID, network, IPC and UTS namespaces; a filesystem view of the system's
  * read-only folders plus the paths the caller names; a private /tmp, /proc

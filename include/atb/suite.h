@@ -3,7 +3,7 @@
  * KernelBench-format suites: a folder of PyTorch reference files (each a
  * `class Model`, `get_inputs()`, `get_init_inputs()`) and a folder of
  * candidates (each a `class ModelNew`), measured task by task against the
- * protocol's kernelbench bars (DESIGN.md: `atb suite`).
+ * protocol's kernelbench bars (docs/design.md: `atb suite`).
  *
  * A suite is a run in the store (the same run and iteration tables as the
  * tuning loop, proposer "suite"): one iteration row per task, in order,

@@ -225,9 +225,11 @@ enum atb_status atb_task_load_kernelbench(const char *py_path, const char *pytho
 					  struct atb_task **out, struct atb_error *err);
 
 /*
- * Find a task by name (a folder under home/tasks/) or, when name contains a
- * '/' or ends in .yaml, by path; then atb_task_load.  ATB_ERR_NOT_FOUND when
- * no bundled task has that name.
+ * Find a task and atb_task_load it: a name containing a '/' or ending in
+ * .yaml is a path; a bare name is the bundled task home/tasks/NAME when
+ * there is one (a bundled name means the same task from every folder),
+ * else the folder NAME in the current folder.  ATB_ERR_NOT_FOUND when
+ * neither exists.
  */
 enum atb_status atb_task_open(const char *home, const char *name_or_path,
 			      struct atb_task **out, struct atb_error *err);

@@ -224,9 +224,45 @@ struct loop {
 	struct atb_loop_summary *sum;
 	struct atb_loop_progress prog;
 	char last_outcome[64];
+	char last_reason[512];
 	double spent_s;                      /* this call's finished iterations */
 	int64_t finished;                    /* by this call */
+	/* the iteration in progress, for the ETA */
+	int64_t iter_t0_ns, attempt_t0_ns;
+	double last_attempt_s;               /* the attempt before, re-run; 0: none */
+	int attempt;
+	double fraction;
 };
+
+/*
+ * Seconds left: the rest of the iteration in progress, then the iterations
+ * after it at the mean of the finished ones (or, before any finished, at
+ * what the one in progress is estimated to take in all).  The rest of the
+ * one in progress: a re-run attempt at the pace of the one before; else
+ * from its attempt's pace (time since the attempt began over the fraction
+ * of its runners done) once a runner has finished; else the mean less the
+ * time it has taken.  -1 when nothing is known yet.
+ */
+static double eta(const struct loop *L, int between)
+{
+	double mean = L->finished ? L->spent_s / (double)L->finished : -1;
+	double now_s = (double)atbi_monotonic_ns() / 1e9, rest = -1, whole;
+	double elapsed = L->iter_t0_ns ? now_s - (double)L->iter_t0_ns / 1e9 : 0;
+	int64_t after = L->run.iterations - L->sum->done - (between ? 0 : 1);
+
+	if (between)
+		return mean >= 0 ? mean * (double)(after > 0 ? after : 0) : -1;
+	if (L->last_attempt_s > 0)  /* a re-run: at the pace of the attempt before */
+		rest = L->last_attempt_s * (1 - L->fraction);
+	else if (L->fraction > 0 && L->attempt_t0_ns)
+		rest = (now_s - (double)L->attempt_t0_ns / 1e9) * (1 - L->fraction) / L->fraction;
+	else if (mean >= 0)
+		rest = mean > elapsed ? mean - elapsed : 0;
+	if (rest < 0)
+		return -1;
+	whole = mean >= 0 ? mean : elapsed + rest;
+	return rest + whole * (double)(after > 0 ? after : 0);
+}
 
 static void report(struct loop *L, const char *phase)
 {
@@ -243,13 +279,33 @@ static void report(struct loop *L, const char *phase)
 	L->prog.best_speedup = L->sum->best_speedup;
 	L->prog.best_ci_low = L->sum->best_ci_low;
 	L->prog.best_ci_high = L->sum->best_ci_high;
+	L->prog.last_reason = L->last_reason;
 	L->prog.mean_iteration_s = L->finished ? L->spent_s / (double)L->finished : 0.0;
-	L->prog.eta_s = L->finished ? L->prog.mean_iteration_s *
-					      (double)(L->run.iterations - L->sum->done)
-				    : -1.0;
+	L->prog.eta_s = eta(L, !strcmp(phase, "done"));
 	L->o->progress(L->o->progress_ctx, &L->prog);
+	L->prog.rerun_why = NULL;
 }
 
+/* A measurement phase: where it is, for the progress line and the ETA. */
+static void measure_detail(void *ctx, const struct atb_measure_progress *d)
+{
+	struct loop *L = ctx;
+
+	if (d->attempt != L->attempt) {
+		int64_t now = atbi_monotonic_ns();
+
+		L->last_attempt_s = L->attempt_t0_ns ? (double)(now - L->attempt_t0_ns) / 1e9 : 0;
+		L->attempt = d->attempt;
+		L->attempt_t0_ns = now;
+	}
+	L->fraction = d->fraction;
+	L->prog.attempt = d->attempt;
+	L->prog.max_attempts = d->max_attempts;
+	L->prog.rerun_why = d->rerun_why;
+	report(L, d->phase);
+}
+
+/* An engine A/B's phases carry no fraction: the mean alone gives its ETA. */
 static void measure_phase(void *ctx, const char *phase)
 {
 	report(ctx, phase);
@@ -312,6 +368,7 @@ static enum atb_status record(struct loop *L, int64_t k, const struct atb_measur
 	L->sum->usable += it.usable;
 	consider(L->sum, &it);
 	snprintf(L->last_outcome, sizeof(L->last_outcome), "%s", it.outcome);
+	snprintf(L->last_reason, sizeof(L->last_reason), "%s", it.usable ? "" : it.reason);
 	L->spent_s += it.wall_s;
 	L->finished++;
 	report(L, "done");
@@ -387,6 +444,12 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	int64_t t0 = atbi_monotonic_ns();
 
 	L->prog.k = k;
+	L->iter_t0_ns = t0;
+	L->attempt_t0_ns = 0;
+	L->last_attempt_s = 0;
+	L->attempt = 0;
+	L->fraction = 0;
+	L->prog.attempt = 0;
 	report(L, "propose");
 	if (L->etask)
 		return engine_iteration(L, k, t0, err);
@@ -415,7 +478,7 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	mo.with_naive = L->run.naive;
 	snprintf(label, sizeof(label), "run %s iter %" PRId64, L->run.id, k);
 	mo.candidate_label = label;
-	mo.progress = measure_phase;
+	mo.progress_detail = measure_detail;
 	mo.progress_ctx = L;
 	memset(&out, 0, sizeof(out));
 	st = measure(L->store, L->proto, L->task, cand, knobs, &mo, &out, err);
@@ -556,6 +619,52 @@ static enum atb_status open_task(struct loop *L, const char *home, const char *t
 	return atb_task_open(home, task, &L->task, err);
 }
 
+/* The plan of a new run, judged before anything is written: L's task and
+   protocol loaded (loop_release frees them whatever it returns). */
+static enum atb_status check_plan(struct loop *L, const char *home, const char *task,
+				  const struct atb_loop_opts *o, struct atb_error *err)
+{
+	const char *proposer = o->proposer ? o->proposer : ATB_LOOP_PROPOSER_RANDOM;
+	enum atb_status st;
+
+	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "unknown proposer '%s'; the proposers are: random", proposer);
+	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "iterations must be 1 to %d, not %" PRId64,
+				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
+	if (o->seed < 0)
+		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
+	st = open_task(L, home, task, err);
+	if (!st)
+		st = atb_protocol_load_current(home, &L->proto, err);
+	if (st)
+		return st;
+	if (o->paired_seeds != 0 && o->paired_seeds < L->proto->stats.min_paired_seeds)
+		/* PROTO: stats.min_paired_seeds */
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "%" PRId64 " paired seeds is below the protocol's "
+				     "stats.min_paired_seeds (%d)",
+				     o->paired_seeds, L->proto->stats.min_paired_seeds);
+	if (o->naive > 0 && (L->etask || !L->task->has_naive))
+		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
+				     L->etask ? L->etask->name : L->task->name);
+	return ATB_OK;
+}
+
+enum atb_status atb_loop_check(const char *task, const struct atb_loop_opts *o,
+			       struct atb_error *err)
+{
+	struct loop L;
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	st = check_plan(&L, o->home ? o->home : atb_home(), task, o, err);
+	loop_release(&L);
+	return st;
+}
+
 enum atb_status atb_loop_check_task(const char *home, const char *task, struct atb_error *err)
 {
 	struct loop L;
@@ -624,33 +733,9 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	L.store = s;
 	L.o = o;
 	L.sum = out;
-	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
-		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random", proposer);
-	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
-		return atb_error_set(err, ATB_ERR_USAGE,
-				     "iterations must be 1 to %d, not %" PRId64,
-				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
-	if (o->seed < 0)
-		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
-	st = open_task(&L, home, task, err);
-	if (!st)
-		st = atb_protocol_load_current(home, &L.proto, err);
+	st = check_plan(&L, home, task, o, err);
 	if (st)
 		goto out;
-	if (o->paired_seeds != 0 && o->paired_seeds < L.proto->stats.min_paired_seeds) {
-		/* PROTO: stats.min_paired_seeds */
-		st = atb_error_set(err, ATB_ERR_USAGE,
-				   "%" PRId64 " paired seeds is below the protocol's "
-				   "stats.min_paired_seeds (%d)",
-				   o->paired_seeds, L.proto->stats.min_paired_seeds);
-		goto out;
-	}
-	if (o->naive > 0 && (L.etask || !L.task->has_naive)) {
-		st = atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
-				   L.etask ? L.etask->name : L.task->name);
-		goto out;
-	}
 
 	/* The plan. */
 	st = atbi_random_id(id);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * The measurement pipeline (DESIGN.md, "the path every number takes"):
+ * The measurement pipeline (docs/design.md, "the path every number takes"):
  * surface gate -> builds -> job 1 in fresh atb-runners (correctness, then
  * baseline and candidate interleaved on the paired seeds) and job 2 in
  * others (the baseline alone; run_interleaved says how they alternate) ->
@@ -119,18 +119,61 @@ struct measure {
 	int with_compile;               /* torch: time torch.compile of the reference too */
 	const char *compile_mode;
 	double drift_spread;            /* cv of the per-seed drift ratios */
+	size_t slots_done, nslots;      /* runner processes of this attempt (progress) */
+	const char *rerun_why;          /* set for the one announcing call */
 	char floor_why[256];            /* why a floor re-measure did not happen; "" */
 };
 
 static void progress(struct measure *m, const char *phase)
 {
+	struct atb_measure_progress d;
+
 	if (m->o->progress)
 		m->o->progress(m->o->progress_ctx, phase);
+	if (!m->o->progress_detail)
+		return;
+	d.phase = phase;
+	d.attempt = m->out->attempts > 0 ? m->out->attempts : 1;
+	d.max_attempts = NOISE_ATTEMPTS;
+	d.fraction = m->nslots ? (double)m->slots_done / (double)m->nslots : 0.0;
+	d.rerun_why = m->rerun_why;
+	m->o->progress_detail(m->o->progress_ctx, &d);
+}
+
+/* Announce attempt > 1 and why the last one is re-run (progress and logs). */
+static void progress_rerun(struct measure *m, const char *why)
+{
+	char ph[600];
+
+	snprintf(ph, sizeof(ph), "attempt %d of %d: re-running because %s", m->out->attempts,
+		 NOISE_ATTEMPTS, why);
+	m->rerun_why = why;
+	progress(m, ph);
+	m->rerun_why = NULL;
 }
 
 static json_t *jreal(double x)
 {
 	return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* The range over seeds of num[k] / den[k] (seeds with den 0 left out). */
+static void seed_range(const double *num, const double *den, size_t n, double *lo, double *hi)
+{
+	size_t k;
+
+	*lo = *hi = 0;
+	for (k = 0; num && den && k < n; k++) {
+		double q;
+
+		if (!(den[k] > 0))
+			continue;
+		q = num[k] / den[k];
+		if (*hi == 0 || q < *lo)
+			*lo = q;
+		if (*hi == 0 || q > *hi)
+			*hi = q;
+	}
 }
 
 /* ---- recording a refusal ---- */
@@ -567,7 +610,9 @@ static enum atb_status job_result_init(struct measure *m, const int *arms, size_
 static enum atb_status run_job(struct measure *m, const int *arms, size_t narms, int alone,
 			       size_t lo, size_t hi, struct job_result *r, struct atb_error *err)
 {
-	struct job_ctx c = {m, r, alone, 0, narms};
+	/* the alone job stores only the baseline's samples (its twin and a naive
+	   arm run for the same work, unrecorded): one per seed */
+	struct job_ctx c = {m, r, alone, 0, alone ? 1 : narms};
 	struct atb_error rerr;
 	json_t *job = NULL;
 	enum atb_status st;
@@ -656,13 +701,16 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 	st = job_result_init(m, arms, narms, 0, j1, err);
 	if (!st)
 		st = job_result_init(m, alone_arm, 1, 1, j2, err);
+	m->nslots = ns;
 	for (k = 0; !st && k < ns; k++) {
 		int paired = slots[k].paired;
 		struct job_result *r = paired ? j1 : j2;
 
+		m->slots_done = k;
 		progress(m, paired ? "correctness" : "drift");
 		st = paired ? run_job(m, arms, narms, 0, slots[k].lo, slots[k].hi, j1, err)
 			    : run_job(m, aarms, naarms, 1, slots[k].lo, slots[k].hi, j2, err);
+		m->slots_done = k + 1;
 		if (!st)
 			st = surface_recheck(m, refused, err);
 		/* PROTO: gates tamper -- before the runner gate: the watch ends the
@@ -1562,7 +1610,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	struct atb_paired_result res, nres, cres;
 	struct atb_floor_caps caps;
 	struct atb_task_instance t0;
-	char why[1024], src[4200], csrc[4400];
+	char why[1024], src[4200], csrc[4400], rerun[256] = "";
 	json_t *desc = NULL;
 	char *desc_text = NULL;
 	enum atb_status st;
@@ -1598,6 +1646,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "seeds must be 2 to %d, below 2^62 (got %zu from %" PRIu64 ")",
 				     ATB_RUNNER_MAX_SEEDS, m->nseeds, opts->seed_base);
+	out->nseeds = m->nseeds;
 	if (knobs)
 		m->knobs = *knobs;
 	else
@@ -1753,12 +1802,20 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		goto done;
 	out->floor_ns = m->torch ? 0 : atb_floor_ns(&caps, t0.floor_bytes, t0.floor_flops);
 
+	out->cv_cap = p->stats.cv_cap;
+	out->drift_tolerance = p->gates.drift_tolerance;
 	for (out->attempts = 1;; out->attempts++) {
 		int arms[3] = {A_BASE, A_CAND, A_NAIVE};
 		const char *gate, *reason;
 		const json_t *ev;
 		long bad;
 		double minc;
+
+		m->slots_done = 0;
+		m->nslots = 0;
+		if (out->attempts > 1 && rerun[0])
+			progress_rerun(m, rerun);
+		rerun[0] = '\0';
 
 		job_result_release(&j1);
 		job_result_release(&j2);
@@ -1838,8 +1895,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 
 			if (share > out->throttled_share)
 				out->throttled_share = share;
-			if (over && out->attempts < NOISE_ATTEMPTS)
+			if (over && out->attempts < NOISE_ATTEMPTS) {
+				snprintf(rerun, sizeof(rerun), "%.1f%% of the timed trials were "
+					 "throttled (at most %.0f%%)", 100 * share,
+					 100 * atbi_throttle_max_share(m->p));
 				continue;
+			}
 			if (over) {
 				st = reject_throttled(m, "job 1", &j1, share, err);
 				goto done;
@@ -1849,6 +1910,8 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		out->baseline_median_ns = median_of_medians(j1.median[A_BASE], m->nseeds);
 		out->naive_median_ns = m->with_naive ? median_of_medians(j1.median[A_NAIVE], m->nseeds)
 						     : 0;
+		seed_range(j1.median[A_BASE], j1.median[A_CAND], m->nseeds, &out->seed_speedup_min,
+			   &out->seed_speedup_max);
 
 		/* 7. the physical floor (PROTO: gates.physical_floor.margin) */
 		bad = atbi_gate_floor(j1.median[A_CAND], m->nseeds, out->floor_ns,
@@ -1964,10 +2027,25 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 							      &out->drift_ratio, &m->drift_spread,
 							      &consistent);
 
+			out->drift_spread = m->drift_spread;
+			seed_range(j1.median[A_BASE], j2.median[A_ALONE], m->nseeds, &out->drift_min,
+				   &out->drift_max);
 			/* PROTO: stats.cv_cap: re-run a noisy or drifting measurement, within
 			   bounds (a drift cheat drifts on every attempt) */
-			if ((!res.cv_within_cap || !drift_ok) && out->attempts < NOISE_ATTEMPTS)
+			if ((!res.cv_within_cap || !drift_ok) && out->attempts < NOISE_ATTEMPTS) {
+				if (!res.cv_within_cap)
+					snprintf(rerun, sizeof(rerun), "the cross-run cv %.4f is over "
+						 "the cap %.3g (per-seed speedups %.3g to %.3g)",
+						 res.cv, res.cv_cap, out->seed_speedup_min,
+						 out->seed_speedup_max);
+				else
+					snprintf(rerun, sizeof(rerun), "the baseline drift %.4f "
+						 "(beside / alone) is outside 1 +/- %.3g (per seed "
+						 "%.3g to %.3g)", out->drift_ratio,
+						 p->gates.drift_tolerance, out->drift_min,
+						 out->drift_max);
 				continue;
+			}
 			if (!drift_ok && consistent) {
 				snprintf(why, sizeof(why),
 					 "the baseline beside the candidate took %.4gx its time alone "
@@ -1994,11 +2072,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				   this box cannot tell drift now */
 				snprintf(why, sizeof(why),
 					 "the baseline beside the candidate took %.4gx its time alone "
-					 "(median of per-seed ratios, outside 1 +/- %.3g) but the seeds "
-					 "disagree (cv %.4f) after %d runs: the box is too noisy to "
-					 "judge baseline drift",
-					 out->drift_ratio, p->gates.drift_tolerance, m->drift_spread,
-					 out->attempts);
+					 "(median of per-seed ratios, %.3g to %.3g; medians %.0f ns vs "
+					 "%.0f ns; outside 1 +/- %.3g) but the seeds disagree (cv %.4f) "
+					 "after %d runs: the box is too noisy to judge baseline drift",
+					 out->drift_ratio, out->drift_min, out->drift_max,
+					 out->baseline_median_ns, out->baseline_alone_median_ns,
+					 p->gates.drift_tolerance, m->drift_spread, out->attempts);
 				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
 					    json_pack("{s:s, s:o, s:o, s:f, s:f, s:i, s:o}", "cause",
 						      "drift_spread", "drift_ratio",
@@ -2014,9 +2093,12 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				snprintf(why, sizeof(why),
 					 "cross-run cv %.4f is over the cap %.3g after %d runs "
 					 "(per-seed ratios %.4f; per-seed medians: baseline %.4f, "
-					 "candidate %.4f)",
+					 "candidate %.4f; medians baseline %.0f ns, candidate %.0f ns; "
+					 "per-seed speedups %.3g to %.3g)",
 					 res.cv, res.cv_cap, out->attempts, res.cv_ratio,
-					 res.cv_baseline, res.cv_candidate);
+					 res.cv_baseline, res.cv_candidate, out->baseline_median_ns,
+					 out->candidate_median_ns, out->seed_speedup_min,
+					 out->seed_speedup_max);
 				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
 					    json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "cv", res.cv,
 						      "cv_cap", res.cv_cap, "cv_ratio", res.cv_ratio,

@@ -73,7 +73,8 @@ void atb_task_sample_knobs(const struct atb_task *t, gsl_rng *rng,
 enum atb_status atb_task_check_knobs(const struct atb_task *t,
 				     const struct atb_knob_assignment *a, struct atb_error *err)
 {
-	size_t i, j, v;
+	char allowed[400] = "";
+	size_t i, j, v, used = 0;
 	int ok;
 
 	if (a->n != t->nknobs)
@@ -91,20 +92,29 @@ enum atb_status atb_task_check_knobs(const struct atb_task *t,
 					     k->name);
 		for (v = 0, ok = 0; v < k->nvalues; v++)
 			ok |= !strcmp(k->values[v], a->knobs[j].value);
-		if (!ok)
+		if (!ok) {
+			/* the allowed values in the message: the fix is one of them */
+			for (v = 0; v < k->nvalues && used < sizeof(allowed); v++)
+				used += (size_t)snprintf(allowed + used, sizeof(allowed) - used,
+							 "%s%s", v ? ", " : "", k->values[v]);
 			return atb_error_set(err, ATB_ERR_USAGE,
-					     "value '%s' is not one of knob '%s''s values",
-					     a->knobs[j].value, k->name);
+					     "value '%s' is not one of knob '%s''s values (%s)",
+					     a->knobs[j].value, k->name, allowed);
+		}
 	}
 	if (!t->nflag_choices)
 		ok = !a->cflags[0];
 	else
 		for (v = 0, ok = 0; v < t->nflag_choices; v++)
 			ok |= !strcmp(t->flag_choices[v], a->cflags);
-	if (!ok)
+	if (!ok) {
+		for (v = 0; v < t->nflag_choices && used < sizeof(allowed); v++)
+			used += (size_t)snprintf(allowed + used, sizeof(allowed) - used, "%s'%s'",
+						 v ? ", " : "", t->flag_choices[v]);
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "flags '%s' are not one of task '%s''s flag choices",
-				     a->cflags, t->name);
+				     "flags '%s' are not one of task '%s''s flag choices (%s)",
+				     a->cflags, t->name, t->nflag_choices ? allowed : "none: no --cflags");
+	}
 	return ATB_OK;
 }
 

@@ -1126,13 +1126,19 @@ enum atb_status atb_task_open(const char *home, const char *name_or_path,
 		return atb_task_load_kernelbench(name_or_path, NULL, out, err);
 	if (strchr(name_or_path, '/') || has_suffix(name_or_path, ".yaml"))
 		return atb_task_load(name_or_path, out, err);
-	if (!is_ident(name_or_path, 0) && !strchr(name_or_path, '-'))
-		return atb_error_set(err, ATB_ERR_NOT_FOUND, "no task named '%s'", name_or_path);
-	snprintf(path, sizeof(path), "%s/tasks/%s", home, name_or_path);
-	if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-		return atb_error_set(err, ATB_ERR_NOT_FOUND,
-				     "no task named '%s' in '%s/tasks'", name_or_path, home);
-	return atb_task_load(path, out, err);
+	/* A bare name is a bundled task first, so that 'sgemm' means the same
+	   task in every folder; only a name no bundled task has is then tried
+	   as a folder in the current one ('./NAME' always means the folder). */
+	if (is_ident(name_or_path, 0) || strchr(name_or_path, '-')) {
+		snprintf(path, sizeof(path), "%s/tasks/%s", home, name_or_path);
+		if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+			return atb_task_load(path, out, err);
+	}
+	if (!stat(name_or_path, &sb) && S_ISDIR(sb.st_mode))
+		return atb_task_load(name_or_path, out, err);
+	return atb_error_set(err, ATB_ERR_NOT_FOUND,
+			     "no task named '%s' in '%s/tasks' and no task folder '%s' here "
+			     "(see 'atb task list')", name_or_path, home, name_or_path);
 }
 
 void atb_task_list_free(char **names, size_t n)

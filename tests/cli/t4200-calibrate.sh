@@ -41,7 +41,7 @@ test_expect "--help documents the task sets, totals, targets and exit codes" '
 '
 
 test_expect "bad input: exit 2 with exact messages, nothing stored" '
-	refused 2 "atb: no task named '\''nosuch'\'' in '\''$ATB_HOME/tasks'\''" nosuch &&
+	refused 2 "atb: no task named '\''nosuch'\'' in '\''$ATB_HOME/tasks'\'' and no task folder '\''nosuch'\'' here (see '\''atb task list'\'')" nosuch &&
 	refused 2 "atb calibrate: bad --kind '\''gpu'\'': cpu or cuda" --kind gpu &&
 	refused 2 "atb calibrate: no task set: give --kind cpu|cuda, TASK... or --suite DIR" &&
 	refused 2 "atb calibrate: give one task set: --kind, TASK... or --suite, not several" \

@@ -470,7 +470,8 @@ Test(loop, bad_plans_are_refused_before_any_row)
 	{
 		char want[600];
 
-		snprintf(want, sizeof(want), "no task named 'no-such-task' in '%s/tasks'", atb_home());
+		snprintf(want, sizeof(want), "no task named 'no-such-task' in '%s/tasks' and no task "
+			 "folder 'no-such-task' here (see 'atb task list')", atb_home());
 		cr_assert_str_eq(err.msg, want);
 	}
 	cr_assert_eq(atb_store_list_runs(S, &runs_, &n, &err), ATB_OK);
