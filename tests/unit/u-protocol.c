@@ -717,3 +717,52 @@ Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home
 	atb_free(t2);
 	atb_free(text);
 }
+
+/* PROTO: gates.clocks, timing.placement -- absent before version 4, required from it. */
+Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V3);
+	cr_assert_eq(atb_protocol_load_file(V3, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_clocks);          /* the NVML-reasons rule */
+	cr_expect_str_eq(p->timing.placement, "");   /* fixed */
+	atb_protocol_free(p);
+	t2 = replace(text, "version: 3", "version: 4");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.clocks");
+	cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+	t3 = replace(t2, "\n  clock:\n", "\n  clocks: {floor_ratio: 0.75, max_share_below: 0.1, "
+					 "max_arm_rel_difference: 0.02}\n  clock:\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.placement");
+	atb_free(t2);
+	t2 = replace(t3, "interleave: randomized_pairs", "interleave: randomized_pairs\n  placement: shuffled");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_clocks);
+	cr_expect_float_eq(p->gates.clocks_floor_ratio, 0.75, 1e-15);
+	cr_expect_float_eq(p->gates.clocks_max_arm_rel_difference, 0.02, 1e-15);
+	cr_expect_str_eq(p->timing.placement, "shuffled");
+	atb_protocol_free(p);
+	atb_free(t3);
+	/* a value outside the list names the field */
+	t3 = replace(t2, "placement: shuffled", "placement: random");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.placement");
+	atb_free(t3);
+	t3 = replace(t2, "floor_ratio: 0.75", "floor_ratio: 1.5");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.clocks.floor_ratio");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
