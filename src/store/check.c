@@ -169,6 +169,9 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 	rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(ref, atbi_store_schema_sql, NULL, NULL, NULL);
+	/* A v2 store opened read-only is checked against v2 (it migrates on a write). */
+	if (rc == SQLITE_OK && s->schema >= 3)
+		rc = sqlite3_exec(ref, atbi_store_schema_v3_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(ref, "SELECT type, name, sql FROM sqlite_schema"
 					" WHERE sql IS NOT NULL ORDER BY name", -1, &q, NULL);
@@ -192,7 +195,7 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 			add(f, "schema", "", 0, "%s '%s' is missing (dropped)", type, name);
 		else if (strcmp((const char *)sqlite3_column_text(mine, 0), sql))
 			add(f, "schema", "", 0, "%s '%s' differs from schema v%d (altered)",
-			    type, name, ATB_STORE_SCHEMA_VERSION);
+			    type, name, s->schema);
 	}
 	sqlite3_finalize(q);
 	sqlite3_finalize(mine);
@@ -210,7 +213,7 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 		if (sqlite3_step(mine) != SQLITE_ROW)
 			add(f, "schema", "", 0, "%s '%s' is not part of schema v%d (added)",
 			    (const char *)sqlite3_column_text(q, 0),
-			    (const char *)sqlite3_column_text(q, 1), ATB_STORE_SCHEMA_VERSION);
+			    (const char *)sqlite3_column_text(q, 1), s->schema);
 	}
 	sqlite3_finalize(q);
 	sqlite3_finalize(mine);

@@ -263,8 +263,9 @@ Test(audit, verify_finds_a_row_without_its_audit_entry)
 	struct atb_error err;
 
 	add_entries(1);
-	fx_accepted(&F, "INSERT INTO rejection (rule, status, reason, detail, created) VALUES"
-		    " ('gate:x', 10, 'sneaked in', '{}', 'now')");
+	fx_accepted(&F, "INSERT INTO rejection (rule, status, reason, detail, created,"
+		    " protocol_digest) VALUES ('gate:x', 10, 'sneaked in', '{}', 'now', '%s')",
+		    F.digest);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
 	cr_assert_str_eq(rep.bad_copy, "store");

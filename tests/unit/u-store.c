@@ -74,6 +74,8 @@ static void ingest_ok(struct atb_ingest_outcome *o)
 	cr_assert_eq(atb_store_ingest(F.s, &F.in, o, &err), ATB_OK, "%s", err.msg);
 }
 
+static char refused_msg[1024];  /* the last ingest_refused's message */
+
 static void ingest_refused(enum atb_status want)
 {
 	struct atb_ingest_outcome o;
@@ -88,6 +90,7 @@ static void ingest_refused(enum atb_status want)
 	st = atb_store_ingest(F.s, &F.in, &o, &err);
 	cr_assert_eq(st, want, "got %s (%s), want %s", atb_status_name(st), err.msg,
 		     atb_status_name(want));
+	snprintf(refused_msg, sizeof(refused_msg), "%s", err.msg);
 	snprintf(rule, sizeof(rule), "atb-rule:%s:", atb_status_name(want) + 9);
 	cr_assert(strstr(err.msg, rule), "'%s' lacks '%s'", err.msg, rule);
 	cr_assert_gt(o.rejection_id, 0);
@@ -268,6 +271,17 @@ Test(store, samples_without_a_result_leave_nothing_admitted)
  * trial) when sorted is 1, interleaved by trial as a runner hands them in
  * when 0; when 2, interleaved, with naive rows too, all in reverse.
  */
+/* The seed results that follow from many_samples' values (the store re-derives them). */
+static void many_medians(void)
+{
+	size_t i;
+
+	for (i = 0; i < F.in.nseeds; i++) {
+		F.seeds[i].baseline_median = 10.0;
+		F.seeds[i].candidate_median = 10.0 / 1.5;
+	}
+}
+
 static struct atb_sample *many_samples(size_t n_per_arm, int sorted)
 {
 	struct atb_sample *x = atb_calloc(3 * n_per_arm, sizeof(*x));
@@ -312,7 +326,7 @@ Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 	/* ...or another box than its job's. */
 	fx_refused(&F, "baseline_elsewhere",
 		   SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest, F.box2);
-	fx_accepted(&F, SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest,
+	fx_accepted(&F, SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0"), F.digest,
 		    F.box);
 
 	/* C API. */
@@ -342,8 +356,65 @@ Test(store, result_with_cv_over_cap_cannot_enter_db)
 	F.in.cv = 0.08;
 	ingest_refused(ATB_REJECTED_CV_OVER_CAP);
 	fx_ingest(&F, 5, 1.5);
-	F.in.cv = 0.05;  /* at the cap is allowed */
+	fx_spread(&F, 0.031);  /* a cv just under the cap, following from the seeds */
+	cr_assert(F.in.cv > 0.045 && F.in.cv <= 0.05, "cv %g", F.in.cv);
 	ingest_ok(NULL);
+}
+
+/* ---- the store re-derives on insert (issue 12) ---- */
+
+Test(store, speedup_that_is_not_the_geometric_mean_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.in.speedup = 9.5;  /* per-seed ratios 1.5: the forged ingest of issue 12 */
+	F.in.ci_low = 9.0;
+	F.in.ci_high = 9.9;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "geometric mean"), "%s", refused_msg);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), 0);
+}
+
+Test(store, median_that_is_not_its_samples_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[2].candidate_median /= 2;
+	F.seeds[2].ratio *= 2;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "candidate median"), "%s", refused_msg);
+}
+
+Test(store, ratio_that_is_not_its_medians_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[0].ratio = 1.6;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "per-seed ratio"), "%s", refused_msg);
+}
+
+Test(store, cv_that_does_not_follow_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.in.cv = 0.01;  /* the seeds are alike: their cv is 0 */
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "cv does not follow"), "%s", refused_msg);
+	fx_ingest(&F, 5, 1.5);
+	fx_spread(&F, 0.01);
+	ingest_ok(NULL);
+}
+
+Test(store, derivation_rules_hold_against_sql)
+{
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(NULL);
+	/* A seed result whose median is not its samples', straight through SQL. */
+	fx_refused(&F, "not_derived", "DROP TRIGGER result_insert; DROP TRIGGER seed_result_insert;"
+		   " INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest,"
+		   " box_fingerprint, created) SELECT 'j2', kind, task, candidate, unit,"
+		   " protocol_digest, box_fingerprint, created FROM job WHERE id = 1;"
+		   " INSERT INTO sample SELECT 2, arm, seed, trial, value FROM sample WHERE job = 1;"
+		   " INSERT INTO seed_result SELECT 2, seed, baseline_median * 2, candidate_median * 2,"
+		   " ratio FROM seed_result WHERE job = 1");
 }
 
 Test(store, admitted_anomaly_cannot_enter_db)
@@ -418,7 +489,7 @@ Test(store, stored_row_cannot_be_updated_deleted_or_replaced)
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_review(F.s, o.result_id, "reject", "ana", "identity kernel", NULL,
 				      &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:correctness", ATB_ERR_CHECK, "wrong output",
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "gate:correctness", ATB_ERR_CHECK, "wrong output",
 				      NULL, NULL, &err), ATB_OK, "%s", err.msg);
 	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
 		fx_refused(&F, "append_only", "UPDATE %s SET %s = %s", tables[i][0], tables[i][1],
@@ -486,6 +557,7 @@ Test(store, batched_samples_are_all_stored_and_each_one_checked)
 
 	for (i = 0; i < sizeof(per_arm) / sizeof(per_arm[0]); i++) {
 		fx_ingest(&F, 5, 1.5);
+		many_medians();
 		x = many_samples(per_arm[i], i == 3 ? 2 : (int)(i & 1));
 		F.in.samples = x;
 		F.in.nsamples = (i == 3 ? 3 : 2) * per_arm[i];
@@ -496,6 +568,7 @@ Test(store, batched_samples_are_all_stored_and_each_one_checked)
 	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), want);
 	/* A bad value deep inside a batch, and a duplicate key across batches. */
 	fx_ingest(&F, 5, 1.5);
+	many_medians();
 	x = many_samples(1000, 0);
 	x[777].value = -1.0;
 	F.in.samples = x;
@@ -555,11 +628,11 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	snprintf(p, sizeof(p), "%s/newer.db", F.dir);
 	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
 	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 1635017265;"
-		     " PRAGMA user_version = 3;", NULL, NULL, NULL);
+		     " PRAGMA user_version = 4;", NULL, NULL, NULL);
 	sqlite3_close(db);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_STORE_NEWER);
-	cr_assert(strstr(err.msg, "has schema 3, this atb reads up to 2; upgrade atb"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "has schema 4, this atb reads up to 3; upgrade atb"), "%s", err.msg);
 
 	/* An older schema (v1 samples repeated their job's digest and box): refused, untouched. */
 	snprintf(p, sizeof(p), "%s/older.db", F.dir);
@@ -571,7 +644,7 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_NOT_A_STORE);
 	cr_assert_null(s);
-	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2);"
+	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2-3);"
 			 " create a new store with 'atb db init'"), "%s", err.msg);
 	file_bytes(p, &after, &la);
 	cr_assert(lb == la && !memcmp(before, after, lb));
@@ -634,7 +707,7 @@ Test(store, ingest_stores_everything_in_one_transaction_with_its_audit_entry)
 	cr_assert_gt(o.audit_seq, 0);
 	cr_assert_eq(strlen(o.job_uuid), 32);
 	cr_assert_eq(atb_store_info(F.s, &info, &err), ATB_OK);
-	cr_assert_eq(info.schema_version, 2);
+	cr_assert_eq(info.schema_version, 3);
 	cr_assert_eq(info.rows[3], 36);   /* sample */
 	cr_assert_eq(info.rows[4], 6);    /* seed_result */
 	cr_assert_eq(info.nprotocols, 1);
@@ -654,11 +727,11 @@ Test(store, rejections_are_stored_with_their_reason)
 	size_t n;
 
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, "job-7", "gate:correctness", ATB_ERR_CHECK,
+	cr_assert_eq(atb_store_reject(F.s, "job-7", F.digest, "gate:correctness", ATB_ERR_CHECK,
 				      "output differs at element 3", "{\"max_err\":2.5}", &id, &err),
 		     ATB_OK, "%s", err.msg);
 	cr_assert_gt(id, 0);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "", ATB_ERR_CHECK, "x", NULL, NULL, &err),
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "", ATB_ERR_CHECK, "x", NULL, NULL, &err),
 		     ATB_ERR_USAGE);
 	cr_assert_eq(atb_store_list_rejections(F.s, &rows, &n, &err), ATB_OK);
 	cr_assert_eq(n, 1);
@@ -680,7 +753,7 @@ Test(store, secrets_never_reach_the_store_or_the_audit_chain)
 	F.in.candidate = "cand sk-test-0123456789abcdefSECRETVALUE";
 	ingest_ok(NULL);
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:llm", ATB_ERR_CHECK,
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "gate:llm", ATB_ERR_CHECK,
 				      "call failed with key sk-test-0123456789abcdefSECRETVALUE",
 				      "{\"headers\":[\"Bearer sk-test-0123456789abcdefSECRETVALUE\"]}",
 				      NULL, &err), ATB_OK, "%s", err.msg);
@@ -748,7 +821,11 @@ Test(store, check_finds_rows_that_got_in_with_triggers_dropped)
 	}
 	cr_assert_eq(cv, 1);
 	cr_assert_eq(schema, 1);
-	cr_assert_eq(audit, 0);  /* the chain itself was not touched */
+	/* The chain was not touched, but the ingest entry's row hash no longer matches. */
+	cr_assert_eq(audit, 1);
+	for (i = 0; i < kept; i++)
+		if (!strcmp(f[i].rule, "audit"))
+			cr_assert(strstr(f[i].what, "job 1: its rows differ"), "%s", f[i].what);
 	atb_free(f);
 }
 
@@ -762,7 +839,10 @@ Test(store, check_finds_iterations_that_got_in_with_triggers_dropped)
 	fx_accepted(&F, "INSERT INTO run (id, task, proposer, seed, iterations, paired_seeds, naive,"
 		    " protocol_digest, box_fingerprint, created) VALUES ('r1', 'relu', 'random', 1, 4,"
 		    " 8, 0, '%s', '%s', 'now')", F.digest, F.box);
-	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	/* A run written by SQL has no audit entry (issue 12: runs are audited too). */
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(total, 1);
+	cr_assert(strstr(f[0].what, "run 'r1' has no audit entry"), "%s", f[0].what);
 	atb_free(f);
 	/* A usable iteration with no admitted result, and a gap in the numbering. */
 	fx_accepted(&F, "DROP TRIGGER iteration_insert; INSERT INTO iteration (run, k, knobs, outcome,"
@@ -846,7 +926,7 @@ Test(store, reject_review_and_box_each_write_their_row_with_its_audit_entry)
 	ingest_ok(&q);
 	cr_assert(q.quarantined);
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, "job-9", "gate:floor", ATB_ERR_CHECK, "too fast",
+	cr_assert_eq(atb_store_reject(F.s, "job-9", F.digest, "gate:floor", ATB_ERR_CHECK, "too fast",
 				      NULL, &rej, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(atb_store_review(F.s, q.result_id, "admit", "ana", "re-measured", &rev,
 				      &err), ATB_OK, "%s", err.msg);
@@ -899,7 +979,7 @@ Test(store, allocation_failure_in_reject_review_or_box_leaves_no_row_without_its
 			atb_alloc_fail_at(k);
 			atb_error_clear(&err);
 			if (w == 0)
-				st = atb_store_reject(F.s, NULL, "gate:floor", ATB_ERR_CHECK,
+				st = atb_store_reject(F.s, NULL, F.digest, "gate:floor", ATB_ERR_CHECK,
 						      "too fast", "{\"n\":1}", NULL, &err);
 			else if (w == 1)
 				st = atb_store_review(F.s, q.result_id, "admit", "ana", "ok", NULL,
