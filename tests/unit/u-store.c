@@ -12,6 +12,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "atb/stats.h"
 #include "../fixtures/store/fixture.h"
 #include "banned.h"
 
@@ -1001,4 +1002,260 @@ Test(store, allocation_failure_in_reject_review_or_box_leaves_no_row_without_its
 		}
 		cr_assert_lt(k, 300, "writer %d never completed", w);
 	}
+}
+
+/* ---- issue 12: db check re-derives from the samples; rows are bound to the chain ---- */
+
+/* An ingest whose numbers are stats/'s own, with the bootstrap seed in its stats. */
+static void ingest_measured(struct atb_ingest_outcome *o)
+{
+	struct atb_paired_seed ps[8];
+	double b[8][3], c[8][3];
+	struct atb_paired_input in;
+	struct atb_paired_result r;
+	struct atb_error err;
+	char stats[256];
+	size_t i, k;
+
+	fx_ingest(&F, 8, 1.5);
+	fx_spread(&F, 0.02);
+	for (k = 0; k < F.in.nsamples; k++) {
+		const struct atb_sample *x = &F.samples[k];
+
+		(x->arm == ATB_ARM_BASELINE ? b : c)[x->seed - 100][x->trial] =
+			x->value * (x->arm == ATB_ARM_CANDIDATE ? 1 + 0.01 * x->trial : 1);
+	}
+	memset(ps, 0, sizeof(ps));
+	for (i = 0; i < 8; i++)
+		ps[i] = (struct atb_paired_seed){(uint64_t)(100 + i), b[i], 3, c[i], 3};
+	memset(&in, 0, sizeof(in));
+	in.seeds = ps;
+	in.nseeds = 8;
+	in.ci_level = 0.95;
+	in.bootstrap_resamples = 200;
+	in.significance_alpha = 0.05;
+	in.cv_cap = 0.05;
+	in.bootstrap_seed = 4242;
+	atb_error_clear(&err);
+	cr_assert_eq(atb_stats_paired(&in, &r, &err), ATB_OK, "%s", err.msg);
+	for (k = 0; k < F.in.nsamples; k++) {
+		struct atb_sample *x = &F.samples[k];
+
+		x->value = (x->arm == ATB_ARM_BASELINE ? b : c)[x->seed - 100][x->trial];
+	}
+	for (i = 0; i < 8; i++)
+		F.seeds[i] = (struct atb_seed_result){(int64_t)r.seeds[i].seed,
+						      r.seeds[i].baseline_median,
+						      r.seeds[i].candidate_median, r.seeds[i].ratio};
+	F.in.speedup = r.geomean_ratio;
+	F.in.ci_low = r.ci_lo;
+	F.in.ci_high = r.ci_hi;
+	F.in.cv = r.cv;
+	snprintf(stats, sizeof(stats), "{\"bootstrap_seed\":4242,\"bootstrap_resamples\":200,"
+		 "\"ci_level\":0.95,\"seeds\":[100,101,102,103,104,105,106,107]}");
+	F.in.stats_json = stats;
+	ingest_ok(o);
+	atb_stats_paired_release(&r);
+}
+
+static size_t findings_with(const char *what, struct atb_store_finding *f, size_t kept)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < kept; i++)
+		n += strstr(f[i].what, what) != NULL;
+	return n;
+}
+
+Test(store, check_rederives_the_bootstrap_interval_from_the_samples)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total;
+
+	ingest_measured(NULL);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	fx_accepted(&F, "DROP TRIGGER result_no_update; UPDATE result SET ci_low = ci_low * 0.9");
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(findings_with("the bootstrap of its samples (seed 4242)", f, kept), 1);
+	cr_assert_eq(findings_with("job 1: its rows differ", f, kept), 1);
+	atb_free(f);
+}
+
+Test(store, check_rederives_medians_ratios_speedup_and_cv)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total;
+
+	ingest_measured(NULL);
+	fx_accepted(&F, "DROP TRIGGER sample_no_update; DROP TRIGGER seed_result_no_update;"
+		    " DROP TRIGGER result_no_update;"
+		    " UPDATE sample SET value = value * 3 WHERE arm = 'baseline' AND seed = 103;"
+		    " UPDATE seed_result SET ratio = ratio * 1.1 WHERE seed = 105;"
+		    " UPDATE result SET speedup = speedup * 1.2, ci_high = ci_high * 1.3, cv = cv + 0.01");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(findings_with("seed 103: baseline median", f, kept), 1);
+	cr_assert_eq(findings_with("seed 105: ratio", f, kept), 1);
+	cr_assert_eq(findings_with("result 1: speedup", f, kept), 2);  /* and not the geomean */
+	cr_assert_eq(findings_with("not_derived: result 1: cv", f, kept), 1);
+	atb_free(f);
+}
+
+Test(store, a_deleted_result_with_its_iteration_and_tail_entry_is_found)
+{
+	struct atb_ingest_outcome o;
+	struct atb_run_row run;
+	struct atb_iteration_row it;
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&o);
+	memset(&run, 0, sizeof(run));
+	snprintf(run.id, sizeof(run.id), "r1");
+	snprintf(run.task, sizeof(run.task), "relu");
+	snprintf(run.proposer, sizeof(run.proposer), "random");
+	run.iterations = 2;
+	run.paired_seeds = 5;
+	memcpy(run.protocol_digest, F.digest, 65);
+	memcpy(run.box_fingerprint, F.box, 65);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_add_run(F.s, &run, &err), ATB_OK, "%s", err.msg);
+	memset(&it, 0, sizeof(it));
+	snprintf(it.run, sizeof(it.run), "r1");
+	it.knobs_json = "{}";
+	snprintf(it.outcome, sizeof(it.outcome), "usable");
+	it.usable = 1;
+	memcpy(it.job_uuid, o.job_uuid, sizeof(it.job_uuid));
+	it.result_id = o.result_id;
+	cr_assert_eq(atb_store_add_iteration(F.s, &it, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	/* The iteration is the tail entry: delete it, its row and the result, both copies. */
+	fx_accepted(&F, "DROP TRIGGER result_no_delete; DROP TRIGGER iteration_no_delete;"
+		    " DROP TRIGGER audit_no_delete; DELETE FROM iteration; DELETE FROM result;"
+		    " DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit)");
+	{
+		char *buf;
+		size_t len, end;
+		FILE *m;
+
+		cr_assert_eq(atbi_read_file(atb_store_mirror_path(F.s), &buf, &len, &err), ATB_OK);
+		for (end = len - 1; end > 0 && buf[end - 1] != '\n'; end--)
+			;
+		m = fopen(atb_store_mirror_path(F.s), "w");
+		cr_assert_not_null(m);
+		cr_assert_eq(fwrite(buf, 1, end, m), end);
+		fclose(m);
+		atb_free(buf);
+	}
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "job 1: its rows differ from the hash this ingest entry recorded"),
+		  "%s", err.msg);
+}
+
+Test(store, box_capability_rows_are_bound_to_the_chain)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_capability_put(F.s, F.box, ATB_CAPABILITY_CPU_MEM_BW, 2e10, "stream",
+					      &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	/* A faster box makes the physical floor lower: edit the value. */
+	fx_accepted(&F, "DROP TRIGGER box_capability_no_update; UPDATE box_capability SET value = 2e12");
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "box capability 1: its rows differ"), "%s", err.msg);
+}
+
+Test(store, a_schema_2_store_is_read_as_legacy_and_migrated_on_a_write)
+{
+	char path[400], body_hex[65], now[40], *body = NULL, payload[200], sql[1200];
+	struct atb_store *s = NULL;
+	struct atb_store_finding *f = NULL;
+	struct atb_audit_report rep;
+	struct atb_error err;
+	size_t kept, total, blen;
+	sqlite3 *db;
+	FILE *m;
+
+	/* What atb wrote before schema 3: the v2 schema, a frozen protocol, its entry. */
+	snprintf(path, sizeof(path), "%s/v2.db", F.dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, atbi_store_schema_sql, NULL, NULL, NULL), SQLITE_OK);
+	snprintf(payload, sizeof(payload), "{\"digest\":\"%s\",\"version\":1}", F.digest);
+	atbi_audit_time(now, sizeof(now));
+	cr_assert_eq(atbi_audit_body(1, now, "protocol.frozen", payload, ATBI_GENESIS, &body, &blen),
+		     ATB_OK);
+	atbi_sha256_hex(body, blen, body_hex);
+	snprintf(sql, sizeof(sql), "PRAGMA application_id = 1635017265; PRAGMA user_version = 2;"
+		 " PRAGMA journal_mode = WAL; INSERT INTO frozen_protocol VALUES ('%s', 1, '%s', 'now');"
+		 " INSERT INTO audit VALUES (1, '%s', 'protocol.frozen', '%s', '%s', '%s');",
+		 F.digest, FX_CANONICAL, now, payload, ATBI_GENESIS, body_hex);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+	snprintf(sql, sizeof(sql), "%s.audit.jsonl", path);
+	m = fopen(sql, "w");
+	cr_assert_not_null(m);
+	fprintf(m, "{\"entry\":%s,\"hash\":\"%s\"}\n", body, body_hex);
+	fclose(m);
+	atb_free(body);
+
+	/* Read-only: read as it is, checked against v2, its entry legacy. */
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(path, ATB_STORE_READ_ONLY, &s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.legacy_entries, 1);
+	cr_assert(strstr(rep.notes[0], "1 entry written before row hashes"), "%s", rep.notes[0]);
+	cr_assert_eq(atb_store_check(s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	atb_store_close(s);
+
+	/* Read-write: migrated to 3 in one transaction, with an entry that says so. */
+	cr_assert_eq(atb_store_open(path, ATB_STORE_READ_WRITE, &s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_register_box(s, F.box, "{\"cpu\":\"test\"}", &err), ATB_OK, "%s",
+		     err.msg);
+	cr_assert_eq(atb_audit_verify(s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.db_entries, 3);
+	cr_assert_eq(rep.legacy_entries, 1);
+	cr_assert_eq(rep.rows_checked, 1);
+	cr_assert_eq(atb_store_check(s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	cr_assert_eq(atb_store_reject(s, NULL, F.digest, "gate:x", ATB_ERR_CHECK, "x", NULL, NULL,
+				      &err), ATB_OK, "%s", err.msg);
+	atb_store_close(s);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	{
+		sqlite3_stmt *q;
+
+		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
+						" (SELECT kind FROM audit WHERE seq = 2),"
+						" (SELECT protocol_digest FROM rejection)", -1, &q, NULL),
+			     SQLITE_OK);
+		cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+		cr_assert_eq(sqlite3_column_int(q, 0), 3);
+		cr_assert_str_eq((const char *)sqlite3_column_text(q, 1), "store.migrated");
+		cr_assert_str_eq((const char *)sqlite3_column_text(q, 2), F.digest);
+		sqlite3_finalize(q);
+	}
+	sqlite3_close(db);
+}
+
+Test(store, an_entry_that_lost_its_row_hash_after_row_hashes_began_is_found)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	/* Rewritten without "rows" (and re-hashed, so the chain itself holds). */
+	fx_accepted(&F, "DROP TRIGGER audit_no_update; UPDATE audit SET payload ="
+		    " json_remove(payload, '$.rows') WHERE seq = 2");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	/* the edit breaks the entry's own hash first; either way it is found */
+	cr_assert_eq(rep.bad_seq, 2);
 }
