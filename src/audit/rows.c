@@ -9,12 +9,15 @@
  *
  * Which rows an entry records follows from its kind and its payload's ids
  * (the table below); the same code hashes them at append and at verify, so
- * the two cannot drift apart.  Canonical content: for each query in order
- * the byte 'Q', then for each row 'R', then for each column in the table's
- * own order a type byte and its value: 'n' (NULL); 'i' and 8 bytes big
- * endian (integer); 'r' and the 8 bytes of the IEEE double, big endian
- * (real); 't' or 'b', an 8-byte big-endian length and the bytes (text,
- * blob).  Rows come in primary-key order; a deleted row hashes as absent.
+ * the two cannot drift apart.  Canonical content of one query's rows: for
+ * each row 'R', then for each column in the table's own order a type byte
+ * and its value: 'n' (NULL); 'i' and 8 bytes big endian (integer); 'r' and
+ * the 8 bytes of the IEEE double, big endian (real); 't' or 'b', an 8-byte
+ * big-endian length and the bytes (text, blob).  Rows come in primary-key
+ * order; a deleted row hashes as absent.  "rows" is the SHA-256 of the
+ * concatenated 32-byte SHA-256 digests of each query's content, so that the
+ * ingest can hash its samples as it binds them (atbi_rows_samples_*) instead
+ * of reading them back.
  *
  * Does not: decide what is audited (the store's writers do), or read any
  * payload key other than the ids below.
@@ -132,12 +135,75 @@ static int bind_key(sqlite3_stmt *q, int i, json_t *payload, const char *key, ch
 	return 0;
 }
 
+/* ---- the ingest's samples, hashed as they are bound ---- */
+
+int atbi_rows_samples_begin(struct atbi_rows_samples *h)
+{
+	h->ctx = EVP_MD_CTX_new();
+	h->used = 0;
+	return h->ctx && EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) ? 0 : -1;
+}
+
+/* One sample row, the way hash_column encodes (job, arm, seed, trial, value). */
+int atbi_rows_samples_add(struct atbi_rows_samples *h, int64_t job, const char *arm,
+			  int64_t seed, int32_t trial, double value)
+{
+	size_t alen = strlen(arm);
+	unsigned char *b;
+	uint64_t u;
+
+	if (h->used + 1 + 9 + 9 + alen + 9 + 9 + 9 > sizeof(h->buf)) {
+		if (!EVP_DigestUpdate(h->ctx, h->buf, h->used))
+			return -1;
+		h->used = 0;
+	}
+	b = h->buf + h->used;
+	*b++ = 'R';
+	*b++ = 'i';
+	put_u64(b, (uint64_t)job);
+	b += 8;
+	*b++ = 't';
+	put_u64(b, (uint64_t)alen);
+	b += 8;
+	memcpy(b, arm, alen);
+	b += alen;
+	*b++ = 'i';
+	put_u64(b, (uint64_t)seed);
+	b += 8;
+	*b++ = 'i';
+	put_u64(b, (uint64_t)(int64_t)trial);
+	b += 8;
+	memcpy(&u, &value, sizeof(u));
+	*b++ = 'r';
+	put_u64(b, u);
+	b += 8;
+	h->used = (size_t)(b - h->buf);
+	return 0;
+}
+
+int atbi_rows_samples_end(struct atbi_rows_samples *h, unsigned char md[32])
+{
+	unsigned int n = 0;
+	int ok = h->ctx && (!h->used || EVP_DigestUpdate(h->ctx, h->buf, h->used)) &&
+		 EVP_DigestFinal_ex(h->ctx, md, &n) && n == 32;
+
+	EVP_MD_CTX_free(h->ctx);
+	h->ctx = NULL;
+	return ok ? 0 : -1;
+}
+
+void atbi_rows_samples_abort(struct atbi_rows_samples *h)
+{
+	EVP_MD_CTX_free(h->ctx);
+	h->ctx = NULL;
+}
+
 enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *payload,
 			       char out[65], char *subject, size_t subject_size,
 			       struct atb_error *err)
 {
 	const struct bound_kind *k = find_kind(kind);
-	EVP_MD_CTX *ctx = NULL;
+	EVP_MD_CTX *ctx = NULL, *qctx = NULL;
 	sqlite3_stmt *q = NULL;
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
@@ -151,11 +217,18 @@ enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *pa
 	if (!k)
 		return ATB_ERR_NOT_FOUND;
 	ctx = EVP_MD_CTX_new();
-	if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+	qctx = EVP_MD_CTX_new();
+	if (!ctx || !qctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
 		EVP_MD_CTX_free(ctx);
+		EVP_MD_CTX_free(qctx);
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot hash rows: out of memory");
 	}
 	for (i = 0; i < MAX_QUERIES && k->sql[i] && ok; i++) {
+		/* The ingest being appended hashed its samples as it bound them. */
+		if (i == 1 && !strcmp(kind, "ingest") && s->samples_md_set) {
+			ok = EVP_DigestUpdate(ctx, s->samples_md, 32);
+			continue;
+		}
 		rc = sqlite3_prepare_v3(s->db, k->sql[i], -1, SQLITE_PREPARE_PERSISTENT, &q, NULL);
 		if (rc != SQLITE_OK) {
 			st = atbi_store_sqlerr(s, rc, "read the rows an audit entry records", err);
@@ -165,17 +238,19 @@ enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *pa
 		if (!bind_key(q, 1, payload, k->key, id1, sizeof(id1)) ||
 		    (k->key2 && !bind_key(q, 2, payload, k->key2, id2, sizeof(id2))))
 			sqlite3_bind_null(q, 1);
-		ok = EVP_DigestUpdate(ctx, "Q", 1);
+		ok = EVP_DigestInit_ex(qctx, EVP_sha256(), NULL);
 		ncol = sqlite3_column_count(q);
 		while (ok && (rc = sqlite3_step(q)) == SQLITE_ROW) {
-			ok = EVP_DigestUpdate(ctx, "R", 1);
+			ok = EVP_DigestUpdate(qctx, "R", 1);
 			for (c = 0; ok && c < ncol; c++)
-				ok = hash_column(ctx, q, c);
+				ok = hash_column(qctx, q, c);
 		}
 		if (ok && rc != SQLITE_DONE) {
 			st = atbi_store_sqlerr(s, rc, "read the rows an audit entry records", err);
 			goto out;
 		}
+		ok = ok && EVP_DigestFinal_ex(qctx, md, &mdlen) && mdlen == 32 &&
+		     EVP_DigestUpdate(ctx, md, 32);
 		sqlite3_finalize(q);
 		q = NULL;
 	}
@@ -193,5 +268,6 @@ enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *pa
 out:
 	sqlite3_finalize(q);
 	EVP_MD_CTX_free(ctx);
+	EVP_MD_CTX_free(qctx);
 	return st;
 }

@@ -497,12 +497,23 @@ const char atbi_store_schema_sql[] =
  * - A rejection names the protocol digest it was judged under (NULL only
  *   in rows written before v3).
  */
-#define MEDIAN(arm) \
-	"(SELECT avg(value) FROM (SELECT value FROM sample WHERE job = NEW.job AND arm = '" arm "'" \
-	" AND seed = NEW.seed ORDER BY value LIMIT 2 - (SELECT count(*) FROM sample" \
-	" WHERE job = NEW.job AND arm = '" arm "' AND seed = NEW.seed) % 2 OFFSET" \
-	" ((SELECT count(*) FROM sample WHERE job = NEW.job AND arm = '" arm "'" \
-	" AND seed = NEW.seed) - 1) / 2))"
+/*
+ * "m is the median of the seed's samples of arm", in one pass over them
+ * (no sort): with cl and cg the counts below and above m, m lies between
+ * the two middle order statistics when cl, cg <= n/2; for odd n that makes
+ * it the middle one, for even n the two middle ones are the largest value
+ * below m (when cl = n/2, else m) and the smallest above (when cg = n/2,
+ * else m), and m must be their mean.  The median C and Python compute for
+ * even n, 0.5a + 0.5b and (a + b) / 2, are the same double.
+ */
+#define IS_MEDIAN(arm, m) \
+	"(SELECT x.cl <= x.n / 2 AND x.cg <= x.n / 2 AND (x.n % 2 = 1 OR abs(" m " - (" \
+	"CASE WHEN x.cl = x.n / 2 THEN x.lo ELSE " m " END + " \
+	"CASE WHEN x.cg = x.n / 2 THEN x.hi ELSE " m " END) / 2) <= 1e-9 * " m ") FROM" \
+	" (SELECT count(*) AS n, sum(value < " m ") AS cl, sum(value > " m ") AS cg," \
+	" max(CASE WHEN value < " m " THEN value END) AS lo," \
+	" min(CASE WHEN value > " m " THEN value END) AS hi FROM sample" \
+	" WHERE job = NEW.job AND arm = '" arm "' AND seed = NEW.seed) x)"
 #define SPREAD(col, mean) \
 	"(SELECT sqrt(sum((" col " - " mean ") * (" col " - " mean ")) / (g.n - 1)) / " mean \
 	" FROM seed_result WHERE job = NEW.job)"
@@ -518,16 +529,15 @@ const char atbi_store_schema_v3_sql[] =
 	"END;\n"
 	"CREATE TRIGGER seed_result_derive AFTER INSERT ON seed_result BEGIN\n"
 	"  SELECT CASE\n"
-	"    WHEN NOT abs(NEW.baseline_median - m.b) <= 1e-9 * m.b\n"
+	"    WHEN " IS_MEDIAN("baseline", "NEW.baseline_median") " IS NOT 1\n"
 	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the baseline median is not the median of the seed''s baseline samples')\n"
-	"    WHEN NOT abs(NEW.candidate_median - m.c) <= 1e-9 * m.c\n"
+	"    WHEN " IS_MEDIAN("candidate", "NEW.candidate_median") " IS NOT 1\n"
 	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the candidate median is not the median of the seed''s candidate samples')\n"
 	"    WHEN NOT abs(NEW.ratio - CASE WHEN j.kind = 'engine'\n"
 	"             THEN NEW.candidate_median / NEW.baseline_median\n"
 	"             ELSE NEW.baseline_median / NEW.candidate_median END) <= 1e-9 * NEW.ratio\n"
 	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the per-seed ratio does not follow from the seed''s medians')\n"
-	"  END FROM (SELECT " MEDIAN("baseline") " AS b, " MEDIAN("candidate") " AS c) m\n"
-	"    JOIN job j ON j.id = NEW.job;\n"
+	"  END FROM job j WHERE j.id = NEW.job;\n"
 	"END;\n"
 	"CREATE TRIGGER result_derive AFTER INSERT ON result BEGIN\n"
 	"  SELECT CASE\n"

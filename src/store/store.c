@@ -805,6 +805,7 @@ static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 				      struct atb_error *err)
 {
 	struct atb_sample *sorted = NULL;
+	struct atbi_rows_samples rh;
 	enum atb_status st = ATB_OK;
 	sqlite3_stmt *q;
 	size_t i, k;
@@ -815,6 +816,26 @@ static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 		if (!sorted)
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
 		x = sorted;
+	}
+	/* The samples' row hash, in the order they are stored (src/audit/rows.c). */
+	s->samples_md_set = 0;
+	if (s->schema >= 3 && atbi_rows_samples_begin(&rh)) {
+		atb_free(sorted);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
+	}
+	for (i = 0; s->schema >= 3 && i < n; i++)
+		if (atbi_rows_samples_add(&rh, job, atb_arm_name(x[i].arm), x[i].seed, x[i].trial,
+					  x[i].value)) {
+			atbi_rows_samples_abort(&rh);
+			atb_free(sorted);
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the samples");
+		}
+	if (s->schema >= 3) {
+		if (atbi_rows_samples_end(&rh, s->samples_md)) {
+			atb_free(sorted);
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the samples");
+		}
+		s->samples_md_set = 1;
 	}
 	for (i = 0; i < n && st == ATB_OK; i += k) {
 		k = n - i >= SAMPLE_BATCH ? SAMPLE_BATCH : 1;
@@ -916,6 +937,7 @@ static enum atb_status ingest_txn(struct atb_store *s, const struct atb_ingest *
 	if (!payload)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot audit the ingest: out of memory");
 	st = atbi_audit_append(s, "ingest", payload, &o->audit_seq, err);
+	s->samples_md_set = 0;
 	json_decref(payload);
 	return st;
 }
@@ -1027,6 +1049,7 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 		}
 	}
 out:
+	s->samples_md_set = 0;
 	atb_free(stats);
 	atb_free(detail);
 	atb_free(task);

@@ -31,6 +31,9 @@ struct atb_store {
 	int in_txn;
 	/* Prepared statements reused across ingests (the hot path). */
 	sqlite3_stmt *st_job, *st_sample, *st_sample1, *st_seed, *st_result, *st_audit;
+	/* The samples digest of the ingest being appended (src/audit/rows.c). */
+	unsigned char samples_md[32];
+	int samples_md_set;
 	/* The anomaly factor of the last protocol digest looked up. */
 	char factor_digest[65];
 	double factor;
@@ -79,6 +82,18 @@ ATBI_FUNC int atbi_rows_bound_kind(const char *kind);
 ATBI_FUNC enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *payload,
 					 char out[65], char *subject, size_t subject_size,
 					 struct atb_error *err);
+
+/* Hashing an ingest's sample rows as they are bound, in key order. */
+struct atbi_rows_samples {
+	void *ctx;               /* EVP_MD_CTX */
+	size_t used;
+	unsigned char buf[4096];
+};
+ATBI_FUNC int atbi_rows_samples_begin(struct atbi_rows_samples *h);
+ATBI_FUNC int atbi_rows_samples_add(struct atbi_rows_samples *h, int64_t job, const char *arm,
+				    int64_t seed, int32_t trial, double value);
+ATBI_FUNC int atbi_rows_samples_end(struct atbi_rows_samples *h, unsigned char md[32]);
+ATBI_FUNC void atbi_rows_samples_abort(struct atbi_rows_samples *h);
 
 /*
  * The witness file: set s->witness_path from $ATB_AUDIT_WITNESS, refusing
