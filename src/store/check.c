@@ -315,7 +315,6 @@ static enum atb_status rederive(struct atb_store *s, const struct result_facts *
 	sqlite3_stmt *q = NULL;
 	json_t *order = json_object_get(r->stats, "seeds");
 	json_t *bseed = json_object_get(r->stats, "bootstrap_seed");
-	double *bm = NULL, *cm = NULL, *ratio = NULL;
 	int64_t *seeds = NULL;
 	size_t n = 0, cap = 0, i, k;
 	enum atb_status st;
@@ -327,8 +326,8 @@ static enum atb_status rederive(struct atb_store *s, const struct result_facts *
 		st = load_arm(s, r->job, "candidate", &cand, err);
 	if (st)
 		goto out;
-	rc = sqlite3_prepare_v2(s->db, "SELECT seed, baseline_median, candidate_median, ratio"
-				" FROM seed_result WHERE job = ? ORDER BY seed", -1, &q, NULL);
+	rc = sqlite3_prepare_v2(s->db, "SELECT seed FROM seed_result WHERE job = ? ORDER BY seed",
+				-1, &q, NULL);
 	if (rc != SQLITE_OK) {
 		st = atbi_store_sqlerr(s, rc, "read seed results", err);
 		goto out;
@@ -336,20 +335,16 @@ static enum atb_status rederive(struct atb_store *s, const struct result_facts *
 	sqlite3_bind_int64(q, 1, r->job);
 	while (sqlite3_step(q) == SQLITE_ROW) {
 		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (!(seeds = atb_realloc(seeds, cap * sizeof(*seeds))) ||
-			    !(bm = atb_realloc(bm, cap * sizeof(*bm))) ||
-			    !(cm = atb_realloc(cm, cap * sizeof(*cm))) ||
-			    !(ratio = atb_realloc(ratio, cap * sizeof(*ratio)))) {
+			int64_t *ns = atb_realloc(seeds, (cap ? cap * 2 : 16) * sizeof(*seeds));
+
+			if (!ns) {
 				st = atb_error_set(err, ATB_ERR_NOMEM, "cannot check: out of memory");
 				goto out;
 			}
+			seeds = ns;
+			cap = cap ? cap * 2 : 16;
 		}
-		seeds[n] = sqlite3_column_int64(q, 0);
-		bm[n] = sqlite3_column_double(q, 1);
-		cm[n] = sqlite3_column_double(q, 2);
-		ratio[n] = sqlite3_column_double(q, 3);
-		n++;
+		seeds[n++] = sqlite3_column_int64(q, 0);
 	}
 	sqlite3_finalize(q);
 	q = NULL;
@@ -475,9 +470,6 @@ out:
 	atb_free(cand.seed);
 	atb_free(ps);
 	atb_free(seeds);
-	atb_free(bm);
-	atb_free(cm);
-	atb_free(ratio);
 	return st;
 }
 

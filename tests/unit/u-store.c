@@ -1259,3 +1259,45 @@ Test(store, an_entry_that_lost_its_row_hash_after_row_hashes_began_is_found)
 	/* the edit breaks the entry's own hash first; either way it is found */
 	cr_assert_eq(rep.bad_seq, 2);
 }
+
+Test(store, an_even_count_median_is_the_mean_of_the_two_middle_samples)
+{
+	int i, t, n = 0;
+
+	fx_ingest(&F, 5, 1.5);
+	for (i = 0; i < 5; i++) {
+		for (t = 0; t < 4; t++) {
+			F.samples[n++] = (struct atb_sample){100 + i, t, ATB_ARM_BASELINE, 1500.0 + t};
+			F.samples[n++] = (struct atb_sample){100 + i, t, ATB_ARM_CANDIDATE,
+							      (1500.0 + t) / 1.5};
+		}
+		F.seeds[i].baseline_median = 1501.5;
+		F.seeds[i].candidate_median = 0.5 * (1501.0 / 1.5) + 0.5 * (1502.0 / 1.5);
+		F.seeds[i].ratio = F.seeds[i].baseline_median / F.seeds[i].candidate_median;
+	}
+	F.in.nsamples = (size_t)n;
+	/* A lower middle sample passes the counts; it is not the median. */
+	F.seeds[0].baseline_median = 1501.0;
+	F.seeds[0].ratio = 1501.0 / F.seeds[0].candidate_median;
+	F.in.speedup = exp((log(F.seeds[0].ratio) + 4 * log(F.seeds[1].ratio)) / 5);
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "baseline median"), "%s", refused_msg);
+	/* The upper middle one neither. */
+	F.seeds[0].baseline_median = 1502.0;
+	F.seeds[0].ratio = 1502.0 / F.seeds[0].candidate_median;
+	F.in.speedup = exp((log(F.seeds[0].ratio) + 4 * log(F.seeds[1].ratio)) / 5);
+	{
+		struct atb_error e;
+
+		atb_error_clear(&e);
+		cr_assert_eq(atb_store_ingest(F.s, &F.in, NULL, &e), ATB_REJECTED_NOT_DERIVED, "%s",
+			     e.msg);
+		cr_assert(strstr(e.msg, "baseline median"), "%s", e.msg);
+	}
+	F.seeds[0].baseline_median = 1501.5;
+	F.seeds[0].ratio = F.seeds[1].ratio;
+	F.in.speedup = F.seeds[1].ratio;
+	F.in.ci_low = F.in.speedup * 0.95;
+	F.in.ci_high = F.in.speedup * 1.05;
+	ingest_ok(NULL);
+}
