@@ -521,6 +521,52 @@ enum atb_status atbi_audit_verify_buffer(const char *buf, size_t len, int64_t *n
 
 /* ---- crash recovery ---- */
 
+static int subject_in_store(struct atb_store *s, const struct mline *m);
+
+/*
+ * The witness's last line is "seq:hash" of the entry the mirror dropped (a
+ * crash after both were written, before the COMMIT): drop it too, with a
+ * partial last line, so the witness never names an entry that was not.
+ */
+static enum atb_status recover_witness(struct atb_store *s, int64_t seq, const char *hash,
+				       struct atb_error *err)
+{
+	char *buf = NULL, want[96];
+	size_t len = 0, keep, wl;
+	struct atb_error ferr;
+	enum atb_status st;
+	int fd;
+
+	if (!s->witness_path)
+		return ATB_OK;
+	atb_error_clear(&ferr);
+	st = atbi_read_file(s->witness_path, &buf, &len, &ferr);
+	if (st == ATB_ERR_NOT_FOUND)
+		return ATB_OK;
+	if (st) {
+		if (err)
+			*err = ferr;
+		return st;
+	}
+	keep = len;
+	while (keep && buf[keep - 1] != '\n')
+		keep--;  /* a partial last line */
+	wl = (size_t)snprintf(want, sizeof(want), "%" PRId64 ":%.64s\n", seq, hash ? hash : "");
+	if (hash && keep >= wl && !memcmp(buf + keep - wl, want, wl) &&
+	    (keep == wl || buf[keep - wl - 1] == '\n'))
+		keep -= wl;
+	atb_free(buf);
+	if (keep == len)
+		return ATB_OK;
+	fd = open(s->witness_path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)keep) || fdatasync(fd))
+		st = atb_error_set(err, ATB_ERR_IO, "cannot repair audit witness '%s': %s",
+				   s->witness_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
 enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err)
 {
 	sqlite3_stmt *q = NULL;
@@ -577,12 +623,26 @@ enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err)
 	 */
 	if ((int64_t)nlines == dbmax + 1) {
 		struct mline m;
+		char h[65];
 
+		/*
+		 * An entry whose subject is in the store was deleted from it,
+		 * not lost in a crash: left for verify to report.
+		 */
 		if (parse_line(last, lastlen, &m) || m.seq != dbmax + 1 ||
-		    memcmp(m.prev, dbhash, 64))
+		    memcmp(m.prev, dbhash, 64) || subject_in_store(s, &m))
+			goto out;
+		memcpy(h, m.hash, 64);
+		h[64] = '\0';
+		st = recover_witness(s, dbmax + 1, h, err);
+		if (st)
 			goto out;
 	} else if ((int64_t)nlines != dbmax) {
 		goto out;
+	} else {
+		st = recover_witness(s, dbmax + 1, NULL, err);  /* a partial line only */
+		if (st)
+			goto out;
 	}
 	if (keep == len)
 		goto out;
