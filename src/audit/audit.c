@@ -1032,6 +1032,7 @@ enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audi
 	int rc, mirror_missing = 0;
 
 	struct witness w;
+	int witness_missing = 0;
 	int64_t head_seq = 0, migrated_seq = 0;
 	char head_hash[65] = "";
 
@@ -1050,7 +1051,10 @@ enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audi
 			return st;
 		atb_error_clear(&ferr);
 		st = atbi_read_file(opts->witness, &w.buf, &w.len, &ferr);
-		if (st) {
+		if (st == ATB_ERR_NOT_FOUND) {
+			witness_missing = 1;
+			st = ATB_OK;
+		} else if (st) {
 			if (err)
 				*err = ferr;
 			return st;
@@ -1224,6 +1228,9 @@ enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audi
 			" published head %" PRId64 " (truncated)", k, head_seq);
 	if (rep->ok && w.bad)
 		problem(rep, k + 1, "witness", "witness line %" PRId64 " is not SEQ:HASH", w.lines);
+	if (rep->ok && witness_missing && k > 0)
+		problem(rep, 0, "witness", "witness '%s' does not exist (deleted, or no entry was"
+			" appended while it was set)", opts->witness);
 	if (rep->ok && w.seq) {
 		int64_t last = w.seq;
 

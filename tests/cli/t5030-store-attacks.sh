@@ -206,6 +206,12 @@ test_expect "a witness in the store's folder is refused" '
 	test ! -e store/w
 '
 
+test_expect "a deleted witness is found" '
+	fresh &&
+	expect_exit 1 "$ATB" audit verify --witness anchors/gone &&
+	expect_grep "witness '"'"'anchors/gone'"'"' does not exist" "$TRASH/err"
+'
+
 test_expect "a malformed head is refused" '
 	fresh &&
 	expect_exit 2 "$ATB" audit verify --head 11:abc &&
