@@ -33,9 +33,15 @@ static const char usage_text[] =
 	"another job, a cv over the protocol's cap, an admitted speedup at or over\n"
 	"the anomaly factor (it must be quarantined), duplicate seeds, values that\n"
 	"are NaN, infinite, zero or negative, any UPDATE or DELETE (rows are\n"
-	"append-only), and audit rows that break the chain.  Refusals read\n"
+	"append-only), audit rows that break the chain, a rejection without its\n"
+	"protocol digest, and numbers that do not follow from the rows below them\n"
+	"(not_derived: a per-seed median that is not its samples' median, a ratio\n"
+	"that is not its medians', a speedup that is not the geometric mean of\n"
+	"the ratios, a cv that is not theirs).  Refusals read\n"
 	"'atb-rule:<rule>: <explanation>'.  The audit chain is mirrored to\n"
-	"<db>.audit.jsonl beside the store (see 'atb audit --help').\n"
+	"<db>.audit.jsonl beside the store, and each entry carries the hash of the\n"
+	"rows it records (see 'atb audit --help').  Schema 3; a schema 2 store is\n"
+	"read as it is and migrated on its first read-write open.\n"
 	"\n"
 	"subcommands:\n"
 	"  init         create the store (the current schema) if absent, and copy every\n"
@@ -47,9 +53,14 @@ static const char usage_text[] =
 	"  check        SQLite's integrity_check; the schema objects against\n"
 	"               the current schema (a dropped or altered trigger is found); every\n"
 	"               rule re-checked over every row with SQL (rows that got in\n"
-	"               while a trigger was dropped are found); frozen protocol\n"
-	"               digests recomputed; the audit chain of both copies.  One\n"
-	"               line per finding ('atb-rule:<rule>: <row>: <what>'), and exit 1\n"
+	"               while a trigger was dropped are found); every result\n"
+	"               re-derived from its samples with the statistics code\n"
+	"               (per-seed medians and ratios, speedup, cv, and the bootstrap\n"
+	"               interval when its stats name the bootstrap seed); frozen\n"
+	"               protocol digests recomputed; the audit chain of both copies\n"
+	"               with the rows of every entry re-hashed (and the witness of\n"
+	"               $ATB_AUDIT_WITNESS when set).  One line per finding\n"
+	"               ('atb-rule:<rule>: <row>: <what>'), and exit 1\n"
 	"  ingest-json  ingest one job and its result described as JSON, through\n"
 	"               the same validator (for tests and tools).  FILE ('-' for\n"
 	"               stdin) holds an object with: kind (kernel|engine), task,\n"
@@ -60,8 +71,9 @@ static const char usage_text[] =
 	"               (64 hex), and optionally job_uuid, protocol_digest (default:\n"
 	"               the current frozen protocol), baseline_job_uuid, stats (an\n"
 	"               object), box_description (an object: registers the box).\n"
-	"               A refused ingest is stored as a rejection with its reason\n"
-	"               and exits 2\n"
+	"               The medians, ratios, speedup and cv must follow from the\n"
+	"               samples (rule not_derived).  A refused ingest is stored as a\n"
+	"               rejection with its reason and exits 2\n"
 	"\n"
 	"options:\n"
 	"  --json       machine-readable output (also 'atb --json db ...')\n"
@@ -202,7 +214,7 @@ static int db_check(struct cli_ctx *ctx, int json)
 		if (total)
 			fprintf(stderr, "atb: %s\n", err.msg);
 		else
-			printf("store '%s' ok: integrity, schema, every rule and the audit chain\n",
+			printf("store '%s' ok: integrity, schema, every rule, every result re-derived and the audit chain\n",
 			       ctx->db_path);
 		rc = total ? CLI_CHECK_FAILED : CLI_OK;
 	}

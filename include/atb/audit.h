@@ -20,6 +20,15 @@
  * environment variable whose name contains KEY, TOKEN, SECRET or PASSWORD
  * are redacted to "[redacted]" before anything is written.
  *
+ * Each entry that records rows (an ingest, a rejection, a review, a box, a
+ * box capability, a frozen protocol, a run, an iteration) carries in its
+ * payload "rows": the SHA-256 of those rows' canonical content (schema 3),
+ * so an edited row breaks the entry that recorded it.  The head (seq and
+ * hash of the last entry) can be kept elsewhere, and an optional witness
+ * file outside the store's folder ($ATB_AUDIT_WITNESS) gets "seq:hash" per
+ * append: truncation and a rewrite of the whole chain in both copies are
+ * then found too.
+ *
  * Does not: write entries itself (the store's writers do, in their own
  * transactions), or decide what is audited.
  */
@@ -66,6 +75,20 @@ struct atb_audit_report {
 	/* Things that are not errors (a crash's trailing uncommitted entry). */
 	size_t nnotes;
 	char notes[ATB_AUDIT_MAX_NOTES][256];
+	/* Rows bound to the chain (schema 3): entries whose rows were re-hashed,
+	 * and entries of a recording kind written before row hashes (legacy). */
+	int64_t rows_checked;
+	int64_t legacy_entries;
+	/* The anchors checked: the --head entry's seq (0: none), witness lines. */
+	int64_t head_seq;
+	int64_t witness_lines;
+};
+
+/* What atb_audit_verify_with checks beyond both copies. */
+struct atb_audit_verify_opts {
+	const char *head;     /* "SEQ:HASH" published by atb audit head; NULL: none */
+	const char *witness;  /* a witness file (seq:hash per line); NULL: none */
+	int chain_only;       /* 1: do not re-hash the rows entries record */
 };
 
 /*
@@ -80,5 +103,32 @@ struct atb_audit_report {
  */
 enum atb_status atb_audit_verify(struct atb_store *s, struct atb_audit_report *rep,
 				 struct atb_error *err);
+
+/*
+ * atb_audit_verify with anchors, and with the rows each entry records
+ * re-hashed (schema 3; see src/audit/rows.c): an entry whose "rows" hash
+ * differs from its rows' content now (edited, added or deleted rows) is a
+ * problem naming the rows ("job 3"); an entry of a recording kind without
+ * "rows" before the store's v2 -> v3 migration is counted as legacy (a
+ * note), after it a problem.
+ *
+ * opts->head "SEQ:HASH": the store's entry SEQ must exist and have HASH
+ * (a truncation or a rewrite of anything up to SEQ is found).
+ * opts->witness: every "SEQ:HASH" line must match the store's entry SEQ,
+ * and the chain must reach the witness's last seq (a trailing line one past
+ * the store's last entry is a crash's leftover, a note).  A witness inside
+ * the store's folder is refused (ATB_ERR_USAGE).  opts NULL: as
+ * atb_audit_verify, which reads the witness from $ATB_AUDIT_WITNESS.
+ * ATB_ERR_USAGE also for a malformed head.
+ */
+enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audit_verify_opts *opts,
+				      struct atb_audit_report *rep, struct atb_error *err);
+
+/*
+ * The chain's head: the store's last entry's seq and hash (0 and the
+ * genesis hash for an empty chain), to publish or keep outside the store.
+ */
+enum atb_status atb_audit_head(struct atb_store *s, int64_t *seq, char hash[65],
+			       struct atb_error *err);
 
 #endif

@@ -54,6 +54,8 @@ enum atb_status {
 	ATB_REJECTED_AUDIT_CHAIN = ATB_ERR_REJECTED | (10 << 8),
 	ATB_REJECTED_REVIEW = ATB_ERR_REJECTED | (11 << 8),
 	ATB_REJECTED_MALFORMED = ATB_ERR_REJECTED | (12 << 8),
+	/* a median, ratio, speedup or cv that does not follow from the rows below it */
+	ATB_REJECTED_NOT_DERIVED = ATB_ERR_REJECTED | (13 << 8),
 };
 
 #define ATB_PRIMARY(s) ((enum atb_status)((unsigned)(s) & 0xffu))

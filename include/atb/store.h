@@ -29,7 +29,10 @@
 #include "atb/protocol.h"
 #include "atb/status.h"
 
-#define ATB_STORE_SCHEMA_VERSION 2
+#define ATB_STORE_SCHEMA_VERSION 3
+/* The oldest schema this atb opens: read-only as it is, migrated to the
+ * current one on the first read-write open. */
+#define ATB_STORE_SCHEMA_OLDEST 2
 /* PRAGMA application_id of every atb store: "atb1" in ASCII. */
 #define ATB_STORE_APPLICATION_ID 0x61746231
 /* How long a write waits for another process's lock before ATB_ERR_LOCKED. */
@@ -181,11 +184,15 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 /*
  * Record a job refused before ingest (build failure, correctness, timeout):
  * rule like "gate:correctness", status the refusal's status, reason one
- * line, detail_json NULL or a JSON object.  job_uuid may be NULL.
+ * line, detail_json NULL or a JSON object.  job_uuid may be NULL;
+ * protocol_digest (64 hex: the protocol the job was judged under, frozen or
+ * not) is stored in the row's protocol_digest column and is required
+ * (schema 3: ATB_REJECTED_MALFORMED without it).
  * Secrets in reason/detail are redacted.  *rejection_id may be NULL.
  */
 enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
-				 const char *rule, enum atb_status status,
+				 const char *protocol_digest, const char *rule,
+				 enum atb_status status,
 				 const char *reason, const char *detail_json,
 				 int64_t *rejection_id, struct atb_error *err);
 

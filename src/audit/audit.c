@@ -30,6 +30,7 @@
 
 #include "atb/alloc.h"
 #include "atb/audit.h"
+#include "proc/proc_int.h"
 #include "store/store_int.h"
 #include "banned.h"
 
@@ -310,6 +311,16 @@ enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
 	st = atbi_redact_json(payload);
 	if (st)
 		return atb_error_set(err, st, "cannot redact the audit payload: out of memory");
+	if (s->schema >= 3 && atbi_rows_bound_kind(kind)) {
+		/* Bind the rows this entry records to it (src/audit/rows.c). */
+		char rows[65];
+
+		st = atbi_rows_hash(s, kind, payload, rows, NULL, 0, err);
+		if (st)
+			return st;
+		if (json_object_set_new(payload, "rows", json_string(rows)))
+			return atb_error_set(err, ATB_ERR_NOMEM, "cannot audit: out of memory");
+	}
 	st = atbi_json_canonical(payload, &canon, err);
 	if (st)
 		return st;
@@ -375,6 +386,26 @@ enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
 		st = atb_error_set(err, ATB_ERR_IO, "cannot write audit mirror '%s': %s",
 				   s->mirror_path, strerror(errno));
 		goto out;
+	}
+	if (s->witness_path) {
+		/* The anchor outside the store's folder: seq:hash, fsync'ed like the mirror. */
+		char wl[96];
+		int wn = snprintf(wl, sizeof(wl), "%" PRId64 ":%s\n", seq, hash);
+
+		if (s->witness_fd < 0)
+			s->witness_fd = open(s->witness_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+					     0644);
+		if (s->witness_fd < 0 || fstat(s->witness_fd, &sb)) {
+			st = atb_error_set(err, ATB_ERR_IO, "cannot open audit witness '%s': %s",
+					   s->witness_path, strerror(errno));
+			goto out;
+		}
+		s->witness_pending = sb.st_size;
+		if (write_all(s->witness_fd, wl, (size_t)wn) || fdatasync(s->witness_fd)) {
+			st = atb_error_set(err, ATB_ERR_IO, "cannot write audit witness '%s': %s",
+					   s->witness_path, strerror(errno));
+			goto out;
+		}
 	}
 	if (seq_out)
 		*seq_out = seq;
@@ -490,6 +521,52 @@ enum atb_status atbi_audit_verify_buffer(const char *buf, size_t len, int64_t *n
 
 /* ---- crash recovery ---- */
 
+static int subject_in_store(struct atb_store *s, const struct mline *m);
+
+/*
+ * The witness's last line is "seq:hash" of the entry the mirror dropped (a
+ * crash after both were written, before the COMMIT): drop it too, with a
+ * partial last line, so the witness never names an entry that was not.
+ */
+static enum atb_status recover_witness(struct atb_store *s, int64_t seq, const char *hash,
+				       struct atb_error *err)
+{
+	char *buf = NULL, want[96];
+	size_t len = 0, keep, wl;
+	struct atb_error ferr;
+	enum atb_status st;
+	int fd;
+
+	if (!s->witness_path)
+		return ATB_OK;
+	atb_error_clear(&ferr);
+	st = atbi_read_file(s->witness_path, &buf, &len, &ferr);
+	if (st == ATB_ERR_NOT_FOUND)
+		return ATB_OK;
+	if (st) {
+		if (err)
+			*err = ferr;
+		return st;
+	}
+	keep = len;
+	while (keep && buf[keep - 1] != '\n')
+		keep--;  /* a partial last line */
+	wl = (size_t)snprintf(want, sizeof(want), "%" PRId64 ":%.64s\n", seq, hash ? hash : "");
+	if (hash && keep >= wl && !memcmp(buf + keep - wl, want, wl) &&
+	    (keep == wl || buf[keep - wl - 1] == '\n'))
+		keep -= wl;
+	atb_free(buf);
+	if (keep == len)
+		return ATB_OK;
+	fd = open(s->witness_path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)keep) || fdatasync(fd))
+		st = atb_error_set(err, ATB_ERR_IO, "cannot repair audit witness '%s': %s",
+				   s->witness_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return st;
+}
+
 enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err)
 {
 	sqlite3_stmt *q = NULL;
@@ -546,12 +623,26 @@ enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err)
 	 */
 	if ((int64_t)nlines == dbmax + 1) {
 		struct mline m;
+		char h[65];
 
+		/*
+		 * An entry whose subject is in the store was deleted from it,
+		 * not lost in a crash: left for verify to report.
+		 */
 		if (parse_line(last, lastlen, &m) || m.seq != dbmax + 1 ||
-		    memcmp(m.prev, dbhash, 64))
+		    memcmp(m.prev, dbhash, 64) || subject_in_store(s, &m))
+			goto out;
+		memcpy(h, m.hash, 64);
+		h[64] = '\0';
+		st = recover_witness(s, dbmax + 1, h, err);
+		if (st)
 			goto out;
 	} else if ((int64_t)nlines != dbmax) {
 		goto out;
+	} else {
+		st = recover_witness(s, dbmax + 1, NULL, err);  /* a partial line only */
+		if (st)
+			goto out;
 	}
 	if (keep == len)
 		goto out;
@@ -727,6 +818,14 @@ static enum atb_status check_coverage(struct atb_store *s, struct atb_audit_repo
 		{"frozen protocol", "SELECT digest FROM frozen_protocol WHERE digest NOT IN"
 			" (SELECT json_extract(payload, '$.digest') FROM audit WHERE kind ="
 			" 'protocol.frozen') LIMIT 1"},
+		/* By count: entries written before schema 3 do not name the row's id. */
+		{"box capability", "SELECT max(id) FROM box_capability HAVING count(*) > (SELECT"
+			" count(*) FROM audit WHERE kind = 'box.capability')"},
+		{"run", "SELECT id FROM run WHERE id NOT IN (SELECT json_extract(payload, '$.run')"
+			" FROM audit WHERE kind = 'run') LIMIT 1"},
+		{"iteration", "SELECT run || ' ' || k FROM iteration WHERE run || ' ' || k NOT IN"
+			" (SELECT json_extract(payload, '$.run') || ' ' || json_extract(payload, '$.k')"
+			" FROM audit WHERE kind = 'iteration') LIMIT 1"},
 	};
 	sqlite3_stmt *q = NULL;
 	size_t i;
@@ -746,8 +845,180 @@ static enum atb_status check_coverage(struct atb_store *s, struct atb_audit_repo
 	return ATB_OK;
 }
 
+/* ---- anchors: the head and the witness ---- */
+
+/* The folder a path is in, resolved (the file itself need not exist). */
+static int real_dir(const char *path, char *out, size_t size)
+{
+	char dir[4096], *slash, *r;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	r = realpath(slash ? (dir[0] ? dir : "/") : ".", NULL);
+	if (!r)
+		return -1;
+	snprintf(out, size, "%s", r);
+	free(r);  /* realpath's malloc, not atb_malloc */
+	return 0;
+}
+
+static enum atb_status witness_outside(const struct atb_store *s, const char *path,
+				       struct atb_error *err)
+{
+	char wd[4096], sd[4096];
+
+	if (real_dir(path, wd, sizeof(wd)))
+		return atb_error_set(err, ATB_ERR_IO, "cannot open audit witness '%s': %s", path,
+				     strerror(errno));
+	if (real_dir(s->path, sd, sizeof(sd)))
+		return atb_error_set(err, ATB_ERR_IO, "cannot resolve the folder of store '%s': %s",
+				     s->path, strerror(errno));
+	if (!strcmp(wd, sd))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "audit witness '%s' is in the store's folder '%s': keep it elsewhere"
+				     " (whoever can rewrite the store can rewrite it there too)",
+				     path, sd);
+	return ATB_OK;
+}
+
+enum atb_status atbi_audit_witness_setup(struct atb_store *s, const char *path,
+					 struct atb_error *err)
+{
+	enum atb_status st;
+	char wd[4096];
+
+	if (!path || !*path)
+		return ATB_OK;
+	st = witness_outside(s, path, err);
+	if (st)
+		return st;
+	s->witness_path = atb_strdup(path);
+	if (!s->witness_path)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	/* PROTO: sandbox -- no job may see the witness either */
+	if (real_dir(path, wd, sizeof(wd)) == 0)
+		atbi_sandbox_forbid(wd);
+	return ATB_OK;
+}
+
+/* "SEQ:HASH" into seq and hash; 0 when well-formed. */
+static int parse_anchor(const char *p, size_t len, int64_t *seq, char hash[65])
+{
+	size_t i = 0;
+	int64_t v = 0;
+
+	while (i < len && p[i] >= '0' && p[i] <= '9' && i < 18)
+		v = v * 10 + (p[i++] - '0');
+	if (i == 0 || i >= len || p[i] != ':' || len - i - 1 != 64 || v < 1)
+		return -1;
+	memcpy(hash, p + i + 1, 64);
+	hash[64] = '\0';
+	if (!atbi_is_sha256_hex(hash))
+		return -1;
+	*seq = v;
+	return 0;
+}
+
+enum atb_status atb_audit_head(struct atb_store *s, int64_t *seq, char hash[65],
+			       struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	int rc;
+
+	*seq = 0;
+	memcpy(hash, ATBI_GENESIS, 65);
+	rc = sqlite3_prepare_v2(s->db, "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+				-1, &q, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		*seq = sqlite3_column_int64(q, 0);
+		snprintf(hash, 65, "%s", (const char *)sqlite3_column_text(q, 1));
+		rc = SQLITE_DONE;
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_DONE)
+		return atbi_store_sqlerr(s, rc, "read the audit chain", err);
+	return ATB_OK;
+}
+
+/* The witness's lines, walked beside the store's entries. */
+struct witness {
+	char *buf;
+	size_t len, at;     /* at: start of the next unread line */
+	int64_t seq;        /* the current line's seq, 0 when none is left */
+	char hash[65];
+	int64_t lines;
+	int bad;            /* a malformed line was met (its number in lines) */
+};
+
+static void witness_next(struct witness *w)
+{
+	const char *p, *nl;
+
+	w->seq = 0;
+	if (!w->buf || w->at >= w->len)
+		return;
+	p = w->buf + w->at;
+	nl = memchr(p, '\n', w->len - w->at);
+	if (!nl) {
+		/* a partial last line: a crash while appending it */
+		w->at = w->len;
+		return;
+	}
+	w->at = (size_t)(nl + 1 - w->buf);
+	w->lines++;
+	if (parse_anchor(p, (size_t)(nl - p), &w->seq, w->hash))
+		w->bad = 1;
+}
+
+static enum atb_status rows_of_entry(struct atb_store *s, int64_t seq, const char *kind,
+				     const char *payload, int64_t migrated_seq,
+				     struct atb_audit_report *rep, struct atb_error *err)
+{
+	char now[65], subject[160];
+	json_t *pj, *rows;
+	enum atb_status st;
+
+	if (!atbi_rows_bound_kind(kind))
+		return ATB_OK;
+	atb_alloc_install_json();
+	pj = json_loads(payload, 0, NULL);
+	if (!pj)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot verify: out of memory");
+	rows = json_object_get(pj, "rows");
+	if (!json_is_string(rows)) {
+		if (s->schema < 3 || (migrated_seq && seq < migrated_seq))
+			rep->legacy_entries++;
+		else
+			problem(rep, seq, "db", "the %s entry has no hash of the rows it records"
+				" (written after row hashes began: the entry was rewritten)", kind);
+		json_decref(pj);
+		return ATB_OK;
+	}
+	st = atbi_rows_hash(s, kind, pj, now, subject, sizeof(subject), err);
+	if (st == ATB_OK) {
+		rep->rows_checked++;
+		if (strcmp(now, json_string_value(rows)))
+			problem(rep, seq, "store", "%s: its rows differ from the hash this %s entry"
+				" recorded (a row was edited, added or deleted)", subject, kind);
+	}
+	json_decref(pj);
+	return st;
+}
+
 enum atb_status atb_audit_verify(struct atb_store *s, struct atb_audit_report *rep,
 				 struct atb_error *err)
+{
+	struct atb_audit_verify_opts o = {NULL, getenv("ATB_AUDIT_WITNESS"), 0};
+
+	if (o.witness && !*o.witness)
+		o.witness = NULL;
+	return atb_audit_verify_with(s, &o, rep, err);
+}
+
+enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audit_verify_opts *opts,
+				      struct atb_audit_report *rep, struct atb_error *err)
 {
 	sqlite3_stmt *q = NULL;
 	char *mbuf = NULL, *body = NULL, dbprev[65] = ATBI_GENESIS, mprev[65] = ATBI_GENESIS;
@@ -760,8 +1031,42 @@ enum atb_status atb_audit_verify(struct atb_store *s, struct atb_audit_report *r
 	int64_t k = 0;
 	int rc, mirror_missing = 0;
 
+	struct witness w;
+	int witness_missing = 0;
+	int64_t head_seq = 0, migrated_seq = 0;
+	char head_hash[65] = "";
+
 	memset(rep, 0, sizeof(*rep));
+	memset(&w, 0, sizeof(w));
 	rep->ok = 1;
+	if (!opts)
+		return atb_audit_verify(s, rep, err);
+	if (opts->head && parse_anchor(opts->head, strlen(opts->head), &head_seq, head_hash))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "head '%s' is not SEQ:HASH (a seq from 1, 64 lowercase hex)",
+				     opts->head);
+	if (opts->witness) {
+		st = witness_outside(s, opts->witness, err);
+		if (st)
+			return st;
+		atb_error_clear(&ferr);
+		st = atbi_read_file(opts->witness, &w.buf, &w.len, &ferr);
+		if (st == ATB_ERR_NOT_FOUND) {
+			witness_missing = 1;
+			st = ATB_OK;
+		} else if (st) {
+			if (err)
+				*err = ferr;
+			return st;
+		}
+		witness_next(&w);
+	}
+	rc = sqlite3_prepare_v2(s->db, "SELECT coalesce(min(seq), 0) FROM audit WHERE kind = '"
+				ATBI_AUDIT_MIGRATED "'", -1, &q, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		migrated_seq = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	q = NULL;
 	atb_error_clear(&ferr);
 	st = atbi_read_file(s->mirror_path, &mbuf, &mlen, &ferr);
 	if (st == ATB_ERR_NOT_FOUND) {
@@ -820,6 +1125,36 @@ enum atb_status atb_audit_verify(struct atb_store *s, struct atb_audit_report *r
 			continue;
 		}
 		snprintf(dbprev, sizeof(dbprev), "%s", hash);
+
+		/* The anchors kept outside the files. */
+		if (head_seq == k && strcmp(head_hash, hash)) {
+			problem(rep, k, "db", "hash %.12s... is not the published head %" PRId64
+				":%.12s... (the chain was rewritten up to it)", hash, head_seq,
+				head_hash);
+			continue;
+		}
+		while (w.seq && w.seq < k && !w.bad)
+			witness_next(&w);  /* lines out of order are caught below */
+		if (w.bad) {
+			problem(rep, k, "witness", "witness line %" PRId64 " is not SEQ:HASH",
+				w.lines);
+			continue;
+		}
+		if (w.seq == k) {
+			if (strcmp(w.hash, hash)) {
+				problem(rep, k, "witness", "hash %.12s... is not the witness's %.12s..."
+					" (the chain was rewritten)", hash, w.hash);
+				continue;
+			}
+			witness_next(&w);
+		}
+		if (!opts->chain_only) {
+			st = rows_of_entry(s, k, kind, payload, migrated_seq, rep, err);
+			if (st)
+				goto out;
+			if (!rep->ok)
+				continue;
+		}
 
 		/* The mirror's entry k. */
 		nl = mp < mend ? memchr(mp, '\n', (size_t)(mend - mp)) : NULL;
@@ -888,11 +1223,40 @@ enum atb_status atb_audit_verify(struct atb_store *s, struct atb_audit_report *r
 			}
 		}
 	}
+	if (rep->ok && head_seq > k)
+		problem(rep, head_seq, "db", "the chain ends at entry %" PRId64 ", before the"
+			" published head %" PRId64 " (truncated)", k, head_seq);
+	if (rep->ok && w.bad)
+		problem(rep, k + 1, "witness", "witness line %" PRId64 " is not SEQ:HASH", w.lines);
+	if (rep->ok && witness_missing && k > 0)
+		problem(rep, 0, "witness", "witness '%s' does not exist (deleted, or no entry was"
+			" appended while it was set)", opts->witness);
+	if (rep->ok && w.seq) {
+		int64_t last = w.seq;
+
+		while (w.seq && !w.bad) {
+			last = w.seq;
+			witness_next(&w);
+		}
+		if (last == k + 1 && w.lines && rep->mirror_entries == k + 1)
+			note(rep, "witness entry %" PRId64 " was never committed to the store (a crash"
+				  " before COMMIT)", last);
+		else
+			problem(rep, k + 1, "witness", "the chain ends at entry %" PRId64 " but the"
+				" witness saw entry %" PRId64 " (truncated)", k, last);
+	}
+	rep->head_seq = head_seq;
+	rep->witness_lines = w.lines;
 	if (rep->ok) {
 		st = check_coverage(s, rep, err);
 		if (st)
 			goto out;
 	}
+	if (rep->ok && rep->legacy_entries)
+		note(rep, "%" PRId64 " entr%s written before row hashes (schema 2) %s not bound to"
+			  " the rows %s record%s", rep->legacy_entries,
+		     rep->legacy_entries == 1 ? "y" : "ies", rep->legacy_entries == 1 ? "is" : "are",
+		     rep->legacy_entries == 1 ? "it" : "they", rep->legacy_entries == 1 ? "s" : "");
 	if (!rep->ok) {
 		if (rep->bad_seq)
 			st = atb_error_set(err, ATB_ERR_AUDIT, "audit entry %" PRId64 " (%s): %s",
@@ -906,5 +1270,6 @@ out:
 	hasher_free(&h);
 	atb_free(body);
 	atb_free(mbuf);
+	atb_free(w.buf);
 	return st;
 }

@@ -122,8 +122,8 @@ static enum atb_status refuse(struct ab *A, const char *gate, const char *reason
 		return atb_error_set(A->err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
 	}
 	json_decref(d);
-	st = atb_store_reject(A->store, A->out->job_uuid, rule, ATB_ERR_CHECK, reason, text,
-			      &A->out->rejection_id, A->err);
+	st = atb_store_reject(A->store, A->out->job_uuid, A->p->digest, rule, ATB_ERR_CHECK,
+			      reason, text, &A->out->rejection_id, A->err);
 	atb_free(text);
 	A->out->verdict = ATB_MEASURE_REJECTED;
 	A->out->status = ATB_ERR_CHECK;

@@ -205,8 +205,8 @@ static enum atb_status reject(struct measure *m, const char *gate, enum atb_stat
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
 	}
 	json_decref(detail);
-	st = atb_store_reject(m->store, m->out->job_uuid, rule, status, reason, text,
-			      &m->out->rejection_id, err);
+	st = atb_store_reject(m->store, m->out->job_uuid, m->p->digest, rule, status, reason,
+			      text, &m->out->rejection_id, err);
 	atb_free(text);
 	m->out->verdict = ATB_MEASURE_REJECTED;
 	snprintf(m->out->gate, sizeof(m->out->gate), "%s", gate);

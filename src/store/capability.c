@@ -72,6 +72,9 @@ enum atb_status atb_store_capability_put(struct atb_store *s, const char *finger
 	if (rc != SQLITE_OK)
 		st = atbi_store_sqlerr(s, rc, "store a box capability", err);
 	sqlite3_finalize(q);
+	if (st == ATB_OK &&
+	    json_object_set_new(payload, "capability", json_integer(sqlite3_last_insert_rowid(s->db))))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot record capability: out of memory");
 	if (st == ATB_OK)
 		st = atbi_audit_append(s, "box.capability", payload, NULL, err);
 	if (st == ATB_OK)

@@ -11,12 +11,14 @@
  * Does not: repair anything.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "atb/alloc.h"
 #include "atb/audit.h"
+#include "atb/stats.h"
 #include "store/store_int.h"
 #include "banned.h"
 
@@ -106,7 +108,7 @@ static const struct {
 	 " ' paired seeds, fewer than the protocol''s ' || json_extract(p.canonical,"
 	 " '$.stats.min_paired_seeds') FROM result r JOIN frozen_protocol p ON p.digest ="
 	 " r.protocol_digest WHERE r.n_seeds < json_extract(p.canonical, '$.stats.min_paired_seeds')"},
-	{"paired_seeds", "result", "SELECT r.id, 'result ' || r.id || ': speedup ' || r.speedup ||"
+	{"not_derived", "result", "SELECT r.id, 'result ' || r.id || ': speedup ' || r.speedup ||"
 	 " ' is not the geometric mean of its per-seed ratios' FROM result r WHERE"
 	 " abs(ln(r.speedup) - (SELECT avg(ln(ratio)) FROM seed_result WHERE job = r.job)) > 1e-9"},
 	{"cv_over_cap", "result", "SELECT r.id, 'result ' || r.id || ': cv ' || r.cv ||"
@@ -169,6 +171,9 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 	rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(ref, atbi_store_schema_sql, NULL, NULL, NULL);
+	/* A v2 store opened read-only is checked against v2 (it migrates on a write). */
+	if (rc == SQLITE_OK && s->schema >= 3)
+		rc = sqlite3_exec(ref, atbi_store_schema_v3_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(ref, "SELECT type, name, sql FROM sqlite_schema"
 					" WHERE sql IS NOT NULL ORDER BY name", -1, &q, NULL);
@@ -192,7 +197,7 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 			add(f, "schema", "", 0, "%s '%s' is missing (dropped)", type, name);
 		else if (strcmp((const char *)sqlite3_column_text(mine, 0), sql))
 			add(f, "schema", "", 0, "%s '%s' differs from schema v%d (altered)",
-			    type, name, ATB_STORE_SCHEMA_VERSION);
+			    type, name, s->schema);
 	}
 	sqlite3_finalize(q);
 	sqlite3_finalize(mine);
@@ -210,12 +215,302 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 		if (sqlite3_step(mine) != SQLITE_ROW)
 			add(f, "schema", "", 0, "%s '%s' is not part of schema v%d (added)",
 			    (const char *)sqlite3_column_text(q, 0),
-			    (const char *)sqlite3_column_text(q, 1), ATB_STORE_SCHEMA_VERSION);
+			    (const char *)sqlite3_column_text(q, 1), s->schema);
 	}
 	sqlite3_finalize(q);
 	sqlite3_finalize(mine);
 	sqlite3_close(ref);
 	return ATB_OK;
+}
+
+/* ---- re-deriving every result from its samples (issue 12) ---- */
+
+static int differs(double a, double b)
+{
+	return !(fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)));
+}
+
+/* One arm's samples of one job, in key order (seed, trial). */
+struct arm_rows {
+	double *v;
+	int64_t *seed;
+	size_t n;
+};
+
+static enum atb_status load_arm(struct atb_store *s, int64_t job, const char *arm,
+				struct arm_rows *a, struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	size_t cap = 0;
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	rc = sqlite3_prepare_v2(s->db, "SELECT seed, value FROM sample WHERE job = ? AND arm = ?"
+				" ORDER BY seed, trial", -1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read samples", err);
+	sqlite3_bind_int64(q, 1, job);
+	sqlite3_bind_text(q, 2, arm, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		if (a->n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			double *nv = atb_realloc(a->v, nc * sizeof(*nv));
+			int64_t *ns;
+
+			if (nv)
+				a->v = nv;
+			ns = nv ? atb_realloc(a->seed, nc * sizeof(*ns)) : NULL;
+			if (!ns) {
+				sqlite3_finalize(q);
+				return atb_error_set(err, ATB_ERR_NOMEM, "cannot check: out of memory");
+			}
+			a->seed = ns;
+			cap = nc;
+		}
+		a->seed[a->n] = sqlite3_column_int64(q, 0);
+		a->v[a->n++] = sqlite3_column_double(q, 1);
+	}
+	sqlite3_finalize(q);
+	if (rc != SQLITE_DONE)
+		return atbi_store_sqlerr(s, rc, "read samples", err);
+	return ATB_OK;
+}
+
+/* The rows of arm a that belong to seed (a is sorted by seed). */
+static void seed_span(const struct arm_rows *a, int64_t seed, const double **v, size_t *n)
+{
+	size_t i = 0, j;
+
+	while (i < a->n && a->seed[i] < seed)
+		i++;
+	for (j = i; j < a->n && a->seed[j] == seed; j++)
+		;
+	*v = a->v + i;
+	*n = j - i;
+}
+
+struct result_facts {
+	int64_t id, job;
+	int engine;
+	double speedup, ci_low, ci_high, cv;
+	json_t *stats;         /* the row's stats object */
+	json_t *proto_stats;   /* the protocol's stats section */
+};
+
+/*
+ * Recompute one result with stats/ from its job's baseline and candidate
+ * samples and compare every stored number: per-seed medians and ratios,
+ * the speedup, the cv, and the bootstrap interval when the stats name its
+ * seed (the measurement's seed order, from stats.seeds, is the resampling
+ * order; without stats.bootstrap_seed the interval is not re-derivable).
+ */
+static enum atb_status rederive(struct atb_store *s, const struct result_facts *r,
+				struct findings *f, struct atb_error *err)
+{
+	struct arm_rows base, cand;
+	struct atb_paired_seed *ps = NULL;
+	struct atb_paired_input in;
+	struct atb_paired_result out;
+	struct atb_error serr;
+	sqlite3_stmt *q = NULL;
+	json_t *order = json_object_get(r->stats, "seeds");
+	json_t *bseed = json_object_get(r->stats, "bootstrap_seed");
+	int64_t *seeds = NULL;
+	size_t n = 0, cap = 0, i, k;
+	enum atb_status st;
+	int rc, with_ci = json_is_integer(bseed);
+
+	memset(&out, 0, sizeof(out));
+	st = load_arm(s, r->job, "baseline", &base, err);
+	if (st == ATB_OK)
+		st = load_arm(s, r->job, "candidate", &cand, err);
+	if (st)
+		goto out;
+	rc = sqlite3_prepare_v2(s->db, "SELECT seed FROM seed_result WHERE job = ? ORDER BY seed",
+				-1, &q, NULL);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "read seed results", err);
+		goto out;
+	}
+	sqlite3_bind_int64(q, 1, r->job);
+	while (sqlite3_step(q) == SQLITE_ROW) {
+		if (n == cap) {
+			int64_t *ns = atb_realloc(seeds, (cap ? cap * 2 : 16) * sizeof(*seeds));
+
+			if (!ns) {
+				st = atb_error_set(err, ATB_ERR_NOMEM, "cannot check: out of memory");
+				goto out;
+			}
+			seeds = ns;
+			cap = cap ? cap * 2 : 16;
+		}
+		seeds[n++] = sqlite3_column_int64(q, 0);
+	}
+	sqlite3_finalize(q);
+	q = NULL;
+	if (n < 2)
+		goto out;  /* paired_seeds reports it; stats/ needs two seeds */
+	/* The measurement's seed order when the stats give it and it is these seeds. */
+	if (json_is_array(order) && json_array_size(order) == n) {
+		int64_t *o = atb_malloc(n * sizeof(*o));
+
+		if (!o) {
+			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot check: out of memory");
+			goto out;
+		}
+		for (i = 0; i < n; i++) {
+			o[i] = json_integer_value(json_array_get(order, i));
+			for (k = 0; k < n && seeds[k] != o[i]; k++)
+				;
+			if (k == n)
+				break;
+		}
+		if (i == n)
+			memcpy(seeds, o, n * sizeof(*o));
+		atb_free(o);
+	}
+	ps = atb_calloc(n, sizeof(*ps));
+	if (!ps) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot check: out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		ps[i].seed = (uint64_t)seeds[i];
+		seed_span(&base, seeds[i], &ps[i].baseline, &ps[i].nbaseline);
+		seed_span(&cand, seeds[i], &ps[i].candidate, &ps[i].ncandidate);
+	}
+	memset(&in, 0, sizeof(in));
+	in.seeds = ps;
+	in.nseeds = n;
+	in.ci_level = json_number_value(json_object_get(r->stats, "ci_level"));
+	if (!(in.ci_level > 0 && in.ci_level < 1))
+		in.ci_level = json_number_value(json_object_get(r->proto_stats, "ci_level"));
+	if (!(in.ci_level > 0 && in.ci_level < 1))
+		in.ci_level = 0.95;
+	in.bootstrap_resamples = with_ci ? (int)json_integer_value(json_object_get(r->stats,
+									   "bootstrap_resamples"))
+					 : 1;
+	if (in.bootstrap_resamples < 1)
+		in.bootstrap_resamples = (int)json_integer_value(json_object_get(r->proto_stats,
+									 "bootstrap_resamples"));
+	if (in.bootstrap_resamples < 1)
+		in.bootstrap_resamples = 1;
+	in.significance_alpha = 0.05;  /* the verdict is not stored as a column */
+	in.cv_cap = 1;
+	in.bootstrap_seed = with_ci ? (uint64_t)json_integer_value(bseed) : 0;
+	in.higher_is_better = r->engine;
+	in.cv_of_ratio = json_is_string(json_object_get(r->proto_stats, "cv_of")) &&
+			 !strcmp(json_string_value(json_object_get(r->proto_stats, "cv_of")),
+				 "per_seed_ratio");
+	atb_error_clear(&serr);
+	st = atb_stats_paired(&in, &out, &serr);
+	if (st == ATB_ERR_NOMEM) {
+		if (err)
+			*err = serr;
+		goto out;
+	}
+	if (st) {
+		add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %" PRId64
+		    ": its samples cannot be re-derived: %s", r->id, serr.msg);
+		st = ATB_OK;
+		goto out;
+	}
+	{
+		/* Each stored seed result against the one derived for its seed. */
+		rc = sqlite3_prepare_v2(s->db, "SELECT seed, baseline_median, candidate_median,"
+					" ratio FROM seed_result WHERE job = ?", -1, &q, NULL);
+		if (rc != SQLITE_OK) {
+			st = atbi_store_sqlerr(s, rc, "read seed results", err);
+			goto out;
+		}
+		sqlite3_bind_int64(q, 1, r->job);
+		while (sqlite3_step(q) == SQLITE_ROW) {
+			int64_t sd = sqlite3_column_int64(q, 0);
+			double b = sqlite3_column_double(q, 1), c = sqlite3_column_double(q, 2);
+			double x = sqlite3_column_double(q, 3);
+
+			for (k = 0; k < n && (int64_t)out.seeds[k].seed != sd; k++)
+				;
+			if (k == n)
+				continue;
+			if (differs(b, out.seeds[k].baseline_median))
+				add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %"
+				    PRId64 " seed %" PRId64 ": baseline median %.17g is not %.17g, the"
+				    " median of its samples", r->id, sd, b, out.seeds[k].baseline_median);
+			if (differs(c, out.seeds[k].candidate_median))
+				add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %"
+				    PRId64 " seed %" PRId64 ": candidate median %.17g is not %.17g, the"
+				    " median of its samples", r->id, sd, c, out.seeds[k].candidate_median);
+			if (differs(x, out.seeds[k].ratio))
+				add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %"
+				    PRId64 " seed %" PRId64 ": ratio %.17g is not %.17g, derived from its"
+				    " samples", r->id, sd, x, out.seeds[k].ratio);
+		}
+		sqlite3_finalize(q);
+		q = NULL;
+	}
+	if (differs(r->speedup, out.geomean_ratio))
+		add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %" PRId64
+		    ": speedup %.17g is not %.17g, derived from its samples", r->id, r->speedup,
+		    out.geomean_ratio);
+	if (!(fabs(r->cv - out.cv) <= 1e-9))
+		add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %" PRId64
+		    ": cv %.17g is not %.17g, derived from its samples", r->id, r->cv, out.cv);
+	if (with_ci && (differs(r->ci_low, out.ci_lo) || differs(r->ci_high, out.ci_hi)))
+		add(f, "not_derived", "result", r->id, "atb-rule:not_derived: result %" PRId64
+		    ": interval [%.17g, %.17g] is not [%.17g, %.17g], the bootstrap of its samples"
+		    " (seed %" PRIu64 ")", r->id, r->ci_low, r->ci_high, out.ci_lo, out.ci_hi,
+		    in.bootstrap_seed);
+out:
+	sqlite3_finalize(q);
+	atb_stats_paired_release(&out);
+	atb_free(base.v);
+	atb_free(base.seed);
+	atb_free(cand.v);
+	atb_free(cand.seed);
+	atb_free(ps);
+	atb_free(seeds);
+	return st;
+}
+
+static enum atb_status rederive_all(struct atb_store *s, struct findings *f,
+				    struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	enum atb_status st = ATB_OK;
+	int rc;
+
+	atb_alloc_install_json();
+	rc = sqlite3_prepare_v2(s->db, "SELECT r.id, r.job, r.kind, r.speedup, r.ci_low, r.ci_high,"
+				" r.cv, r.stats, json_extract(p.canonical, '$.stats') FROM result r"
+				" LEFT JOIN frozen_protocol p ON p.digest = r.protocol_digest"
+				" ORDER BY r.id", -1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read results", err);
+	while (st == ATB_OK && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+		struct result_facts r;
+		const char *stats = (const char *)sqlite3_column_text(q, 7);
+		const char *ps = (const char *)sqlite3_column_text(q, 8);
+
+		memset(&r, 0, sizeof(r));
+		r.id = sqlite3_column_int64(q, 0);
+		r.job = sqlite3_column_int64(q, 1);
+		r.engine = sqlite3_column_text(q, 2) &&
+			   !strcmp((const char *)sqlite3_column_text(q, 2), "engine");
+		r.speedup = sqlite3_column_double(q, 3);
+		r.ci_low = sqlite3_column_double(q, 4);
+		r.ci_high = sqlite3_column_double(q, 5);
+		r.cv = sqlite3_column_double(q, 6);
+		r.stats = stats ? json_loads(stats, 0, NULL) : NULL;
+		r.proto_stats = ps ? json_loads(ps, 0, NULL) : NULL;
+		st = rederive(s, &r, f, err);
+		json_decref(r.stats);
+		json_decref(r.proto_stats);
+	}
+	sqlite3_finalize(q);
+	if (st == ATB_OK && rc != SQLITE_DONE && rc != SQLITE_ROW)
+		st = atbi_store_sqlerr(s, rc, "read results", err);
+	return st;
 }
 
 enum atb_status atb_store_check(struct atb_store *s, struct atb_store_finding **found,
@@ -279,6 +574,10 @@ enum atb_status atb_store_check(struct atb_store *s, struct atb_store_finding **
 			goto fail;
 		}
 	}
+
+	st = rederive_all(s, &f, err);
+	if (st)
+		goto fail;
 
 	atb_error_clear(&aerr);
 	st = atb_audit_verify(s, &rep, &aerr);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * Schema v2 of the results store, which is also the ingest validator.
+ * Schema v2 of the results store, which is also the ingest validator, and
+ * the v3 additions (atbi_store_schema_v3_sql, at the end).
  * (v2 = v1 with lean sample rows: a sample no longer repeats its job's
  * protocol digest, box and unit; it inherits them through its job row, so
  * "a sample on another box or protocol than its job" cannot be written at
@@ -478,6 +479,81 @@ const char atbi_store_schema_sql[] =
 	"CREATE INDEX review_result ON review(result);\n"
 	"CREATE INDEX audit_kind ON audit(kind);\n"
 	"CREATE INDEX box_capability_kind ON box_capability(fingerprint, kind);\n";
+
+/*
+ * Schema v3 = v2 above plus this, run in the same transaction, both when a
+ * store is created and when a v2 store is migrated on its first read-write
+ * open, so that a migrated store's schema text is a fresh one's.
+ *
+ * - The store re-derives what it can on insert: each per-seed median from
+ *   its samples, each ratio from its medians (baseline/candidate for a
+ *   kernel's times, candidate/baseline for an engine's rates), the speedup
+ *   as the geometric mean of the ratios and the cv as the protocol's
+ *   stats.cv_of says (the ratios' sample CV, or the larger per-arm CV of
+ *   per-seed medians before v2).  Relative tolerance 1e-9: the C code
+ *   computes the same numbers with other roundings.  AFTER triggers, so
+ *   that the v2 BEFORE rules (cv_over_cap, paired_seeds...) speak first.
+ *   The interval is a seeded bootstrap: atb db check re-derives it in C.
+ * - A rejection names the protocol digest it was judged under (NULL only
+ *   in rows written before v3).
+ */
+/*
+ * "m is the median of the seed's samples of arm", in one pass over them
+ * (no sort): with cl and cg the counts below and above m, m lies between
+ * the two middle order statistics when cl, cg <= n/2; for odd n that makes
+ * it the middle one, for even n the two middle ones are the largest value
+ * below m (when cl = n/2, else m) and the smallest above (when cg = n/2,
+ * else m), and m must be their mean.  The median C and Python compute for
+ * even n, 0.5a + 0.5b and (a + b) / 2, are the same double.
+ */
+#define IS_MEDIAN(arm, m) \
+	"(SELECT x.cl <= x.n / 2 AND x.cg <= x.n / 2 AND (x.n % 2 = 1 OR abs(" m " - (" \
+	"CASE WHEN x.cl = x.n / 2 THEN x.lo ELSE " m " END + " \
+	"CASE WHEN x.cg = x.n / 2 THEN x.hi ELSE " m " END) / 2) <= 1e-9 * " m ") FROM" \
+	" (SELECT count(*) AS n, sum(value < " m ") AS cl, sum(value > " m ") AS cg," \
+	" max(CASE WHEN value < " m " THEN value END) AS lo," \
+	" min(CASE WHEN value > " m " THEN value END) AS hi FROM sample" \
+	" WHERE job = NEW.job AND arm = '" arm "' AND seed = NEW.seed) x)"
+#define SPREAD(col, mean) \
+	"(SELECT sqrt(sum((" col " - " mean ") * (" col " - " mean ")) / (g.n - 1)) / " mean \
+	" FROM seed_result WHERE job = NEW.job)"
+
+const char atbi_store_schema_v3_sql[] =
+	"ALTER TABLE rejection ADD COLUMN protocol_digest TEXT\n"
+	"    CONSTRAINT \"atb-rule:malformed: a rejection's protocol digest is 64 lowercase hex\"\n"
+	"    CHECK (protocol_digest IS NULL OR " HEX64("protocol_digest") ");\n"
+	"CREATE TRIGGER rejection_digest BEFORE INSERT ON rejection\n"
+	"WHEN NEW.protocol_digest IS NULL\n"
+	"BEGIN\n"
+	"  SELECT RAISE(ABORT, 'atb-rule:malformed: a rejection names the protocol digest it was judged under');\n"
+	"END;\n"
+	"CREATE TRIGGER seed_result_derive AFTER INSERT ON seed_result BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN " IS_MEDIAN("baseline", "NEW.baseline_median") " IS NOT 1\n"
+	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the baseline median is not the median of the seed''s baseline samples')\n"
+	"    WHEN " IS_MEDIAN("candidate", "NEW.candidate_median") " IS NOT 1\n"
+	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the candidate median is not the median of the seed''s candidate samples')\n"
+	"    WHEN NOT abs(NEW.ratio - CASE WHEN j.kind = 'engine'\n"
+	"             THEN NEW.candidate_median / NEW.baseline_median\n"
+	"             ELSE NEW.baseline_median / NEW.candidate_median END) <= 1e-9 * NEW.ratio\n"
+	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the per-seed ratio does not follow from the seed''s medians')\n"
+	"  END FROM job j WHERE j.id = NEW.job;\n"
+	"END;\n"
+	"CREATE TRIGGER result_derive AFTER INSERT ON result BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN NOT abs(ln(NEW.speedup) - g.lm) <= 1e-9\n"
+	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the speedup is not the geometric mean of the per-seed ratios')\n"
+	"    WHEN g.n >= 2 AND NOT abs(NEW.cv - CASE\n"
+	"             WHEN json_extract(p.canonical, '$.stats.cv_of') = 'per_seed_ratio'\n"
+	"             THEN " SPREAD("ratio", "g.mr") "\n"
+	"             ELSE max(" SPREAD("baseline_median", "g.mb") ", " SPREAD("candidate_median", "g.mc") ")\n"
+	"             END) <= 1e-9\n"
+	"      THEN RAISE(ABORT, 'atb-rule:not_derived: the cv does not follow from the per-seed values (the protocol''s stats.cv_of)')\n"
+	"  END FROM (SELECT count(*) AS n, avg(ln(ratio)) AS lm, avg(ratio) AS mr,\n"
+	"                   avg(baseline_median) AS mb, avg(candidate_median) AS mc\n"
+	"            FROM seed_result WHERE job = NEW.job) g\n"
+	"    LEFT JOIN frozen_protocol p ON p.digest = NEW.protocol_digest;\n"
+	"END;\n";
 
 const char *const atbi_store_tables[ATB_STORE_NTABLES] = {
 	"frozen_protocol", "box", "job", "sample", "seed_result",

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <limits.h>
 #include <sys/file.h>
@@ -41,6 +42,7 @@ static const struct {
 	{"audit_chain", ATB_REJECTED_AUDIT_CHAIN},
 	{"review", ATB_REJECTED_REVIEW},
 	{"malformed", ATB_REJECTED_MALFORMED},
+	{"not_derived", ATB_REJECTED_NOT_DERIVED},
 };
 
 enum atb_status atbi_store_rule_status(const char *rule, size_t len)
@@ -121,6 +123,7 @@ enum atb_status atbi_store_begin(struct atb_store *s, struct atb_error *err)
 		return atbi_store_sqlerr(s, rc, "begin a transaction", err);
 	s->in_txn = 1;
 	s->mirror_pending = -1;
+	s->witness_pending = -1;
 	return ATB_OK;
 }
 
@@ -130,7 +133,12 @@ static void undo_mirror(struct atb_store *s)
 		if (ftruncate(s->mirror_fd, s->mirror_pending) == 0)
 			(void)fdatasync(s->mirror_fd);
 	}
+	if (s->witness_pending >= 0 && s->witness_fd >= 0) {
+		if (ftruncate(s->witness_fd, s->witness_pending) == 0)
+			(void)fdatasync(s->witness_fd);
+	}
 	s->mirror_pending = -1;
+	s->witness_pending = -1;
 }
 
 enum atb_status atbi_store_commit(struct atb_store *s, struct atb_error *err)
@@ -145,6 +153,7 @@ enum atb_status atbi_store_commit(struct atb_store *s, struct atb_error *err)
 	}
 	s->in_txn = 0;
 	s->mirror_pending = -1;
+	s->witness_pending = -1;
 	return ATB_OK;
 }
 
@@ -227,12 +236,13 @@ again:
 		status = atb_error_set(err, ATB_ERR_STORE_NEWER,
 				       "store '%s' has schema %d, this atb reads up to %d; upgrade atb",
 				       path, *user_version, ATB_STORE_SCHEMA_VERSION);
-	} else if (*user_version < ATB_STORE_SCHEMA_VERSION) {
+	} else if (*user_version < ATB_STORE_SCHEMA_OLDEST) {
 		/* No user store predates v2 worth migrating: refuse, never rewrite. */
 		status = atb_error_set(err, ATB_ERR_NOT_A_STORE,
-				       "store '%s' has schema %d, which this atb no longer reads (it reads %d);"
+				       "store '%s' has schema %d, which this atb no longer reads (it reads %d-%d);"
 				       " create a new store with 'atb db init'",
-				       path, *user_version, ATB_STORE_SCHEMA_VERSION);
+				       path, *user_version, ATB_STORE_SCHEMA_OLDEST,
+				       ATB_STORE_SCHEMA_VERSION);
 	}
 out:
 	sqlite3_finalize(st);
@@ -261,6 +271,8 @@ static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
 		return ATB_OK;
 	}
 	rc = sqlite3_exec(s->db, atbi_store_schema_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, atbi_store_schema_v3_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK) {
 		snprintf(pragmas, sizeof(pragmas),
 			 "PRAGMA application_id = %d; PRAGMA user_version = %d;",
@@ -272,7 +284,60 @@ static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
 		atbi_store_rollback(s);
 		return st;
 	}
-	return atbi_store_commit(s, err);
+	st = atbi_store_commit(s, err);
+	if (st == ATB_OK)
+		s->schema = ATB_STORE_SCHEMA_VERSION;
+	return st;
+}
+
+/*
+ * v2 -> v3 in one transaction, with an audit entry that marks where row
+ * hashes begin: entries before it are "legacy" (not bound to their rows).
+ */
+static enum atb_status migrate(struct atb_store *s, struct atb_error *err)
+{
+	enum atb_status st;
+	sqlite3_stmt *q = NULL;
+	json_t *payload;
+	char pragma[64];
+	int rc, have = 0;
+
+	st = atbi_store_begin(s, err);
+	if (st)
+		return st;
+	rc = sqlite3_prepare_v2(s->db, "SELECT user_version FROM pragma_user_version",
+				-1, &q, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
+		have = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	if (have != 2) {
+		/* Another process migrated it while we waited for the lock. */
+		atbi_store_rollback(s);
+		s->schema = have;
+		return ATB_OK;
+	}
+	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d;", ATB_STORE_SCHEMA_VERSION);
+	rc = sqlite3_exec(s->db, atbi_store_schema_v3_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, pragma, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		st = atbi_store_sqlerr(s, rc, "migrate the store to schema 3", err);
+		atbi_store_rollback(s);
+		return st;
+	}
+	s->schema = ATB_STORE_SCHEMA_VERSION;
+	atb_alloc_install_json();
+	payload = json_pack("{s:i, s:i}", "from", 2, "to", ATB_STORE_SCHEMA_VERSION);
+	st = payload ? atbi_audit_append(s, ATBI_AUDIT_MIGRATED, payload, NULL, err)
+		     : atb_error_set(err, ATB_ERR_NOMEM, "cannot migrate the store: out of memory");
+	json_decref(payload);
+	if (st == ATB_OK)
+		st = atbi_store_commit(s, err);
+	else
+		atbi_store_rollback(s);
+	if (st)
+		s->schema = 2;
+	return st;
 }
 
 /* Remove path+suffix if it is there; 0, or -1 with errno set. */
@@ -479,6 +544,8 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot open store '%s': out of memory", path);
 	s->mirror_fd = -1;
 	s->mirror_pending = -1;
+	s->witness_fd = -1;
+	s->witness_pending = -1;
 	s->read_only = mode == ATB_STORE_READ_ONLY;
 	s->path = atb_strdup(path);
 	plen = strlen(path);
@@ -490,6 +557,14 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	memcpy(s->mirror_path, path, plen);
 	memcpy(s->mirror_path + plen, ".audit.jsonl", sizeof(".audit.jsonl"));
 
+	if (!s->read_only) {
+		/* The witness ($ATB_AUDIT_WITNESS) is kept outside the store's folder. */
+		st = atbi_audit_witness_setup(s, getenv("ATB_AUDIT_WITNESS"), err);
+		if (st) {
+			atb_store_close(s);
+			return st;
+		}
+	}
 	/* Never SQLITE_OPEN_CREATE: a new store comes only from create_store. */
 	flags = s->read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
 	rc = sqlite3_open_v2(path, &s->db, flags | SQLITE_OPEN_NOMUTEX, NULL);
@@ -500,6 +575,7 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 	}
 	sqlite3_extended_result_codes(s->db, 1);
 	sqlite3_busy_timeout(s->db, ATB_STORE_BUSY_TIMEOUT_MS);
+	s->schema = empty ? ATB_STORE_SCHEMA_VERSION : uv;
 	if (!s->read_only) {
 		/* A 64 MiB page cache keeps a large job's sample b-tree in memory. */
 		rc = sqlite3_exec(s->db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
@@ -510,6 +586,8 @@ enum atb_status atb_store_open(const char *path, enum atb_store_mode mode,
 			return st;
 		}
 		st = atbi_audit_recover(s, err);
+		if (st == ATB_OK && s->schema < ATB_STORE_SCHEMA_VERSION)
+			st = migrate(s, err);
 		if (st) {
 			atb_store_close(s);
 			return st;
@@ -535,6 +613,9 @@ void atb_store_close(struct atb_store *s)
 		sqlite3_close(s->db);
 	if (s->mirror_fd >= 0)
 		close(s->mirror_fd);
+	if (s->witness_fd >= 0)
+		close(s->witness_fd);
+	atb_free(s->witness_path);
 	atb_free(s->path);
 	atb_free(s->mirror_path);
 	atb_free(s);
@@ -710,7 +791,8 @@ fail:
 /* ---- rejections ---- */
 
 static enum atb_status insert_rejection(struct atb_store *s, const char *job_uuid,
-					const char *rule, enum atb_status status,
+					const char *digest, const char *rule,
+					enum atb_status status,
 					const char *reason, const char *detail_canonical,
 					int64_t *rejection_id, int64_t *seq,
 					struct atb_error *err)
@@ -728,10 +810,12 @@ static enum atb_status insert_rejection(struct atb_store *s, const char *job_uui
 	st = atbi_store_begin(s, err);
 	if (st == ATB_OK) {
 		atbi_audit_time(now, sizeof(now));
+		/* A v2 store read-write is migrated at open: the column is there. */
 		rc = sqlite3_prepare_v2(s->db,
-			"INSERT INTO rejection (job_uuid, rule, status, reason, detail, created)"
-			" VALUES (?, ?, ?, ?, ?, ?)", -1, &q, NULL);
+			"INSERT INTO rejection (job_uuid, rule, status, reason, detail, created,"
+			" protocol_digest) VALUES (?, ?, ?, ?, ?, ?, ?)", -1, &q, NULL);
 		if (rc == SQLITE_OK) {
+			bind_text(q, 7, digest);
 			bind_text(q, 1, job_uuid);
 			bind_text(q, 2, rule);
 			sqlite3_bind_int(q, 3, (int)status);
@@ -740,9 +824,9 @@ static enum atb_status insert_rejection(struct atb_store *s, const char *job_uui
 			bind_text(q, 6, now);
 		}
 		st = insert_audited(s, &row, rc, q,
-				    json_pack("{s:s?, s:s, s:s, s:i, s:s}", "job", job_uuid,
+				    json_pack("{s:s?, s:s, s:s, s:i, s:s, s:s?}", "job", job_uuid,
 					      "rule", rule, "status", atb_status_name(status),
-					      "code", (int)status, "reason", red),
+					      "code", (int)status, "reason", red, "protocol", digest),
 				    seq, rejection_id, err);
 	}
 	atb_free(red);
@@ -750,7 +834,8 @@ static enum atb_status insert_rejection(struct atb_store *s, const char *job_uui
 }
 
 enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
-				 const char *rule, enum atb_status status,
+				 const char *protocol_digest, const char *rule,
+				 enum atb_status status,
 				 const char *reason, const char *detail_json,
 				 int64_t *rejection_id, struct atb_error *err)
 {
@@ -765,7 +850,8 @@ enum atb_status atb_store_reject(struct atb_store *s, const char *job_uuid,
 	st = canonical_object(detail_json, "rejection detail", &detail, err);
 	if (st)
 		return st;
-	st = insert_rejection(s, job_uuid, rule, status, reason, detail, rejection_id, NULL, err);
+	st = insert_rejection(s, job_uuid, protocol_digest, rule, status, reason, detail,
+			      rejection_id, NULL, err);
 	atb_free(detail);
 	return st;
 }
@@ -896,6 +982,7 @@ static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 				      struct atb_error *err)
 {
 	struct atb_sample *sorted = NULL;
+	struct atbi_rows_samples rh;
 	enum atb_status st = ATB_OK;
 	sqlite3_stmt *q;
 	size_t i, k;
@@ -906,6 +993,26 @@ static enum atb_status insert_samples(struct atb_store *s, int64_t job,
 		if (!sorted)
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
 		x = sorted;
+	}
+	/* The samples' row hash, in the order they are stored (src/audit/rows.c). */
+	s->samples_md_set = 0;
+	if (s->schema >= 3 && atbi_rows_samples_begin(&rh)) {
+		atb_free(sorted);
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
+	}
+	for (i = 0; s->schema >= 3 && i < n; i++)
+		if (atbi_rows_samples_add(&rh, job, atb_arm_name(x[i].arm), x[i].seed, x[i].trial,
+					  x[i].value)) {
+			atbi_rows_samples_abort(&rh);
+			atb_free(sorted);
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the samples");
+		}
+	if (s->schema >= 3) {
+		if (atbi_rows_samples_end(&rh, s->samples_md)) {
+			atb_free(sorted);
+			return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the samples");
+		}
+		s->samples_md_set = 1;
 	}
 	for (i = 0; i < n && st == ATB_OK; i += k) {
 		k = n - i >= SAMPLE_BATCH ? SAMPLE_BATCH : 1;
@@ -1007,6 +1114,7 @@ static enum atb_status ingest_txn(struct atb_store *s, const struct atb_ingest *
 	if (!payload)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot audit the ingest: out of memory");
 	st = atbi_audit_append(s, "ingest", payload, &o->audit_seq, err);
+	s->samples_md_set = 0;
 	json_decref(payload);
 	return st;
 }
@@ -1091,7 +1199,10 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 
 		snprintf(rule, sizeof(rule), "store:%s", atb_status_name(st) + 9);
 		atb_error_clear(&rerr);
-		rst = insert_rejection(s, o.job_uuid, rule, st,
+		/* A job that named no protocol is recorded under 64 zeros: none. */
+		rst = insert_rejection(s, o.job_uuid,
+				       in->protocol_digest && atbi_is_sha256_hex(in->protocol_digest)
+					       ? in->protocol_digest : ATBI_GENESIS, rule, st,
 				       r ? r : atb_status_name(st), detail,
 				       &o.rejection_id, &o.audit_seq, &rerr);
 	} else {
@@ -1115,6 +1226,7 @@ enum atb_status atb_store_ingest(struct atb_store *s, const struct atb_ingest *i
 		}
 	}
 out:
+	s->samples_md_set = 0;
 	atb_free(stats);
 	atb_free(detail);
 	atb_free(task);

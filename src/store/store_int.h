@@ -22,17 +22,25 @@ struct atb_store {
 	char *path;
 	char *mirror_path;
 	int read_only;
+	int schema;             /* user_version of the open store (2 until migrated) */
 	int mirror_fd;          /* -1 until the first append (read-write only) */
 	off_t mirror_pending;   /* mirror size before an uncommitted append, -1 none */
+	char *witness_path;     /* $ATB_AUDIT_WITNESS (read-write only), NULL: none */
+	int witness_fd;         /* -1 until the first append */
+	off_t witness_pending;  /* witness size before an uncommitted append, -1 none */
 	int in_txn;
 	/* Prepared statements reused across ingests (the hot path). */
 	sqlite3_stmt *st_job, *st_sample, *st_sample1, *st_seed, *st_result, *st_audit;
+	/* The samples digest of the ingest being appended (src/audit/rows.c). */
+	unsigned char samples_md[32];
+	int samples_md_set;
 	/* The anomaly factor of the last protocol digest looked up. */
 	char factor_digest[65];
 	double factor;
 };
 
-ATBI_FUNC extern const char atbi_store_schema_sql[];
+ATBI_FUNC extern const char atbi_store_schema_sql[];     /* v2 */
+ATBI_FUNC extern const char atbi_store_schema_v3_sql[];  /* run after v2: v3 */
 ATBI_FUNC extern const char *const atbi_store_tables[ATB_STORE_NTABLES];
 
 /* Map a SQLite failure on s->db to a status and message ("atb-rule:" aware). */
@@ -57,6 +65,42 @@ ATBI_FUNC void atbi_audit_time(char *buf, size_t size);
 ATBI_FUNC enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
 					    json_t *payload, int64_t *seq,
 					    struct atb_error *err);
+
+/* The audit kind that marks a v2 -> v3 migration: row hashes start after it. */
+#define ATBI_AUDIT_MIGRATED "store.migrated"
+
+/*
+ * Whether entries of this audit kind record rows (and so carry "rows").
+ */
+ATBI_FUNC int atbi_rows_bound_kind(const char *kind);
+
+/*
+ * The SHA-256 (hex) of the canonical content of the rows an entry of this
+ * kind with this payload records (src/audit/rows.c); subject names them
+ * ("job 3").  ATB_ERR_NOT_FOUND (err untouched) when the kind records none.
+ */
+ATBI_FUNC enum atb_status atbi_rows_hash(struct atb_store *s, const char *kind, json_t *payload,
+					 char out[65], char *subject, size_t subject_size,
+					 struct atb_error *err);
+
+/* Hashing an ingest's sample rows as they are bound, in key order. */
+struct atbi_rows_samples {
+	void *ctx;               /* EVP_MD_CTX */
+	size_t used;
+	unsigned char buf[4096];
+};
+ATBI_FUNC int atbi_rows_samples_begin(struct atbi_rows_samples *h);
+ATBI_FUNC int atbi_rows_samples_add(struct atbi_rows_samples *h, int64_t job, const char *arm,
+				    int64_t seed, int32_t trial, double value);
+ATBI_FUNC int atbi_rows_samples_end(struct atbi_rows_samples *h, unsigned char md[32]);
+ATBI_FUNC void atbi_rows_samples_abort(struct atbi_rows_samples *h);
+
+/*
+ * The witness file: set s->witness_path from $ATB_AUDIT_WITNESS, refusing
+ * one inside the store's folder (ATB_ERR_USAGE).  A NULL or empty value: none.
+ */
+ATBI_FUNC enum atb_status atbi_audit_witness_setup(struct atb_store *s, const char *path,
+						   struct atb_error *err);
 
 /* After a crash: drop a trailing mirror entry/partial line the store lacks. */
 ATBI_FUNC enum atb_status atbi_audit_recover(struct atb_store *s, struct atb_error *err);

@@ -376,8 +376,8 @@ static enum atb_status static_findings(struct atb_store *s, struct suite *S,
 		refuse = 1;
 		snprintf(reason, reason_size, "static: %s at line %d of '%s': %s", (*f)[i].kind,
 			 (*f)[i].line, t->candidate, (*f)[i].detail);
-		st = atb_store_reject(s, NULL, "gate:" ATB_SUITE_STATIC, ATB_ERR_CHECK, reason,
-				      payload, rejection_id, err);
+		st = atb_store_reject(s, NULL, S->run.protocol_digest, "gate:" ATB_SUITE_STATIC,
+				      ATB_ERR_CHECK, reason, payload, rejection_id, err);
 	}
 out:
 	json_decref(o);
@@ -603,9 +603,22 @@ static enum atb_status parent_row(struct suite *S, const char *outcome, int time
 			 t->rel, S->plan.candidates_dir);
 	it.reason = reason;
 	st = atb_store_open(S->db_path, ATB_STORE_READ_WRITE, &s, err);
-	if (!st && timed_out)
-		st = atb_store_reject(s, NULL, "gate:" ATB_GATE_RUNNER, ATB_ERR_SYSTEM, reason, NULL,
-				      &it.rejection_id, err);
+	if (!st && timed_out) {
+		/* The detail says what was killed and under which plan (issue 12). */
+		json_t *d = json_pack("{s:s, s:I, s:s, s:s?, s:f, s:s}", "run", S->run.id, "k",
+				      (json_int_t)S->k, "task", t->rel, "candidate", t->candidate,
+				      "timeout_s", S->plan.timeout_s, "protocol_digest",
+				      S->run.protocol_digest);
+		char *dt = NULL;
+
+		if (!d || atbi_json_canonical(d, &dt, err))
+			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
+		else
+			st = atb_store_reject(s, NULL, S->run.protocol_digest, "gate:" ATB_GATE_RUNNER,
+					      ATB_ERR_SYSTEM, reason, dt, &it.rejection_id, err);
+		json_decref(d);
+		atb_free(dt);
+	}
 	if (!st)
 		st = store_row(s, S, NULL, 0, NULL, &it, wall_s, err);
 	atb_store_close(s);

@@ -89,6 +89,7 @@ const char *atb_status_name(enum atb_status status)
 	case ATB_REJECTED_AUDIT_CHAIN: return "rejected:audit_chain";
 	case ATB_REJECTED_REVIEW: return "rejected:review";
 	case ATB_REJECTED_MALFORMED: return "rejected:malformed";
+	case ATB_REJECTED_NOT_DERIVED: return "rejected:not_derived";
 	}
 	return "unknown";
 }

@@ -9,6 +9,7 @@
  * it reported complete.
  */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -263,8 +264,9 @@ Test(audit, verify_finds_a_row_without_its_audit_entry)
 	struct atb_error err;
 
 	add_entries(1);
-	fx_accepted(&F, "INSERT INTO rejection (rule, status, reason, detail, created) VALUES"
-		    " ('gate:x', 10, 'sneaked in', '{}', 'now')");
+	fx_accepted(&F, "INSERT INTO rejection (rule, status, reason, detail, created,"
+		    " protocol_digest) VALUES ('gate:x', 10, 'sneaked in', '{}', 'now', '%s')",
+		    F.digest);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
 	cr_assert_str_eq(rep.bad_copy, "store");
@@ -419,4 +421,96 @@ Test(audit, sigkill_during_ingest_loses_nothing_that_completed, .timeout = 120)
 	cr_log_info("%ld ingests completed across 50 kills; %lld audit entries", completed,
 		    (long long)rep.db_entries);
 	cr_assert_gt(completed, 0);
+}
+
+/* ---- anchors outside the files (issue 12) ---- */
+
+static void witness_path(char *w, size_t size)
+{
+	/* outside the store's folder, as required */
+	snprintf(w, size, "%s.witness", F.dir);
+}
+
+Test(audit, a_crash_leftover_in_the_witness_is_a_note_and_the_next_open_drops_it)
+{
+	struct atb_audit_verify_opts o = {NULL, NULL, 0};
+	struct atb_audit_report rep;
+	struct atb_error err;
+	char w[400], *buf, *last;
+	size_t len, off[65], n;
+	FILE *f;
+
+	witness_path(w, sizeof(w));
+	setenv("ATB_AUDIT_WITNESS", w, 1);
+	atb_store_close(F.s);
+	fx_open(&F);
+	add_entries(2);
+	o.witness = w;
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.witness_lines, 2);
+	/* The mirror and the witness got entry 6, the store never did. */
+	append_uncommitted_entry();
+	read_mirror(&buf, &len);
+	n = lines(buf, len, off);
+	last = buf + off[n - 1];
+	f = fopen(w, "a");
+	fprintf(f, "%zu:%.64s\n", n, last + (off[n] - off[n - 1]) - 67);
+	fclose(f);
+	atb_free(buf);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert(strstr(rep.notes[rep.nnotes - 1], "witness entry 6 was never committed"), "%s",
+		  rep.notes[rep.nnotes - 1]);
+	/* The next read-write open drops it from both. */
+	atb_store_close(F.s);
+	fx_open(&F);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.nnotes, 0);
+	add_entries(1);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.witness_lines, 3);
+	unsetenv("ATB_AUDIT_WITNESS");
+	unlink(w);
+}
+
+Test(audit, a_tail_entry_deleted_while_its_subject_stays_is_not_taken_for_a_crash)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	add_entries(2);
+	fx_accepted(&F, "DROP TRIGGER audit_no_delete; DELETE FROM audit WHERE seq = 5");
+	/* A read-write open must not drop the mirror's entry 5: its job is there. */
+	atb_store_close(F.s);
+	fx_open(&F);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "audit entry 5 (db): entry missing from the store though its"
+			 " subject is there"), "%s", err.msg);
+}
+
+Test(audit, head_names_the_last_entry_and_verify_holds_the_chain_to_it)
+{
+	struct atb_audit_verify_opts o = {NULL, NULL, 0};
+	struct atb_audit_report rep;
+	struct atb_error err;
+	char hash[65], head[100];
+	int64_t seq;
+
+	add_entries(2);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_head(F.s, &seq, hash, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(seq, 5);  /* a protocol, two boxes, two ingests */
+	snprintf(head, sizeof(head), "%" PRId64 ":%s", seq, hash);
+	o.head = head;
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.head_seq, 5);
+	snprintf(head, sizeof(head), "6:%s", hash);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "before the published head 6 (truncated)"), "%s", err.msg);
+	snprintf(head, sizeof(head), "3:%s", hash);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "is not the published head 3:"), "%s", err.msg);
+	snprintf(head, sizeof(head), "three:%s", hash);
+	cr_assert_eq(atb_audit_verify_with(F.s, &o, &rep, &err), ATB_ERR_USAGE);
 }

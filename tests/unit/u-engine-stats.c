@@ -42,6 +42,12 @@ static int64_t ingest_engine(void)
 	struct atb_ingest_outcome o;
 	struct atb_error err;
 
+	/* Rates: the candidate's are higher, ratio = candidate / baseline (the store re-derives it). */
+	for (size_t k = 0; k < in->nsamples; k++)
+		if (F.samples[k].arm == ATB_ARM_CANDIDATE)
+			F.samples[k].value *= 1.2345678901 * 1.2345678901;
+	for (size_t k = 0; k < in->nseeds; k++)
+		F.seeds[k].candidate_median = 1501.0 * 1.2345678901;
 	in->kind = "engine";
 	in->task = "engine-llamacpp-repeat";
 	in->unit = "req/s";

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
+#include "atb/stats.h"
 #include "../fixtures/store/fixture.h"
 #include "banned.h"
 
@@ -74,6 +75,8 @@ static void ingest_ok(struct atb_ingest_outcome *o)
 	cr_assert_eq(atb_store_ingest(F.s, &F.in, o, &err), ATB_OK, "%s", err.msg);
 }
 
+static char refused_msg[1024];  /* the last ingest_refused's message */
+
 static void ingest_refused(enum atb_status want)
 {
 	struct atb_ingest_outcome o;
@@ -88,6 +91,7 @@ static void ingest_refused(enum atb_status want)
 	st = atb_store_ingest(F.s, &F.in, &o, &err);
 	cr_assert_eq(st, want, "got %s (%s), want %s", atb_status_name(st), err.msg,
 		     atb_status_name(want));
+	snprintf(refused_msg, sizeof(refused_msg), "%s", err.msg);
 	snprintf(rule, sizeof(rule), "atb-rule:%s:", atb_status_name(want) + 9);
 	cr_assert(strstr(err.msg, rule), "'%s' lacks '%s'", err.msg, rule);
 	cr_assert_gt(o.rejection_id, 0);
@@ -268,6 +272,17 @@ Test(store, samples_without_a_result_leave_nothing_admitted)
  * trial) when sorted is 1, interleaved by trial as a runner hands them in
  * when 0; when 2, interleaved, with naive rows too, all in reverse.
  */
+/* The seed results that follow from many_samples' values (the store re-derives them). */
+static void many_medians(void)
+{
+	size_t i;
+
+	for (i = 0; i < F.in.nseeds; i++) {
+		F.seeds[i].baseline_median = 10.0;
+		F.seeds[i].candidate_median = 10.0 / 1.5;
+	}
+}
+
 static struct atb_sample *many_samples(size_t n_per_arm, int sorted)
 {
 	struct atb_sample *x = atb_calloc(3 * n_per_arm, sizeof(*x));
@@ -312,7 +327,7 @@ Test(store, result_with_baseline_from_another_job_cannot_enter_db)
 	/* ...or another box than its job's. */
 	fx_refused(&F, "baseline_elsewhere",
 		   SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest, F.box2);
-	fx_accepted(&F, SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0.01"), F.digest,
+	fx_accepted(&F, SELF_RESULT("o1", "kernel", "ns", "5", "1.25, 1.2, 1.3, 0"), F.digest,
 		    F.box);
 
 	/* C API. */
@@ -342,8 +357,65 @@ Test(store, result_with_cv_over_cap_cannot_enter_db)
 	F.in.cv = 0.08;
 	ingest_refused(ATB_REJECTED_CV_OVER_CAP);
 	fx_ingest(&F, 5, 1.5);
-	F.in.cv = 0.05;  /* at the cap is allowed */
+	fx_spread(&F, 0.031);  /* a cv just under the cap, following from the seeds */
+	cr_assert(F.in.cv > 0.045 && F.in.cv <= 0.05, "cv %g", F.in.cv);
 	ingest_ok(NULL);
+}
+
+/* ---- the store re-derives on insert (issue 12) ---- */
+
+Test(store, speedup_that_is_not_the_geometric_mean_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.in.speedup = 9.5;  /* per-seed ratios 1.5: the forged ingest of issue 12 */
+	F.in.ci_low = 9.0;
+	F.in.ci_high = 9.9;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "geometric mean"), "%s", refused_msg);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM result"), 0);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), 0);
+}
+
+Test(store, median_that_is_not_its_samples_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[2].candidate_median /= 2;
+	F.seeds[2].ratio *= 2;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "candidate median"), "%s", refused_msg);
+}
+
+Test(store, ratio_that_is_not_its_medians_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.seeds[0].ratio = 1.6;
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "per-seed ratio"), "%s", refused_msg);
+}
+
+Test(store, cv_that_does_not_follow_cannot_enter_db)
+{
+	fx_ingest(&F, 5, 1.5);
+	F.in.cv = 0.01;  /* the seeds are alike: their cv is 0 */
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "cv does not follow"), "%s", refused_msg);
+	fx_ingest(&F, 5, 1.5);
+	fx_spread(&F, 0.01);
+	ingest_ok(NULL);
+}
+
+Test(store, derivation_rules_hold_against_sql)
+{
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(NULL);
+	/* A seed result whose median is not its samples', straight through SQL. */
+	fx_refused(&F, "not_derived", "DROP TRIGGER result_insert; DROP TRIGGER seed_result_insert;"
+		   " INSERT INTO job (uuid, kind, task, candidate, unit, protocol_digest,"
+		   " box_fingerprint, created) SELECT 'j2', kind, task, candidate, unit,"
+		   " protocol_digest, box_fingerprint, created FROM job WHERE id = 1;"
+		   " INSERT INTO sample SELECT 2, arm, seed, trial, value FROM sample WHERE job = 1;"
+		   " INSERT INTO seed_result SELECT 2, seed, baseline_median * 2, candidate_median * 2,"
+		   " ratio FROM seed_result WHERE job = 1");
 }
 
 Test(store, admitted_anomaly_cannot_enter_db)
@@ -418,7 +490,7 @@ Test(store, stored_row_cannot_be_updated_deleted_or_replaced)
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_review(F.s, o.result_id, "reject", "ana", "identity kernel", NULL,
 				      &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:correctness", ATB_ERR_CHECK, "wrong output",
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "gate:correctness", ATB_ERR_CHECK, "wrong output",
 				      NULL, NULL, &err), ATB_OK, "%s", err.msg);
 	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
 		fx_refused(&F, "append_only", "UPDATE %s SET %s = %s", tables[i][0], tables[i][1],
@@ -486,6 +558,7 @@ Test(store, batched_samples_are_all_stored_and_each_one_checked)
 
 	for (i = 0; i < sizeof(per_arm) / sizeof(per_arm[0]); i++) {
 		fx_ingest(&F, 5, 1.5);
+		many_medians();
 		x = many_samples(per_arm[i], i == 3 ? 2 : (int)(i & 1));
 		F.in.samples = x;
 		F.in.nsamples = (i == 3 ? 3 : 2) * per_arm[i];
@@ -496,6 +569,7 @@ Test(store, batched_samples_are_all_stored_and_each_one_checked)
 	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM sample"), want);
 	/* A bad value deep inside a batch, and a duplicate key across batches. */
 	fx_ingest(&F, 5, 1.5);
+	many_medians();
 	x = many_samples(1000, 0);
 	x[777].value = -1.0;
 	F.in.samples = x;
@@ -555,11 +629,11 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	snprintf(p, sizeof(p), "%s/newer.db", F.dir);
 	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
 	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 1635017265;"
-		     " PRAGMA user_version = 3;", NULL, NULL, NULL);
+		     " PRAGMA user_version = 4;", NULL, NULL, NULL);
 	sqlite3_close(db);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_STORE_NEWER);
-	cr_assert(strstr(err.msg, "has schema 3, this atb reads up to 2; upgrade atb"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "has schema 4, this atb reads up to 3; upgrade atb"), "%s", err.msg);
 
 	/* An older schema (v1 samples repeated their job's digest and box): refused, untouched. */
 	snprintf(p, sizeof(p), "%s/older.db", F.dir);
@@ -571,7 +645,7 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_NOT_A_STORE);
 	cr_assert_null(s);
-	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2);"
+	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2-3);"
 			 " create a new store with 'atb db init'"), "%s", err.msg);
 	file_bytes(p, &after, &la);
 	cr_assert(lb == la && !memcmp(before, after, lb));
@@ -634,7 +708,7 @@ Test(store, ingest_stores_everything_in_one_transaction_with_its_audit_entry)
 	cr_assert_gt(o.audit_seq, 0);
 	cr_assert_eq(strlen(o.job_uuid), 32);
 	cr_assert_eq(atb_store_info(F.s, &info, &err), ATB_OK);
-	cr_assert_eq(info.schema_version, 2);
+	cr_assert_eq(info.schema_version, 3);
 	cr_assert_eq(info.rows[3], 36);   /* sample */
 	cr_assert_eq(info.rows[4], 6);    /* seed_result */
 	cr_assert_eq(info.nprotocols, 1);
@@ -654,11 +728,11 @@ Test(store, rejections_are_stored_with_their_reason)
 	size_t n;
 
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, "job-7", "gate:correctness", ATB_ERR_CHECK,
+	cr_assert_eq(atb_store_reject(F.s, "job-7", F.digest, "gate:correctness", ATB_ERR_CHECK,
 				      "output differs at element 3", "{\"max_err\":2.5}", &id, &err),
 		     ATB_OK, "%s", err.msg);
 	cr_assert_gt(id, 0);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "", ATB_ERR_CHECK, "x", NULL, NULL, &err),
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "", ATB_ERR_CHECK, "x", NULL, NULL, &err),
 		     ATB_ERR_USAGE);
 	cr_assert_eq(atb_store_list_rejections(F.s, &rows, &n, &err), ATB_OK);
 	cr_assert_eq(n, 1);
@@ -680,7 +754,7 @@ Test(store, secrets_never_reach_the_store_or_the_audit_chain)
 	F.in.candidate = "cand sk-test-0123456789abcdefSECRETVALUE";
 	ingest_ok(NULL);
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, NULL, "gate:llm", ATB_ERR_CHECK,
+	cr_assert_eq(atb_store_reject(F.s, NULL, F.digest, "gate:llm", ATB_ERR_CHECK,
 				      "call failed with key sk-test-0123456789abcdefSECRETVALUE",
 				      "{\"headers\":[\"Bearer sk-test-0123456789abcdefSECRETVALUE\"]}",
 				      NULL, &err), ATB_OK, "%s", err.msg);
@@ -799,7 +873,11 @@ Test(store, check_finds_rows_that_got_in_with_triggers_dropped)
 	}
 	cr_assert_eq(cv, 1);
 	cr_assert_eq(schema, 1);
-	cr_assert_eq(audit, 0);  /* the chain itself was not touched */
+	/* The chain was not touched, but the ingest entry's row hash no longer matches. */
+	cr_assert_eq(audit, 1);
+	for (i = 0; i < kept; i++)
+		if (!strcmp(f[i].rule, "audit"))
+			cr_assert(strstr(f[i].what, "job 1: its rows differ"), "%s", f[i].what);
 	atb_free(f);
 }
 
@@ -813,7 +891,10 @@ Test(store, check_finds_iterations_that_got_in_with_triggers_dropped)
 	fx_accepted(&F, "INSERT INTO run (id, task, proposer, seed, iterations, paired_seeds, naive,"
 		    " protocol_digest, box_fingerprint, created) VALUES ('r1', 'relu', 'random', 1, 4,"
 		    " 8, 0, '%s', '%s', 'now')", F.digest, F.box);
-	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	/* A run written by SQL has no audit entry (issue 12: runs are audited too). */
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(total, 1);
+	cr_assert(strstr(f[0].what, "run 'r1' has no audit entry"), "%s", f[0].what);
 	atb_free(f);
 	/* A usable iteration with no admitted result, and a gap in the numbering. */
 	fx_accepted(&F, "DROP TRIGGER iteration_insert; INSERT INTO iteration (run, k, knobs, outcome,"
@@ -897,7 +978,7 @@ Test(store, reject_review_and_box_each_write_their_row_with_its_audit_entry)
 	ingest_ok(&q);
 	cr_assert(q.quarantined);
 	atb_error_clear(&err);
-	cr_assert_eq(atb_store_reject(F.s, "job-9", "gate:floor", ATB_ERR_CHECK, "too fast",
+	cr_assert_eq(atb_store_reject(F.s, "job-9", F.digest, "gate:floor", ATB_ERR_CHECK, "too fast",
 				      NULL, &rej, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(atb_store_review(F.s, q.result_id, "admit", "ana", "re-measured", &rev,
 				      &err), ATB_OK, "%s", err.msg);
@@ -950,7 +1031,7 @@ Test(store, allocation_failure_in_reject_review_or_box_leaves_no_row_without_its
 			atb_alloc_fail_at(k);
 			atb_error_clear(&err);
 			if (w == 0)
-				st = atb_store_reject(F.s, NULL, "gate:floor", ATB_ERR_CHECK,
+				st = atb_store_reject(F.s, NULL, F.digest, "gate:floor", ATB_ERR_CHECK,
 						      "too fast", "{\"n\":1}", NULL, &err);
 			else if (w == 1)
 				st = atb_store_review(F.s, q.result_id, "admit", "ana", "ok", NULL,
@@ -972,4 +1053,302 @@ Test(store, allocation_failure_in_reject_review_or_box_leaves_no_row_without_its
 		}
 		cr_assert_lt(k, 300, "writer %d never completed", w);
 	}
+}
+
+/* ---- issue 12: db check re-derives from the samples; rows are bound to the chain ---- */
+
+/* An ingest whose numbers are stats/'s own, with the bootstrap seed in its stats. */
+static void ingest_measured(struct atb_ingest_outcome *o)
+{
+	struct atb_paired_seed ps[8];
+	double b[8][3], c[8][3];
+	struct atb_paired_input in;
+	struct atb_paired_result r;
+	struct atb_error err;
+	char stats[256];
+	size_t i, k;
+
+	fx_ingest(&F, 8, 1.5);
+	fx_spread(&F, 0.02);
+	for (k = 0; k < F.in.nsamples; k++) {
+		const struct atb_sample *x = &F.samples[k];
+
+		(x->arm == ATB_ARM_BASELINE ? b : c)[x->seed - 100][x->trial] =
+			x->value * (x->arm == ATB_ARM_CANDIDATE ? 1 + 0.01 * x->trial : 1);
+	}
+	memset(ps, 0, sizeof(ps));
+	for (i = 0; i < 8; i++)
+		ps[i] = (struct atb_paired_seed){(uint64_t)(100 + i), b[i], 3, c[i], 3};
+	memset(&in, 0, sizeof(in));
+	in.seeds = ps;
+	in.nseeds = 8;
+	in.ci_level = 0.95;
+	in.bootstrap_resamples = 200;
+	in.significance_alpha = 0.05;
+	in.cv_cap = 0.05;
+	in.bootstrap_seed = 4242;
+	atb_error_clear(&err);
+	cr_assert_eq(atb_stats_paired(&in, &r, &err), ATB_OK, "%s", err.msg);
+	for (k = 0; k < F.in.nsamples; k++) {
+		struct atb_sample *x = &F.samples[k];
+
+		x->value = (x->arm == ATB_ARM_BASELINE ? b : c)[x->seed - 100][x->trial];
+	}
+	for (i = 0; i < 8; i++)
+		F.seeds[i] = (struct atb_seed_result){(int64_t)r.seeds[i].seed,
+						      r.seeds[i].baseline_median,
+						      r.seeds[i].candidate_median, r.seeds[i].ratio};
+	F.in.speedup = r.geomean_ratio;
+	F.in.ci_low = r.ci_lo;
+	F.in.ci_high = r.ci_hi;
+	F.in.cv = r.cv;
+	snprintf(stats, sizeof(stats), "{\"bootstrap_seed\":4242,\"bootstrap_resamples\":200,"
+		 "\"ci_level\":0.95,\"seeds\":[100,101,102,103,104,105,106,107]}");
+	F.in.stats_json = stats;
+	ingest_ok(o);
+	atb_stats_paired_release(&r);
+}
+
+static size_t findings_with(const char *what, struct atb_store_finding *f, size_t kept)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < kept; i++)
+		n += strstr(f[i].what, what) != NULL;
+	return n;
+}
+
+Test(store, check_rederives_the_bootstrap_interval_from_the_samples)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total;
+
+	ingest_measured(NULL);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	fx_accepted(&F, "DROP TRIGGER result_no_update; UPDATE result SET ci_low = ci_low * 0.9");
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(findings_with("the bootstrap of its samples (seed 4242)", f, kept), 1);
+	cr_assert_eq(findings_with("job 1: its rows differ", f, kept), 1);
+	atb_free(f);
+}
+
+Test(store, check_rederives_medians_ratios_speedup_and_cv)
+{
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	size_t kept, total;
+
+	ingest_measured(NULL);
+	fx_accepted(&F, "DROP TRIGGER sample_no_update; DROP TRIGGER seed_result_no_update;"
+		    " DROP TRIGGER result_no_update;"
+		    " UPDATE sample SET value = value * 3 WHERE arm = 'baseline' AND seed = 103;"
+		    " UPDATE seed_result SET ratio = ratio * 1.1 WHERE seed = 105;"
+		    " UPDATE result SET speedup = speedup * 1.2, ci_high = ci_high * 1.3, cv = cv + 0.01");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(findings_with("seed 103: baseline median", f, kept), 1);
+	cr_assert_eq(findings_with("seed 105: ratio", f, kept), 1);
+	cr_assert_eq(findings_with("result 1: speedup", f, kept), 2);  /* and not the geomean */
+	cr_assert_eq(findings_with("not_derived: result 1: cv", f, kept), 1);
+	atb_free(f);
+}
+
+Test(store, a_deleted_result_with_its_iteration_and_tail_entry_is_found)
+{
+	struct atb_ingest_outcome o;
+	struct atb_run_row run;
+	struct atb_iteration_row it;
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	fx_ingest(&F, 5, 1.5);
+	ingest_ok(&o);
+	memset(&run, 0, sizeof(run));
+	snprintf(run.id, sizeof(run.id), "r1");
+	snprintf(run.task, sizeof(run.task), "relu");
+	snprintf(run.proposer, sizeof(run.proposer), "random");
+	run.iterations = 2;
+	run.paired_seeds = 5;
+	memcpy(run.protocol_digest, F.digest, 65);
+	memcpy(run.box_fingerprint, F.box, 65);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_add_run(F.s, &run, &err), ATB_OK, "%s", err.msg);
+	memset(&it, 0, sizeof(it));
+	snprintf(it.run, sizeof(it.run), "r1");
+	it.knobs_json = "{}";
+	snprintf(it.outcome, sizeof(it.outcome), "usable");
+	it.usable = 1;
+	memcpy(it.job_uuid, o.job_uuid, sizeof(it.job_uuid));
+	it.result_id = o.result_id;
+	cr_assert_eq(atb_store_add_iteration(F.s, &it, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	/* The iteration is the tail entry: delete it, its row and the result, both copies. */
+	fx_accepted(&F, "DROP TRIGGER result_no_delete; DROP TRIGGER iteration_no_delete;"
+		    " DROP TRIGGER audit_no_delete; DELETE FROM iteration; DELETE FROM result;"
+		    " DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit)");
+	{
+		char *buf;
+		size_t len, end;
+		FILE *m;
+
+		cr_assert_eq(atbi_read_file(atb_store_mirror_path(F.s), &buf, &len, &err), ATB_OK);
+		for (end = len - 1; end > 0 && buf[end - 1] != '\n'; end--)
+			;
+		m = fopen(atb_store_mirror_path(F.s), "w");
+		cr_assert_not_null(m);
+		cr_assert_eq(fwrite(buf, 1, end, m), end);
+		fclose(m);
+		atb_free(buf);
+	}
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "job 1: its rows differ from the hash this ingest entry recorded"),
+		  "%s", err.msg);
+}
+
+Test(store, box_capability_rows_are_bound_to_the_chain)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_capability_put(F.s, F.box, ATB_CAPABILITY_CPU_MEM_BW, 2e10, "stream",
+					      &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	/* A faster box makes the physical floor lower: edit the value. */
+	fx_accepted(&F, "DROP TRIGGER box_capability_no_update; UPDATE box_capability SET value = 2e12");
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert(strstr(err.msg, "box capability 1: its rows differ"), "%s", err.msg);
+}
+
+Test(store, a_schema_2_store_is_read_as_legacy_and_migrated_on_a_write)
+{
+	char path[400], body_hex[65], now[40], *body = NULL, payload[200], sql[1200];
+	struct atb_store *s = NULL;
+	struct atb_store_finding *f = NULL;
+	struct atb_audit_report rep;
+	struct atb_error err;
+	size_t kept, total, blen;
+	sqlite3 *db;
+	FILE *m;
+
+	/* What atb wrote before schema 3: the v2 schema, a frozen protocol, its entry. */
+	snprintf(path, sizeof(path), "%s/v2.db", F.dir);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, atbi_store_schema_sql, NULL, NULL, NULL), SQLITE_OK);
+	snprintf(payload, sizeof(payload), "{\"digest\":\"%s\",\"version\":1}", F.digest);
+	atbi_audit_time(now, sizeof(now));
+	cr_assert_eq(atbi_audit_body(1, now, "protocol.frozen", payload, ATBI_GENESIS, &body, &blen),
+		     ATB_OK);
+	atbi_sha256_hex(body, blen, body_hex);
+	snprintf(sql, sizeof(sql), "PRAGMA application_id = 1635017265; PRAGMA user_version = 2;"
+		 " PRAGMA journal_mode = WAL; INSERT INTO frozen_protocol VALUES ('%s', 1, '%s', 'now');"
+		 " INSERT INTO audit VALUES (1, '%s', 'protocol.frozen', '%s', '%s', '%s');",
+		 F.digest, FX_CANONICAL, now, payload, ATBI_GENESIS, body_hex);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+	snprintf(sql, sizeof(sql), "%s.audit.jsonl", path);
+	m = fopen(sql, "w");
+	cr_assert_not_null(m);
+	fprintf(m, "{\"entry\":%s,\"hash\":\"%s\"}\n", body, body_hex);
+	fclose(m);
+	atb_free(body);
+
+	/* Read-only: read as it is, checked against v2, its entry legacy. */
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(path, ATB_STORE_READ_ONLY, &s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_audit_verify(s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.legacy_entries, 1);
+	cr_assert(strstr(rep.notes[0], "1 entry written before row hashes"), "%s", rep.notes[0]);
+	cr_assert_eq(atb_store_check(s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	atb_store_close(s);
+
+	/* Read-write: migrated to 3 in one transaction, with an entry that says so. */
+	cr_assert_eq(atb_store_open(path, ATB_STORE_READ_WRITE, &s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_register_box(s, F.box, "{\"cpu\":\"test\"}", &err), ATB_OK, "%s",
+		     err.msg);
+	cr_assert_eq(atb_audit_verify(s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.db_entries, 3);
+	cr_assert_eq(rep.legacy_entries, 1);
+	cr_assert_eq(rep.rows_checked, 1);
+	cr_assert_eq(atb_store_check(s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	atb_free(f);
+	cr_assert_eq(atb_store_reject(s, NULL, F.digest, "gate:x", ATB_ERR_CHECK, "x", NULL, NULL,
+				      &err), ATB_OK, "%s", err.msg);
+	atb_store_close(s);
+	cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+	{
+		sqlite3_stmt *q;
+
+		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
+						" (SELECT kind FROM audit WHERE seq = 2),"
+						" (SELECT protocol_digest FROM rejection)", -1, &q, NULL),
+			     SQLITE_OK);
+		cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+		cr_assert_eq(sqlite3_column_int(q, 0), 3);
+		cr_assert_str_eq((const char *)sqlite3_column_text(q, 1), "store.migrated");
+		cr_assert_str_eq((const char *)sqlite3_column_text(q, 2), F.digest);
+		sqlite3_finalize(q);
+	}
+	sqlite3_close(db);
+}
+
+Test(store, an_entry_that_lost_its_row_hash_after_row_hashes_began_is_found)
+{
+	struct atb_audit_report rep;
+	struct atb_error err;
+
+	/* Rewritten without "rows" (and re-hashed, so the chain itself holds). */
+	fx_accepted(&F, "DROP TRIGGER audit_no_update; UPDATE audit SET payload ="
+		    " json_remove(payload, '$.rows') WHERE seq = 2");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	/* the edit breaks the entry's own hash first; either way it is found */
+	cr_assert_eq(rep.bad_seq, 2);
+}
+
+Test(store, an_even_count_median_is_the_mean_of_the_two_middle_samples)
+{
+	int i, t, n = 0;
+
+	fx_ingest(&F, 5, 1.5);
+	for (i = 0; i < 5; i++) {
+		for (t = 0; t < 4; t++) {
+			F.samples[n++] = (struct atb_sample){100 + i, t, ATB_ARM_BASELINE, 1500.0 + t};
+			F.samples[n++] = (struct atb_sample){100 + i, t, ATB_ARM_CANDIDATE,
+							      (1500.0 + t) / 1.5};
+		}
+		F.seeds[i].baseline_median = 1501.5;
+		F.seeds[i].candidate_median = 0.5 * (1501.0 / 1.5) + 0.5 * (1502.0 / 1.5);
+		F.seeds[i].ratio = F.seeds[i].baseline_median / F.seeds[i].candidate_median;
+	}
+	F.in.nsamples = (size_t)n;
+	/* A lower middle sample passes the counts; it is not the median. */
+	F.seeds[0].baseline_median = 1501.0;
+	F.seeds[0].ratio = 1501.0 / F.seeds[0].candidate_median;
+	F.in.speedup = exp((log(F.seeds[0].ratio) + 4 * log(F.seeds[1].ratio)) / 5);
+	ingest_refused(ATB_REJECTED_NOT_DERIVED);
+	cr_assert(strstr(refused_msg, "baseline median"), "%s", refused_msg);
+	/* The upper middle one neither. */
+	F.seeds[0].baseline_median = 1502.0;
+	F.seeds[0].ratio = 1502.0 / F.seeds[0].candidate_median;
+	F.in.speedup = exp((log(F.seeds[0].ratio) + 4 * log(F.seeds[1].ratio)) / 5);
+	{
+		struct atb_error e;
+
+		atb_error_clear(&e);
+		cr_assert_eq(atb_store_ingest(F.s, &F.in, NULL, &e), ATB_REJECTED_NOT_DERIVED, "%s",
+			     e.msg);
+		cr_assert(strstr(e.msg, "baseline median"), "%s", e.msg);
+	}
+	F.seeds[0].baseline_median = 1501.5;
+	F.seeds[0].ratio = F.seeds[1].ratio;
+	F.in.speedup = F.seeds[1].ratio;
+	F.in.ci_low = F.in.speedup * 0.95;
+	F.in.ci_high = F.in.speedup * 1.05;
+	ingest_ok(NULL);
 }

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Issue 12, tried as an attacker with write access to the store's folder
+# would: a forged ingest is refused at ingest; every edit made with the
+# triggers dropped and recreated from their own SQL is found by db check or
+# audit verify, naming the row; a truncated tail and a chain rewritten
+# consistently in both copies are found by the head and the witness kept
+# outside the store's folder.
+. "$(dirname "$0")/lib.sh"
+
+"$ATB" protocol verify >/dev/null 2>&1 || skip_all "atb protocol verify fails: no frozen protocol to sync"
+command -v sqlite3 >/dev/null || skip_all "the sqlite3 shell is not installed"
+command -v python3 >/dev/null || skip_all "python3 is not installed"
+FX=$ATB_SOURCE_DIR/tests/fixtures/store
+REWRITE="python3 $FX/rewrite-chain.py"
+mkdir -p store anchors
+W=$TRASH/anchors/witness
+export ATB_AUDIT_WITNESS=$W
+export ATB_DB=$TRASH/store/base.db
+"$ATB" db init >/dev/null &&
+	"$ATB" db ingest-json "$FX/ok-kernel.json" >/dev/null &&
+	{ "$ATB" db ingest-json "$FX/rejected-cv-over-cap.json" >/dev/null 2>&1; test $? = 2; } &&
+	"$ATB" db ingest-json "$FX/anomaly-quarantined.json" >/dev/null &&
+	"$ATB" review 2 --reject --reason "identity kernel" --reviewer t >/dev/null &&
+	"$ATB" db ingest-json "$FX/ok-engine.json" >/dev/null || exit 1
+HEAD=$("$ATB" audit head) || exit 1
+unset ATB_AUDIT_WITNESS
+cp "$W" witness.base
+export ATB_DB=$TRASH/store/a.db
+
+# A fresh copy of the base store (and its witness) for each attack.
+fresh() {
+	rm -f store/a.db store/a.db-wal store/a.db-shm store/a.db.audit.jsonl
+	cp store/base.db store/a.db && cp store/base.db.audit.jsonl store/a.db.audit.jsonl &&
+		cp witness.base "$W"
+}
+
+# check_finds WHAT...: db check exits 1 and every WHAT is in its output.
+check_finds() {
+	expect_exit 1 "$ATB" db check || return 1
+	for w in "$@"; do expect_grep "$w" "$TRASH/out" || return 1; done
+}
+
+test_expect "the base store checks clean, with every entry's rows re-hashed" '
+	fresh &&
+	expect_exit 0 "$ATB" db check &&
+	expect_exit 0 "$ATB" audit verify --witness "$W" --head "$HEAD" &&
+	expect_grep "rows of 9 entries re-hashed; head 9 matches; 9 witness lines match" "$TRASH/out"
+'
+
+test_expect "audit head prints SEQ:HASH of the last entry" '
+	fresh &&
+	test "$HEAD" = "9:$(sqlite3 store/a.db "SELECT hash FROM audit WHERE seq = 9")" &&
+	expect_exit 0 "$ATB" audit head --json &&
+	expect_grep "\"seq\": 9" "$TRASH/out"
+'
+
+test_expect "a forged ingest (per-seed ratios 1.5, speedup 9.5) is refused at ingest" '
+	fresh &&
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d[\"seeds\"]:
+    s[\"baseline_median\"] = 1000.5; s[\"candidate_median\"] = 667.0; s[\"ratio\"] = 1.5
+d[\"speedup\"] = 9.5; d[\"ci_low\"] = 9.0; d[\"ci_high\"] = 9.9; d[\"cv\"] = 0.0
+for x in d[\"samples\"]:
+    x[\"value\"] = 1000.0 + x[\"trial\"] if x[\"arm\"] == \"baseline\" else 666.5 + x[\"trial\"]
+json.dump(d, open(\"forged.json\", \"w\"))
+" "$FX/ok-kernel.json" &&
+	jobs=$(sqlite3 store/a.db "SELECT count(*) FROM job") &&
+	expect_exit 2 "$ATB" db ingest-json forged.json &&
+	expect_grep "atb-rule:not_derived: the speedup is not the geometric mean of the per-seed ratios" "$TRASH/err" &&
+	test "$(sqlite3 store/a.db "SELECT count(*) FROM job")" = "$jobs" &&
+	test "$(sqlite3 store/a.db "SELECT count(*) FROM result WHERE speedup = 9.5")" = 0 &&
+	test "$(sqlite3 store/a.db "SELECT rule FROM rejection ORDER BY id DESC LIMIT 1")" = store:not_derived
+'
+
+test_expect "a forged median or ratio is refused at ingest" '
+	fresh &&
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1])); d[\"seeds\"][3][\"ratio\"] *= 1.01
+json.dump(d, open(\"ratio.json\", \"w\"))
+d = json.load(open(sys.argv[1])); d[\"seeds\"][0][\"candidate_median\"] *= 0.5
+json.dump(d, open(\"median.json\", \"w\"))
+" "$FX/ok-kernel.json" &&
+	expect_exit 2 "$ATB" db ingest-json ratio.json &&
+	expect_grep "atb-rule:not_derived: the per-seed ratio does not follow" "$TRASH/err" &&
+	expect_exit 2 "$ATB" db ingest-json median.json &&
+	expect_grep "atb-rule:not_derived: the candidate median is not the median" "$TRASH/err"
+'
+
+test_expect "a changed interval is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE result SET ci_low = 1.0 WHERE id = 1" &&
+	check_finds "job 1: its rows differ from the hash this ingest entry recorded"
+'
+
+test_expect "halved candidate samples are found (medians re-derived, rows re-hashed)" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE sample SET value = value / 2 WHERE job = 1 AND arm = '"'"'candidate'"'"'" &&
+	check_finds "atb-rule:not_derived: result 1 seed 1: candidate median" \
+		"job 1: its rows differ"
+'
+
+test_expect "a consistent 2x rewrite of samples, medians, ratios, speedup and interval is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE sample SET value = value / 2 WHERE job = 1 AND arm = '"'"'candidate'"'"';
+		UPDATE seed_result SET candidate_median = candidate_median / 2, ratio = ratio * 2 WHERE job = 1;
+		UPDATE result SET speedup = speedup * 2, ci_low = ci_low * 2, ci_high = ci_high * 2 WHERE id = 1" &&
+	expect_exit 1 "$ATB" db check &&
+	expect_grep "job 1: its rows differ" "$TRASH/out" &&
+	! grep -q not_derived "$TRASH/out"
+'
+
+test_expect "a renamed task is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE job SET task = '"'"'softmax'"'"' WHERE id = 1" &&
+	check_finds "job 1: its rows differ" &&
+	expect_exit 1 "$ATB" audit verify &&
+	expect_grep "audit entry 5 (store): job 1: its rows differ" "$TRASH/err"
+'
+
+test_expect "edited stats are found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE result SET stats = '"'"'{\"method\":\"measured\"}'"'"' WHERE id = 1" &&
+	check_finds "job 1: its rows differ"
+'
+
+test_expect "an edited rejection is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE rejection SET reason = '"'"'fine'"'"', rule = '"'"'gate:none'"'"'" &&
+	check_finds "rejection 1: its rows differ from the hash this rejection entry recorded"
+'
+
+test_expect "a deleted rejection is found" '
+	fresh &&
+	$REWRITE store/a.db "DELETE FROM rejection" &&
+	check_finds "rejection 1: its rows differ"
+'
+
+test_expect "an edited review is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE review SET decision = '"'"'admit'"'"'" &&
+	check_finds "review 1: its rows differ"
+'
+
+test_expect "a deleted result with its tail entry, in both copies, is found" '
+	fresh &&
+	$REWRITE store/a.db "DELETE FROM result WHERE id = 3; DELETE FROM seed_result WHERE job = 3" --truncate 8 &&
+	check_finds "audit chain (store): job " "has no audit entry" &&
+	expect_exit 1 "$ATB" audit verify --witness "$W" &&
+	expect_grep "the chain ends at entry 8 but the witness saw entry 9 (truncated)" "$TRASH/err"
+'
+
+test_expect "a whole job deleted with its tail entry in both copies: only the anchors find it" '
+	fresh &&
+	$REWRITE store/a.db "DELETE FROM result WHERE id = 3; DELETE FROM seed_result WHERE job = 3;
+		DELETE FROM sample WHERE job = 3; DELETE FROM job WHERE id = 3" --truncate 8 &&
+	expect_exit 0 "$ATB" audit verify &&
+	expect_exit 1 "$ATB" audit verify --head "$HEAD" &&
+	expect_grep "the chain ends at entry 8, before the published head 9 (truncated)" "$TRASH/err" &&
+	expect_exit 1 "$ATB" audit verify --witness "$W" &&
+	expect_grep "witness saw entry 9 (truncated)" "$TRASH/err" &&
+	ATB_AUDIT_WITNESS=$W expect_exit 1 "$ATB" db check &&
+	expect_grep "truncated" "$TRASH/out"
+'
+
+test_expect "the last audit row deleted from the store while its job stays is found" '
+	fresh &&
+	$REWRITE store/a.db "DELETE FROM audit WHERE seq = 9" &&
+	check_finds "audit entry 9 (db): entry missing from the store though its subject is there"
+'
+
+test_expect "a chain rewritten consistently in both copies passes alone, fails the head and the witness" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE rejection SET reason = '"'"'fine'"'"'" \
+		--sub "atb-rule:cv_over_cap: the cross-run cv is over the protocol'"'"'s stats.cv_cap" fine --rechain &&
+	expect_exit 0 "$ATB" db check &&
+	expect_exit 1 "$ATB" audit verify --witness "$W" &&
+	expect_grep "audit entry 6 (witness): hash " "$TRASH/err" &&
+	expect_grep "(the chain was rewritten)" "$TRASH/err" &&
+	expect_exit 1 "$ATB" audit verify --head "$HEAD" &&
+	expect_grep "audit entry 9 (db): hash " "$TRASH/err" &&
+	expect_grep "is not the published head 9:" "$TRASH/err"
+'
+
+test_expect "a box inserted by SQL is found" '
+	fresh &&
+	$REWRITE store/a.db "INSERT INTO box VALUES (printf('"'"'%064d'"'"', 7), '"'"'{}'"'"', '"'"'now'"'"')" &&
+	check_finds "box '"'"'0000000000000000000000000000000000000000000000000000000000000007'"'"' has no audit entry"
+'
+
+test_expect "a box capability inserted by SQL is found" '
+	fresh &&
+	$REWRITE store/a.db "INSERT INTO box_capability (fingerprint, kind, value, method, measured_at)
+		SELECT fingerprint, '"'"'cpu_mem_bw_bytes_per_s'"'"', 1e15, '"'"'x'"'"', '"'"'now'"'"' FROM box" &&
+	check_finds "box capability '"'"'1'"'"' has no audit entry"
+'
+
+test_expect "a witness in the store's folder is refused" '
+	fresh &&
+	expect_exit 2 "$ATB" audit verify --witness store/w &&
+	expect_grep "is in the store'"'"'s folder" "$TRASH/err" &&
+	ATB_AUDIT_WITNESS=$TRASH/store/w expect_exit 2 "$ATB" db ingest-json "$FX/ok-kernel.json" &&
+	test ! -e store/w
+'
+
+test_expect "a deleted witness is found" '
+	fresh &&
+	expect_exit 1 "$ATB" audit verify --witness anchors/gone &&
+	expect_grep "witness '"'"'anchors/gone'"'"' does not exist" "$TRASH/err"
+'
+
+test_expect "a malformed head is refused" '
+	fresh &&
+	expect_exit 2 "$ATB" audit verify --head 11:abc &&
+	expect_grep "is not SEQ:HASH" "$TRASH/err"
+'
+
+test_done
