@@ -833,6 +833,19 @@ enum atb_status atb_llm_call(struct atb_llm_client *c, const struct atb_llm_requ
 	if (!isfinite(rq->temperature) || rq->temperature < 0)
 		return atb_error_set(err, ATB_ERR_USAGE, "temperature %g is not finite and >= 0",
 				     rq->temperature);
+	if (c->store && c->run[0]) {
+		struct atb_llm_run_stats rs;
+
+		/* a halted run asks no server (the schema refuses its rows anyway) */
+		st = atb_llm_run_stats(c->store, c->run, &rs, err);
+		if (st)
+			return st;
+		if (rs.halted)
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "run '%s' halted as an infrastructure defect (%s) after %lld"
+					     " calls; it takes no more (atb-rule:infrastructure_defect)",
+					     c->run, rs.halt_reason, (long long)rs.calls);
+	}
 	st = request_body(c, rq, &body, err);
 	if (st)
 		return st;
