@@ -358,10 +358,16 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V3);
 	t2 = replace(text, "version: 3", "version: 4");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	atb_free(t2);
+	/* PROTO: llm.alarms (required from version 4) */
+	t2 = replace(t3, "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  alarms: {min_calls: 4,"
+		     " empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n");
+	atb_free(t3);
+	t3 = t2;
+	t2 = NULL;
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
 	atb_free(text);
-	atb_free(t2);
 	atb_free(t3);
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
