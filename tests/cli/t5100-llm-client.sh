@@ -131,6 +131,19 @@ test_expect "a config file with the key must be private; then its key is what th
 	expect_grep "m.json" "$TRASH/err" && expect_grep "model" "$TRASH/err"
 '
 
+test_expect "atb llm ping: one call, not recorded, usage errors named" '
+	double pg "[{\"content\": \"pong\"}]" &&
+	"$ATB" --db ping.db llm ping >out 2>err && undouble pg &&
+	test "$(cat out)" = pong && expect_grep "ok, finish_reason stop" err && test ! -e ping.db &&
+	jq -r .body pg.log | jq -e ".messages[0].content == \"Reply with: pong\"" &&
+	expect_exit 2 "$ATB" llm call && expect_grep "needs --prompt-file" "$TRASH/err" &&
+	expect_exit 2 "$ATB" llm call --prompt-file p.txt --run "bad/run" &&
+	expect_grep "bad/run" "$TRASH/err" &&
+	expect_exit 2 env -u ATB_LLM_BASE_URL "$ATB" --db t.db llm call --prompt-file p.txt --run x1 &&
+	expect_grep "no server" "$TRASH/err" &&
+	expect_exit 2 "$ATB" llm frob && "$ATB" --help | grep -q "^  llm "
+'
+
 test_expect "the key is nowhere: not in the store, its audit mirror, any output or log of atb" '
 	"$ATB" --db t.db llm check >chk && expect_grep "match their rows and audit entries" chk &&
 	"$ATB" --db t.db audit verify >/dev/null &&
