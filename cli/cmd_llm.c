@@ -29,6 +29,8 @@ static const char llm_help[] =
 	"                    [--replay RUN] [--no-record] [OPTIONS]\n"
 	"       atb llm show RUN [--json]\n"
 	"       atb llm check [--json]\n"
+	"       atb llm apply --reply F --into DIR --file NAME [--file NAME...]\n"
+	"                     [--format fenced|json] [--json]\n"
 	"\n"
 	"An OpenAI-compatible chat client (POST BASE/v1/chat/completions): llama.cpp's\n"
 	"server, vLLM, SGLang and hosted APIs.  max_tokens is always the protocol's\n"
@@ -49,6 +51,12 @@ static const char llm_help[] =
 	"          defect (exit 1, the evidence on stdout) and takes no more calls\n"
 	"  show    a run's call counts, tokens, cost, and its halt with the evidence\n"
 	"  check   every stored call's hash against its row and its audit entry\n"
+	"  apply   write the files a reply proposes (F: the model's content) into the\n"
+	"          existing candidate folder DIR, all or nothing; only the --file names\n"
+	"          (the task's surface: plain names, no folder, no '..', no absolute\n"
+	"          path), each at most 1 MiB; a symlink or folder in DIR under such a\n"
+	"          name refuses the reply.  fenced: ```LANG NAME blocks (NAME may be\n"
+	"          left out when there is one --file); json: {\"files\": {NAME: TEXT}}\n"
 	"\n"
 	"options:\n"
 	"  --base-url URL     the server (else $ATB_LLM_BASE_URL, the config's base_url)\n"
@@ -87,7 +95,9 @@ static const char llm_help[] =
 
 struct llm_args {
 	const char *sub, *prompt_file, *system_file, *run, *replay, *config, *base_url;
-	const char *model, *prices, *expect, *show_run;
+	const char *model, *prices, *expect, *show_run, *reply, *into, *format;
+	const char *files[16];
+	size_t nfiles;
 	int json, no_record;
 	int64_t repeat, max_attempts;
 	double temperature, timeout_s, backoff_ms;
@@ -132,7 +142,17 @@ static int parse_args(int argc, char **argv, struct llm_args *a)
 		VAL("--model", a->model)
 		VAL("--prices", a->prices)
 		VAL("--expect", a->expect)
+		VAL("--reply", a->reply)
+		VAL("--into", a->into)
+		VAL("--format", a->format)
 #undef VAL
+		if (!strcmp(o, "--file") && v) {
+			if (a->nfiles == sizeof(a->files) / sizeof(a->files[0]))
+				return cli_usage_error("llm", "at most 16 --file names");
+			a->files[a->nfiles++] = v;
+			i++;
+			continue;
+		}
 		if (!strcmp(o, "--json")) {
 			a->json = 1;
 		} else if (!strcmp(o, "--no-record")) {
@@ -320,6 +340,46 @@ static int do_check(struct cli_ctx *ctx, const struct llm_args *a)
 	return CLI_OK;
 }
 
+static int do_apply(struct cli_ctx *ctx, const struct llm_args *a)
+{
+	struct atb_llm_reply r;
+	struct atb_error err;
+	enum atb_llm_reply_format fmt = ATB_LLM_REPLY_FENCED;
+	char *text = NULL;
+	size_t i;
+	int rc;
+
+	if (!a->reply || !a->into || !a->nfiles)
+		return cli_usage_error("llm", "apply needs --reply F, --into DIR and --file NAME");
+	if (a->format && !strcmp(a->format, "json"))
+		fmt = ATB_LLM_REPLY_JSON;
+	else if (a->format && strcmp(a->format, "fenced"))
+		return cli_usage_error("llm", "bad --format '%s': fenced or json", a->format);
+	if ((rc = read_text(a->reply, &text)))
+		return rc;
+	atb_error_clear(&err);
+	if (atb_llm_reply_parse(text, fmt, a->files, a->nfiles, &r, &err) ||
+	    atb_llm_reply_write(&r, a->into, &err)) {
+		atb_free(text);
+		atb_llm_reply_release(&r);
+		return cli_fail(&err);
+	}
+	atb_free(text);
+	if (a->json || ctx->json) {
+		json_t *arr = json_array();
+
+		for (i = 0; i < r.nfiles; i++)
+			json_array_append_new(arr, json_pack("{s:s, s:I}", "name", r.files[i].name,
+							     "bytes", (json_int_t)r.files[i].len));
+		atb_llm_reply_release(&r);
+		return cli_print_json("llm", json_pack("{s:s, s:o}", "into", a->into, "files", arr));
+	}
+	for (i = 0; i < r.nfiles; i++)
+		printf("wrote %s/%s (%zu bytes)\n", a->into, r.files[i].name, r.files[i].len);
+	atb_llm_reply_release(&r);
+	return CLI_OK;
+}
+
 static int copy_opt(char *dst, size_t size, const char *v, const char *opt)
 {
 	if (strlen(v) >= size)
@@ -352,7 +412,7 @@ int cmd_llm(int argc, char **argv, struct cli_ctx *ctx)
 	a.repeat = 1;
 	a.json = ctx->json;
 	if (strcmp(a.sub, "ping") && strcmp(a.sub, "call") && strcmp(a.sub, "show") &&
-	    strcmp(a.sub, "check"))
+	    strcmp(a.sub, "check") && strcmp(a.sub, "apply"))
 		return cli_usage_error("llm", "unknown subcommand '%s'", a.sub);
 	rc = parse_args(argc, argv, &a);
 	if (rc)
@@ -361,6 +421,8 @@ int cmd_llm(int argc, char **argv, struct cli_ctx *ctx)
 		return do_show(ctx, &a);
 	if (!strcmp(a.sub, "check"))
 		return do_check(ctx, &a);
+	if (!strcmp(a.sub, "apply"))
+		return do_apply(ctx, &a);
 	ping = !strcmp(a.sub, "ping");
 	if (!ping && !a.prompt_file)
 		return cli_usage_error("llm", "call needs --prompt-file F");

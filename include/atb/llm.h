@@ -169,4 +169,53 @@ enum atb_status atb_llm_run_stats(struct atb_store *s, const char *run,
 enum atb_status atb_llm_check(struct atb_store *s, int64_t *ncalls, char *problem,
 			      size_t size, struct atb_error *err);
 
+/* ---- replies: what a model's content may write (the proposer's half) ---- */
+
+#define ATB_LLM_REPLY_MAX_FILES 16
+#define ATB_LLM_REPLY_MAX_FILE_BYTES ((size_t)1 << 20)
+#define ATB_LLM_REPLY_NAME_MAX 128
+
+enum atb_llm_reply_format {
+	ATB_LLM_REPLY_FENCED = 0,  /* ```LANG NAME ... ``` blocks (NAME optional for one file) */
+	ATB_LLM_REPLY_JSON = 1,    /* {"files": {"NAME": "TEXT", ...}} */
+};
+
+struct atb_llm_file {
+	char name[ATB_LLM_REPLY_NAME_MAX];
+	char *text;                /* owned */
+	size_t len;
+};
+
+struct atb_llm_reply {
+	struct atb_llm_file files[ATB_LLM_REPLY_MAX_FILES];
+	size_t nfiles;
+};
+
+/*
+ * The files a reply's content proposes.  Every name must be one of
+ * allowed[0..nallowed-1] (the task's surface files), a plain file name
+ * (1-127 of [A-Za-z0-9._-], not starting with '.'): no folder, no absolute
+ * path, no "..", each at most once; each text at most
+ * ATB_LLM_REPLY_MAX_FILE_BYTES and without NUL bytes.  A fenced block
+ * without a name is the single allowed file when there is exactly one.
+ * Errors: ATB_ERR_SCHEMA naming the offending name or size (the whole reply
+ * is refused), ATB_ERR_PARSE (no file found, bad JSON), ATB_ERR_NOMEM.
+ * Release with atb_llm_reply_release.
+ */
+enum atb_status atb_llm_reply_parse(const char *content, enum atb_llm_reply_format fmt,
+				    const char *const *allowed, size_t nallowed,
+				    struct atb_llm_reply *out, struct atb_error *err);
+void atb_llm_reply_release(struct atb_llm_reply *r);
+
+/*
+ * Write r's files into the existing folder dir and nowhere else: dir is
+ * opened without following a final symlink, an existing entry of a file's
+ * name that is not a regular file (a symlink, a folder) refuses the whole
+ * reply, and every file is written to a temporary name first and renamed
+ * into place only when all are written (a failure leaves dir as it was).
+ * Errors: ATB_ERR_SCHEMA (a symlink or folder in the way), ATB_ERR_IO.
+ */
+enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *dir,
+				    struct atb_error *err);
+
 #endif
