@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "atb/loop.h"
+#include "atb/llm.h"
 #include "atb/store.h"
 #include "atb/task.h"
 #include "cli.h"
@@ -21,6 +22,8 @@ static const char usage_text[] =
 	"usage: atb run TASK [--proposer random] [--iterations N] [--seed S] [--seeds K]\n"
 	"               [--naive | --no-naive] [--runs-dir DIR] [--runner PATH]\n"
 	"               [--quiet] [--json]\n"
+	"       atb run TASK --proposer llm [--model M] [--base-url URL] [--llm-config F]\n"
+	"               [--iterations N] ...\n"
 	"       atb run TASK --plan [--iterations N] [--seed S] [--json]\n"
 	"       atb run --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
 	"\n"
@@ -46,7 +49,15 @@ static const char usage_text[] =
 	"Proposals: iteration 0 is the task's default knobs; iteration k >= 1 is the\n"
 	"k-th draw of the proposer.  'random' draws every knob and the flag choice\n"
 	"uniformly (GSL mt19937 seeded with S): the same seed gives the same\n"
-	"proposals, on any machine.\n"
+	"proposals, on any machine.  'llm' asks a model on an OpenAI-compatible\n"
+	"server (docs/llm.md) for a kernel task's knobs: the prompt holds the knob\n"
+	"space and the run's history with every verdict, the reply is JSON\n"
+	"{\"knobs\": {...}, \"cflags\": \"...\"} and must lie inside the space (else\n"
+	"another call, up to the protocol's llm.max_calls_per_iteration; then the\n"
+	"iteration is unusable with outcome 'proposal').  Every call is recorded\n"
+	"under the run's id ('atb llm show RUN_ID'); when the calls' truncation,\n"
+	"empty, unparsable or failure rate crosses the protocol's alarm the run\n"
+	"halts as an infrastructure defect (exit 1), never as a result of the model.\n"
 	"\n"
 	"Each iteration writes its candidate to DIR/<run-id>/iter-<k>/candidate\n"
 	"(builds and logs in .../work), measures it with the honest baseline (and\n"
@@ -79,7 +90,11 @@ static const char usage_text[] =
 	"proposals.  A run resumes only on the box it started on.\n"
 	"\n"
 	"options:\n"
-	"  --proposer NAME   the proposer: random (default; the only one so far)\n"
+	"  --proposer NAME   the proposer: random (default) or llm (kernel tasks)\n"
+	"  --model M, --base-url URL, --llm-config F\n"
+	"                    llm: the model and server (else $ATB_LLM_MODEL,\n"
+	"                    $ATB_LLM_BASE_URL, $ATB_LLM_CONFIG; the key only from\n"
+	"                    $ATB_LLM_API_KEY or the config); also for --resume\n"
 	"  --iterations N    iterations to run, 1 to 100000 (default 10)\n"
 	"  --seed S          the proposer's seed and the first paired seed, an\n"
 	"                    integer >= 0 (default 0)\n"
@@ -100,7 +115,8 @@ static const char usage_text[] =
 	"\n"
 	"The store is --db PATH, $ATB_DB or ./atb.db; 'atb run' creates it when it\n"
 	"does not exist and copies the frozen protocols into it.\n"
-	"exit codes: 0 the run finished (whatever its outcomes); 2 bad usage,\n"
+	"exit codes: 0 the run finished (whatever its outcomes); 1 the run halted\n"
+	"as an infrastructure defect (llm); 2 bad usage,\n"
 	"unknown task or run, a run of another box; 3 store, i/o or system\n"
 	"failure (the run stays resumable); 130 interrupted (resumable)\n";
 
@@ -202,7 +218,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct cli_progress pc;
 	struct atb_store *s = NULL;
 	struct atb_error err;
-	const char *task_name = NULL, *resume = NULL;
+	const char *task_name = NULL, *resume = NULL, *model = NULL, *base_url = NULL;
+	const char *llm_config = NULL;
+	struct atb_llm_config lcfg;
 	int json = ctx->json, plan = 0, quiet = 0, i, rc;
 	enum atb_status st;
 
@@ -229,7 +247,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			plan = 1;
 		} else if (!strcmp(a, "--proposer") || !strcmp(a, "--iterations") ||
 			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
-			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner")) {
+			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner") ||
+			   !strcmp(a, "--model") || !strcmp(a, "--base-url") ||
+			   !strcmp(a, "--llm-config")) {
 			if (!v)
 				return cli_usage_error("run", "option '%s' needs a value", a);
 			i++;
@@ -248,6 +268,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 				resume = v;
 			else if (!strcmp(a, "--runs-dir"))
 				o.runs_dir = v;
+			else if (!strcmp(a, "--model"))
+				model = v;
+			else if (!strcmp(a, "--base-url"))
+				base_url = v;
+			else if (!strcmp(a, "--llm-config"))
+				llm_config = v;
 			else
 				o.runner_path = v;
 		} else if (a[0] == '-' && a[1]) {
@@ -268,12 +294,36 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return print_plan(task_name, &o, json);
 
 	atb_error_clear(&err);
+	memset(&lcfg, 0, sizeof(lcfg));
+	if ((o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) || resume || model ||
+	    base_url || llm_config) {
+		if (atb_llm_config_load(llm_config, &lcfg, &err))
+			return cli_fail(&err);
+		if ((model && strlen(model) >= sizeof(lcfg.model)) ||
+		    (base_url && strlen(base_url) >= sizeof(lcfg.base_url))) {
+			atb_llm_config_release(&lcfg);
+			return cli_usage_error("run", "--model or --base-url is too long");
+		}
+		if (model)
+			snprintf(lcfg.model, sizeof(lcfg.model), "%s", model);
+		if (base_url)
+			snprintf(lcfg.base_url, sizeof(lcfg.base_url), "%s", base_url);
+		/* a resume of a random run ignores it; an llm run needs both */
+		if (lcfg.model[0] && lcfg.base_url[0])
+			o.llm = &lcfg;
+		else if (o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) {
+			atb_llm_config_release(&lcfg);
+			return cli_usage_error("run", "--proposer llm needs a model and a server:"
+					       " --model and --base-url (or $ATB_LLM_MODEL, $ATB_LLM_BASE_URL)");
+		}
+	}
 	/* An unknown task is refused before the store is created or touched. */
-	if (task_name && atb_loop_check_task(atb_home(), task_name, &err))
+	if ((task_name && atb_loop_check_task(atb_home(), task_name, &err)) ||
+	    atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
+			   &err)) {
+		atb_llm_config_release(&lcfg);
 		return cli_fail(&err);
-	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
-			   &err))
-		return cli_fail(&err);
+	}
 
 	cli_progress_init(&pc, quiet);
 	o.progress = progress;
@@ -287,10 +337,15 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 
 	cli_stop_restore();
 	atb_store_close(s);
+	atb_llm_config_release(&lcfg);
 	cli_progress_end(&pc);
 	if (st) {
 		rc = cli_fail(&err);
-		if (sum.run_id[0])
+		if (st == ATB_ERR_INFRA_DEFECT)
+			fprintf(stderr, "atb: run %s halted as an infrastructure defect at iteration %"
+				PRId64 " (not a result of the model); 'atb llm show %s' has the counts\n",
+				sum.run_id, sum.done, sum.run_id);
+		else if (sum.run_id[0])
 			fprintf(stderr, "atb: run %s stopped at iteration %" PRId64
 				"; continue it with 'atb run --resume %s'\n",
 				sum.run_id, sum.done, sum.run_id);

@@ -47,8 +47,17 @@
 #include "atb/store.h"
 #include "atb/task.h"
 
-/* The one proposer so far: uniform random over the knob space (gsl mt19937). */
+/* Uniform random over the knob space (gsl mt19937). */
 #define ATB_LOOP_PROPOSER_RANDOM "random"
+/*
+ * A model over any OpenAI-compatible server (atb/llm.h) proposing a kernel
+ * task's knobs from the run's history; its calls are recorded under the
+ * run's id and judged by the infrastructure-defect alarms.  Iteration 0 is
+ * still the task's default knobs.
+ */
+#define ATB_LOOP_PROPOSER_LLM "llm"
+
+struct atb_llm_config;
 /* The most iterations one run may plan. */
 #define ATB_LOOP_MAX_ITERATIONS 100000
 
@@ -83,6 +92,7 @@ struct atb_loop_opts {
 	const char *runner_path;   /* NULL: atb-runner as measure finds it */
 	const char *runs_dir;      /* NULL: "runs" in the store's folder */
 	const char *proposer;      /* NULL: "random" */
+	const struct atb_llm_config *llm; /* the model, for proposer "llm" (start and resume) */
 	int64_t iterations;        /* planned, 1..ATB_LOOP_MAX_ITERATIONS (start only) */
 	int64_t seed;              /* >= 0 (start only) */
 	int64_t paired_seeds;      /* 0: the protocol's stats.min_paired_seeds (start only) */
