@@ -607,9 +607,13 @@ enum atb_status atb_loop_plan(const char *home, const char *task, const char *pr
 
 	*out = NULL;
 	memset(&L, 0, sizeof(L));
+	if (proposer && !strcmp(proposer, ATB_LOOP_PROPOSER_LLM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "proposer llm has no plan: each proposal depends on the verdicts"
+				     " before it");
 	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random", proposer);
+				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
 	L.run.iterations = (int64_t)n;
 	L.run.seed = seed;
 	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", ATB_LOOP_PROPOSER_RANDOM);
