@@ -37,8 +37,9 @@ struct atb_store;
  *   ATB_LLM_CONFIG    the config file when no path is given
  * The config file's keys: base_url, model, api_key, price_table,
  * timeout_s, max_attempts, backoff_base_ms, backoff_max_ms,
- * retry_after_max_s.  A file holding api_key must not be readable by group
- * or others (chmod 600).
+ * retry_after_max_s, max_tokens_field ("max_tokens", the default, or
+ * "max_completion_tokens", which OpenAI's reasoning models require).  A file
+ * holding api_key must not be readable by group or others (chmod 600).
  */
 struct atb_llm_config {
 	char base_url[512];
@@ -50,6 +51,7 @@ struct atb_llm_config {
 	double backoff_base_ms;   /* delay before retry k: base * 2^(k-1), capped (500) */
 	double backoff_max_ms;    /* the cap (30000) */
 	double retry_after_max_s; /* a Retry-After above this fails the call (120) */
+	int max_completion_tokens; /* 1: send the limit as "max_completion_tokens" */
 };
 
 /*

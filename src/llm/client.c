@@ -135,6 +135,18 @@ static enum atb_status load_file(const char *path, struct atb_llm_config *cfg,
 				cfg->retry_after_max_s = x;
 			continue;
 		}
+		if (!strcmp(key, "max_tokens_field")) {
+			const char *f = json_string_value(v);
+
+			if (!f || (strcmp(f, "max_tokens") && strcmp(f, "max_completion_tokens"))) {
+				st = atb_error_set_at(err, ATB_ERR_SCHEMA, path, 0, 0, key,
+						      "'%s' is \"max_tokens\" or \"max_completion_tokens\"",
+						      key);
+				break;
+			}
+			cfg->max_completion_tokens = !strcmp(f, "max_completion_tokens");
+			continue;
+		}
 		if (strcmp(key, "base_url") && strcmp(key, "model") && strcmp(key, "api_key") &&
 		    strcmp(key, "price_table")) {
 			st = atb_error_set_at(err, ATB_ERR_SCHEMA, path, 0, 0, key,
@@ -546,7 +558,9 @@ static enum atb_status request_body(const struct atb_llm_client *c, const struct
 		json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content",
 						      rq->prompt));
 	/* PROTO: llm.max_output_tokens -- the limit is the protocol's, never the caller's */
-	o = json_pack("{s:i, s:o, s:s, s:f}", "max_tokens", c->p->llm.max_output_tokens,
+	o = json_pack("{s:i, s:o, s:s, s:f}",
+		      c->cfg.max_completion_tokens ? "max_completion_tokens" : "max_tokens",
+		      c->p->llm.max_output_tokens,
 		      "messages", msgs, "model", c->cfg.model, "temperature", rq->temperature);
 	if (o && rq->has_seed)
 		json_object_set_new(o, "seed", json_integer((json_int_t)rq->seed));

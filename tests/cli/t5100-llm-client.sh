@@ -144,6 +144,17 @@ test_expect "atb llm ping: one call, not recorded, usage errors named" '
 	expect_exit 2 "$ATB" llm frob && "$ATB" --help | grep -q "^  llm "
 '
 
+test_expect "max_tokens_field: the protocol's limit under the name reasoning models want" '
+	echo "{\"max_tokens_field\": \"max_completion_tokens\"}" >mt.json &&
+	double mt "[{}]" &&
+	"$ATB" --db t.db llm call --prompt-file p.txt --run mt1 --config mt.json >/dev/null &&
+	undouble mt &&
+	jq -r .body mt.log | jq -e ".max_completion_tokens == 16384 and (has(\"max_tokens\") | not)" &&
+	echo "{\"max_tokens_field\": \"n_predict\"}" >mt2.json &&
+	expect_exit 2 "$ATB" --db t.db llm call --prompt-file p.txt --config mt2.json &&
+	expect_grep "max_tokens_field" "$TRASH/err"
+'
+
 test_expect "the key is nowhere: not in the store, its audit mirror, any output or log of atb" '
 	"$ATB" --db t.db llm check >chk && expect_grep "match their rows and audit entries" chk &&
 	"$ATB" --db t.db audit verify >/dev/null &&
