@@ -96,6 +96,16 @@ static const char usage_text[] =
 	"                    $ATB_LLM_BASE_URL, $ATB_LLM_CONFIG; the key only from\n"
 	"                    $ATB_LLM_API_KEY or the config); also for --resume\n"
 	"  --iterations N    iterations to run, 1 to 100000 (default 10)\n"
+	"  --token-budget N, --cost-budget USD, --wall-budget S\n"
+	"                    end the run early, before an iteration, once its model\n"
+	"                    calls used N tokens (prompt + completion) or USD (with\n"
+	"                    a price table), or this command ran S seconds; not\n"
+	"                    stored: --resume takes them again\n"
+	"  --baseline-proposer random\n"
+	"                    after the run, a run of the seeded random proposer on\n"
+	"                    the same task, seed, seeds and as many iterations as\n"
+	"                    the first one finished; usable iterations of both are\n"
+	"                    printed side by side (JSON: \"baseline\")\n"
 	"  --seed S          the proposer's seed and the first paired seed, an\n"
 	"                    integer >= 0 (default 0)\n"
 	"  --seeds K         paired seeds per measurement (default and minimum: the\n"
@@ -137,7 +147,7 @@ static void progress(void *vctx, const struct atb_loop_progress *p)
 	cli_progress_draw(vctx, &l);
 }
 
-static int print_summary(const struct atb_loop_summary *sum, int json)
+static int print_summary(const struct atb_loop_summary *sum, int json, json_t *base)
 {
 	if (json) {
 		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "run", sum->run_id,
@@ -146,6 +156,13 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 				      (json_int_t)sum->done, "usable", (json_int_t)sum->usable,
 				      "interrupted", sum->interrupted);
 
+		if (o) {
+			json_object_set_new(o, "budget", sum->budget[0] ? json_string(sum->budget)
+									 : json_null());
+			json_object_set_new(o, "llm_calls", json_integer((json_int_t)sum->llm_calls));
+			json_object_set_new(o, "tokens", json_integer((json_int_t)sum->tokens));
+			json_object_set_new(o, "cost_usd", json_real(sum->cost_usd));
+		}
 		if (o && sum->have_best)
 			json_object_set_new(o, "best",
 					    json_pack("{s:I, s:f, s:f, s:f, s:f}", "iteration",
@@ -155,10 +172,19 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 						      sum->best_naive_speedup));
 		else if (o)
 			json_object_set_new(o, "best", json_null());
+		if (base && o)
+			json_object_set_new(o, "baseline", base);
+		else
+			json_decref(base);
 		return cli_print_json("run", o);
 	}
 	printf("run %s: task %s, %" PRId64 " of %" PRId64 " iterations, %" PRId64 " usable\n",
 	       sum->run_id, sum->task, sum->done, sum->planned, sum->usable);
+	if (sum->budget[0])
+		printf("stopped early: the %s budget is spent\n", sum->budget);
+	if (sum->llm_calls)
+		printf("model calls: %" PRId64 ", %" PRId64 " tokens, $%.6f\n", sum->llm_calls,
+		       sum->tokens, sum->cost_usd);
 	if (sum->have_best) {
 		printf("best: iteration %" PRId64 ", %.3gx [%.3g, %.3g] vs the honest baseline",
 		       sum->best_k, sum->best_speedup, sum->best_ci_low, sum->best_ci_high);
@@ -219,7 +245,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct atb_store *s = NULL;
 	struct atb_error err;
 	const char *task_name = NULL, *resume = NULL, *model = NULL, *base_url = NULL;
-	const char *llm_config = NULL;
+	const char *llm_config = NULL, *baseline = NULL;
+	json_t *base = NULL;
 	struct atb_llm_config lcfg;
 	int json = ctx->json, plan = 0, quiet = 0, i, rc;
 	enum atb_status st;
@@ -249,7 +276,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
 			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner") ||
 			   !strcmp(a, "--model") || !strcmp(a, "--base-url") ||
-			   !strcmp(a, "--llm-config")) {
+			   !strcmp(a, "--llm-config") || !strcmp(a, "--baseline-proposer") ||
+			   !strcmp(a, "--token-budget") || !strcmp(a, "--cost-budget") ||
+			   !strcmp(a, "--wall-budget")) {
 			if (!v)
 				return cli_usage_error("run", "option '%s' needs a value", a);
 			i++;
@@ -274,6 +303,24 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 				base_url = v;
 			else if (!strcmp(a, "--llm-config"))
 				llm_config = v;
+			else if (!strcmp(a, "--baseline-proposer")) {
+				if (strcmp(v, ATB_LOOP_PROPOSER_RANDOM))
+					return cli_usage_error("run", "--baseline-proposer is random, not '%s'", v);
+				baseline = v;
+			} else if (!strcmp(a, "--token-budget")) {
+				if (cli_parse_int("run", a, v, 1, INT64_MAX, &o.token_budget))
+					return CLI_USAGE;
+			} else if (!strcmp(a, "--cost-budget") || !strcmp(a, "--wall-budget")) {
+				char *end = NULL;
+				double x = strtod(v, &end);
+
+				if (!*v || *end || !(x > 0) || x > 1e15)
+					return cli_usage_error("run", "bad %s '%s': expected a number > 0", a, v);
+				if (!strcmp(a, "--cost-budget"))
+					o.cost_budget_usd = x;
+				else
+					o.wall_budget_s = x;
+			}
 			else
 				o.runner_path = v;
 		} else if (a[0] == '-' && a[1]) {
@@ -292,6 +339,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("run", "--plan goes with TASK, not --resume");
 	if (plan)
 		return print_plan(task_name, &o, json);
+	if (baseline && resume)
+		return cli_usage_error("run", "--baseline-proposer goes with TASK, not --resume");
 
 	atb_error_clear(&err);
 	memset(&lcfg, 0, sizeof(lcfg));
@@ -351,7 +400,46 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 				sum.run_id, sum.done, sum.run_id);
 		return rc;
 	}
-	rc = print_summary(&sum, json);
+	if (baseline && !sum.interrupted) {
+		/* PROTO: loop.usable_iteration -- both proposers on one budget, side by side */
+		struct atb_loop_opts bo = o;
+		struct atb_loop_summary bsum;
+
+		bo.proposer = baseline;
+		bo.llm = NULL;
+		bo.iterations = sum.done;
+		bo.token_budget = 0;
+		bo.cost_budget_usd = 0;
+		if (!json)
+			print_summary(&sum, 0, NULL);
+		if (atb_store_open(ctx->db_path, ATB_STORE_READ_WRITE, &s, &err))
+			return cli_fail(&err);
+		cli_progress_init(&pc, quiet);
+		bo.progress_ctx = &pc;
+		bo.stop = cli_stop_catch();
+		st = atb_loop_start(s, task_name, &bo, &bsum, &err);
+		cli_stop_restore();
+		atb_store_close(s);
+		cli_progress_end(&pc);
+		if (st)
+			return cli_fail(&err);
+		if (json) {
+			base = json_pack("{s:s, s:s, s:I, s:I, s:b}", "run", bsum.run_id, "proposer",
+					 baseline, "done", (json_int_t)bsum.done, "usable",
+					 (json_int_t)bsum.usable, "interrupted", bsum.interrupted);
+			if (base && bsum.have_best)
+				json_object_set_new(base, "best", json_pack("{s:I, s:f, s:f, s:f}",
+						    "iteration", (json_int_t)bsum.best_k, "speedup",
+						    bsum.best_speedup, "ci_low", bsum.best_ci_low,
+						    "ci_high", bsum.best_ci_high));
+			return print_summary(&sum, 1, base);
+		}
+		printf("usable iterations: %s %" PRId64 "/%" PRId64 " (run %s), %s %" PRId64
+		       "/%" PRId64 " (run %s)\n", o.proposer ? o.proposer : "random", sum.usable,
+		       sum.done, sum.run_id, baseline, bsum.usable, bsum.done, bsum.run_id);
+		return CLI_OK;
+	}
+	rc = print_summary(&sum, json, NULL);
 	if (sum.interrupted) {
 		fprintf(stderr, "atb: run %s interrupted after %" PRId64 " of %" PRId64
 			" iterations; continue it with 'atb run --resume %s'\n",

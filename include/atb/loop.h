@@ -102,6 +102,16 @@ struct atb_loop_opts {
 	void *progress_ctx;
 	/* Non-zero: start no new iteration and do not record the current one. */
 	volatile sig_atomic_t *stop;
+	/*
+	 * Budgets of this call (0: none), judged before each iteration after
+	 * the first: the run's recorded model calls' tokens (prompt and
+	 * completion) and cost, and this call's wall time.  A spent budget ends
+	 * the run early, not interrupted (out->budget names it); budgets are
+	 * not stored with the run, so --resume takes them again.
+	 */
+	int64_t token_budget;
+	double cost_budget_usd;
+	double wall_budget_s;
 };
 
 struct atb_loop_summary {
@@ -116,6 +126,10 @@ struct atb_loop_summary {
 	int64_t best_k;
 	double best_speedup, best_ci_low, best_ci_high;
 	double best_naive_speedup;  /* 0 when not measured */
+	char budget[16];           /* the budget that ended the run: "tokens", "cost", "wall"; "" */
+	int64_t tokens;            /* the run's model calls: prompt + completion tokens */
+	double cost_usd;
+	int64_t llm_calls;
 };
 
 /*

@@ -458,10 +458,34 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	return st;
 }
 
+/* The run's model calls into the summary; the budget spent, if any. */
+static enum atb_status spent(struct loop *L, int64_t t0, const char **which, struct atb_error *err)
+{
+	struct atb_llm_run_stats rs;
+	enum atb_status st;
+
+	*which = NULL;
+	st = atb_llm_run_stats(L->store, L->run.id, &rs, err);
+	if (st)
+		return st;
+	L->sum->tokens = rs.prompt_tokens + rs.completion_tokens;
+	L->sum->cost_usd = rs.cost_usd;
+	L->sum->llm_calls = rs.calls;
+	if (L->o->token_budget > 0 && L->sum->tokens >= L->o->token_budget)
+		*which = "tokens";
+	else if (L->o->cost_budget_usd > 0 && rs.cost_usd >= L->o->cost_budget_usd)
+		*which = "cost";
+	else if (L->o->wall_budget_s > 0 &&
+		 (double)(atbi_monotonic_ns() - t0) / 1e9 >= L->o->wall_budget_s)
+		*which = "wall";
+	return ATB_OK;
+}
+
 static enum atb_status run_loop(struct loop *L, struct atb_error *err)
 {
 	enum atb_status st;
-	int64_t k;
+	int64_t k, t0 = atbi_monotonic_ns();
+	const char *which;
 
 	L->sum->first_k = L->sum->done;
 	for (k = L->sum->done; k < L->run.iterations; k++) {
@@ -469,15 +493,24 @@ static enum atb_status run_loop(struct loop *L, struct atb_error *err)
 			L->sum->interrupted = 1;
 			return ATB_OK;
 		}
-		st = one_iteration(L, k, err);
+		st = spent(L, t0, &which, err);
 		if (st)
 			return st;
+		if (which && k > L->sum->first_k) {
+			snprintf(L->sum->budget, sizeof(L->sum->budget), "%s", which);
+			return ATB_OK;
+		}
+		st = one_iteration(L, k, err);
+		if (st) {
+			(void)spent(L, t0, &which, NULL);
+			return st;
+		}
 		if (stopped(L) && L->sum->done <= k) {
 			L->sum->interrupted = 1;
 			return ATB_OK;
 		}
 	}
-	return ATB_OK;
+	return spent(L, t0, &which, err);
 }
 
 enum atb_status atbi_runs_dir(const char *runs_dir, const char *db_path, char *out,
