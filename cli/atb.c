@@ -103,6 +103,7 @@ static const struct cli_command commands[] = {
 	{"suite", cmd_suite, "a KernelBench-format task set against the protocol's bars; --resume"},
 	{"engine", cmd_engine, "serving engines: specs, command lines, paired configuration A/B"},
 	{"loadgen", cmd_loadgen, "load an OpenAI-compatible server with a seeded workload"},
+	{"llm", cmd_llm, "model calls: ping, call, replay, a run's call audit and alarms"},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -153,6 +154,7 @@ int cli_exit_code(enum atb_status s)
 	case ATB_ERR_AUDIT:
 	case ATB_ERR_CHECK:
 	case ATB_ERR_BUILD:
+	case ATB_ERR_INFRA_DEFECT:
 		return CLI_CHECK_FAILED;
 	case ATB_ERR_INTERNAL:
 		return CLI_INTERNAL;

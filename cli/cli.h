@@ -118,5 +118,6 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_calibrate(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_loadgen(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_engine(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_llm(int argc, char **argv, struct cli_ctx *ctx);
 
 #endif

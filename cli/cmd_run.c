@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "atb/loop.h"
+#include "atb/llm.h"
 #include "atb/store.h"
 #include "atb/task.h"
 #include "cli.h"
@@ -21,6 +22,8 @@ static const char usage_text[] =
 	"usage: atb run TASK [--proposer random] [--iterations N] [--seed S] [--seeds K]\n"
 	"               [--naive | --no-naive] [--runs-dir DIR] [--runner PATH]\n"
 	"               [--quiet] [--json]\n"
+	"       atb run TASK --proposer llm [--model M] [--base-url URL] [--llm-config F]\n"
+	"               [--iterations N] ...\n"
 	"       atb run TASK --plan [--iterations N] [--seed S] [--json]\n"
 	"       atb run --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
 	"\n"
@@ -46,7 +49,15 @@ static const char usage_text[] =
 	"Proposals: iteration 0 is the task's default knobs; iteration k >= 1 is the\n"
 	"k-th draw of the proposer.  'random' draws every knob and the flag choice\n"
 	"uniformly (GSL mt19937 seeded with S): the same seed gives the same\n"
-	"proposals, on any machine.\n"
+	"proposals, on any machine.  'llm' asks a model on an OpenAI-compatible\n"
+	"server (docs/llm.md) for a kernel task's knobs: the prompt holds the knob\n"
+	"space and the run's history with every verdict, the reply is JSON\n"
+	"{\"knobs\": {...}, \"cflags\": \"...\"} and must lie inside the space (else\n"
+	"another call, up to the protocol's llm.max_calls_per_iteration; then the\n"
+	"iteration is unusable with outcome 'proposal').  Every call is recorded\n"
+	"under the run's id ('atb llm show RUN_ID'); when the calls' truncation,\n"
+	"empty, unparsable or failure rate crosses the protocol's alarm the run\n"
+	"halts as an infrastructure defect (exit 1), never as a result of the model.\n"
 	"\n"
 	"Each iteration writes its candidate to DIR/<run-id>/iter-<k>/candidate\n"
 	"(builds and logs in .../work), measures it with the honest baseline (and\n"
@@ -83,8 +94,22 @@ static const char usage_text[] =
 	"proposals.  A run resumes only on the box it started on.\n"
 	"\n"
 	"options:\n"
-	"  --proposer NAME   the proposer: random (default; the only one so far)\n"
+	"  --proposer NAME   the proposer: random (default) or llm (kernel tasks)\n"
+	"  --model M, --base-url URL, --llm-config F\n"
+	"                    llm: the model and server (else $ATB_LLM_MODEL,\n"
+	"                    $ATB_LLM_BASE_URL, $ATB_LLM_CONFIG; the key only from\n"
+	"                    $ATB_LLM_API_KEY or the config); also for --resume\n"
 	"  --iterations N    iterations to run, 1 to 100000 (default 10)\n"
+	"  --token-budget N, --cost-budget USD, --wall-budget S\n"
+	"                    end the run early, before an iteration, once its model\n"
+	"                    calls used N tokens (prompt + completion) or USD (with\n"
+	"                    a price table), or this command ran S seconds; not\n"
+	"                    stored: --resume takes them again\n"
+	"  --baseline-proposer random\n"
+	"                    after the run, a run of the seeded random proposer on\n"
+	"                    the same task, seed, seeds and as many iterations as\n"
+	"                    the first one finished; usable iterations of both are\n"
+	"                    printed side by side (JSON: \"baseline\")\n"
 	"  --seed S          the proposer's seed and the first paired seed, an\n"
 	"                    integer >= 0 (default 0)\n"
 	"  --seeds K         paired seeds per measurement (default and minimum: the\n"
@@ -104,7 +129,8 @@ static const char usage_text[] =
 	"\n"
 	"The store is --db PATH, $ATB_DB or ./atb.db; 'atb run' creates it when it\n"
 	"does not exist and copies the frozen protocols into it.\n"
-	"exit codes: 0 the run finished (whatever its outcomes); 2 bad usage,\n"
+	"exit codes: 0 the run finished (whatever its outcomes); 1 the run halted\n"
+	"as an infrastructure defect (llm); 2 bad usage,\n"
 	"unknown task or run, a run of another box; 3 store, i/o or system\n"
 	"failure (the run stays resumable); 130 interrupted (resumable)\n";
 
@@ -143,7 +169,7 @@ static void progress(void *vctx, const struct atb_loop_progress *p)
 				  p->last_reason);
 }
 
-static int print_summary(const struct atb_loop_summary *sum, int json)
+static int print_summary(const struct atb_loop_summary *sum, int json, json_t *base)
 {
 	if (json) {
 		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "run", sum->run_id,
@@ -152,6 +178,13 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 				      (json_int_t)sum->done, "usable", (json_int_t)sum->usable,
 				      "interrupted", sum->interrupted);
 
+		if (o) {
+			json_object_set_new(o, "budget", sum->budget[0] ? json_string(sum->budget)
+									 : json_null());
+			json_object_set_new(o, "llm_calls", json_integer((json_int_t)sum->llm_calls));
+			json_object_set_new(o, "tokens", json_integer((json_int_t)sum->tokens));
+			json_object_set_new(o, "cost_usd", json_real(sum->cost_usd));
+		}
 		if (o && sum->have_best)
 			json_object_set_new(o, "best",
 					    json_pack("{s:I, s:f, s:f, s:f, s:f}", "iteration",
@@ -161,10 +194,19 @@ static int print_summary(const struct atb_loop_summary *sum, int json)
 						      sum->best_naive_speedup));
 		else if (o)
 			json_object_set_new(o, "best", json_null());
+		if (base && o)
+			json_object_set_new(o, "baseline", base);
+		else
+			json_decref(base);
 		return cli_print_json("run", o);
 	}
 	printf("run %s: task %s, %" PRId64 " of %" PRId64 " iterations, %" PRId64 " usable\n",
 	       sum->run_id, sum->task, sum->done, sum->planned, sum->usable);
+	if (sum->budget[0])
+		printf("stopped early: the %s budget is spent\n", sum->budget);
+	if (sum->llm_calls)
+		printf("model calls: %" PRId64 ", %" PRId64 " tokens, $%.6f\n", sum->llm_calls,
+		       sum->tokens, sum->cost_usd);
 	if (sum->have_best) {
 		printf("best: iteration %" PRId64 ", %.3gx [%.3g, %.3g] vs the honest baseline",
 		       sum->best_k, sum->best_speedup, sum->best_ci_low, sum->best_ci_high);
@@ -224,7 +266,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct cli_progress pc;
 	struct atb_store *s = NULL;
 	struct atb_error err;
-	const char *task_name = NULL, *resume = NULL;
+	const char *task_name = NULL, *resume = NULL, *model = NULL, *base_url = NULL;
+	const char *llm_config = NULL, *baseline = NULL;
+	json_t *base = NULL;
+	struct atb_llm_config lcfg;
 	int json = ctx->json, plan = 0, quiet = 0, i, rc;
 	enum atb_status st;
 
@@ -251,7 +296,11 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			plan = 1;
 		} else if (!strcmp(a, "--proposer") || !strcmp(a, "--iterations") ||
 			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
-			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner")) {
+			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner") ||
+			   !strcmp(a, "--model") || !strcmp(a, "--base-url") ||
+			   !strcmp(a, "--llm-config") || !strcmp(a, "--baseline-proposer") ||
+			   !strcmp(a, "--token-budget") || !strcmp(a, "--cost-budget") ||
+			   !strcmp(a, "--wall-budget")) {
 			if (!v)
 				return cli_usage_error("run", "option '%s' needs a value", a);
 			i++;
@@ -270,6 +319,30 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 				resume = v;
 			else if (!strcmp(a, "--runs-dir"))
 				o.runs_dir = v;
+			else if (!strcmp(a, "--model"))
+				model = v;
+			else if (!strcmp(a, "--base-url"))
+				base_url = v;
+			else if (!strcmp(a, "--llm-config"))
+				llm_config = v;
+			else if (!strcmp(a, "--baseline-proposer")) {
+				if (strcmp(v, ATB_LOOP_PROPOSER_RANDOM))
+					return cli_usage_error("run", "--baseline-proposer is random, not '%s'", v);
+				baseline = v;
+			} else if (!strcmp(a, "--token-budget")) {
+				if (cli_parse_int("run", a, v, 1, INT64_MAX, &o.token_budget))
+					return CLI_USAGE;
+			} else if (!strcmp(a, "--cost-budget") || !strcmp(a, "--wall-budget")) {
+				char *end = NULL;
+				double x = strtod(v, &end);
+
+				if (!*v || *end || !(x > 0) || x > 1e15)
+					return cli_usage_error("run", "bad %s '%s': expected a number > 0", a, v);
+				if (!strcmp(a, "--cost-budget"))
+					o.cost_budget_usd = x;
+				else
+					o.wall_budget_s = x;
+			}
 			else
 				o.runner_path = v;
 		} else if (a[0] == '-' && a[1]) {
@@ -288,14 +361,40 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("run", "--plan goes with TASK, not --resume");
 	if (plan)
 		return print_plan(task_name, &o, json);
+	if (baseline && resume)
+		return cli_usage_error("run", "--baseline-proposer goes with TASK, not --resume");
 
 	atb_error_clear(&err);
+	memset(&lcfg, 0, sizeof(lcfg));
+	if ((o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) || resume || model ||
+	    base_url || llm_config) {
+		if (atb_llm_config_load(llm_config, &lcfg, &err))
+			return cli_fail(&err);
+		if ((model && strlen(model) >= sizeof(lcfg.model)) ||
+		    (base_url && strlen(base_url) >= sizeof(lcfg.base_url))) {
+			atb_llm_config_release(&lcfg);
+			return cli_usage_error("run", "--model or --base-url is too long");
+		}
+		if (model)
+			snprintf(lcfg.model, sizeof(lcfg.model), "%s", model);
+		if (base_url)
+			snprintf(lcfg.base_url, sizeof(lcfg.base_url), "%s", base_url);
+		/* a resume of a random run ignores it; an llm run needs both */
+		if (lcfg.model[0] && lcfg.base_url[0])
+			o.llm = &lcfg;
+		else if (o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) {
+			atb_llm_config_release(&lcfg);
+			return cli_usage_error("run", "--proposer llm needs a model and a server:"
+					       " --model and --base-url (or $ATB_LLM_MODEL, $ATB_LLM_BASE_URL)");
+		}
+	}
 	/* A bad plan or task is refused before the store is created or touched. */
-	if (task_name && atb_loop_check(task_name, &o, &err))
+	if ((task_name && atb_loop_check(task_name, &o, &err)) ||
+	    atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
+			   &err)) {
+		atb_llm_config_release(&lcfg);
 		return cli_fail(&err);
-	if (atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
-			   &err))
-		return cli_fail(&err);
+	}
 
 	cli_progress_init(&pc, quiet);
 	o.progress = progress;
@@ -309,16 +408,60 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 
 	cli_stop_restore();
 	atb_store_close(s);
+	atb_llm_config_release(&lcfg);
 	cli_progress_end(&pc);
 	if (st) {
 		rc = cli_fail(&err);
-		if (sum.run_id[0])
+		if (st == ATB_ERR_INFRA_DEFECT)
+			fprintf(stderr, "atb: run %s halted as an infrastructure defect at iteration %"
+				PRId64 " (not a result of the model); 'atb llm show %s' has the counts\n",
+				sum.run_id, sum.done, sum.run_id);
+		else if (sum.run_id[0])
 			fprintf(stderr, "atb: run %s stopped at iteration %" PRId64
 				"; continue it with 'atb run --resume %s'\n",
 				sum.run_id, sum.done, sum.run_id);
 		return rc;
 	}
-	rc = print_summary(&sum, json);
+	if (baseline && !sum.interrupted) {
+		/* PROTO: loop.usable_iteration -- both proposers on one budget, side by side */
+		struct atb_loop_opts bo = o;
+		struct atb_loop_summary bsum;
+
+		bo.proposer = baseline;
+		bo.llm = NULL;
+		bo.iterations = sum.done;
+		bo.token_budget = 0;
+		bo.cost_budget_usd = 0;
+		if (!json)
+			print_summary(&sum, 0, NULL);
+		if (atb_store_open(ctx->db_path, ATB_STORE_READ_WRITE, &s, &err))
+			return cli_fail(&err);
+		cli_progress_init(&pc, quiet);
+		bo.progress_ctx = &pc;
+		bo.stop = cli_stop_catch();
+		st = atb_loop_start(s, task_name, &bo, &bsum, &err);
+		cli_stop_restore();
+		atb_store_close(s);
+		cli_progress_end(&pc);
+		if (st)
+			return cli_fail(&err);
+		if (json) {
+			base = json_pack("{s:s, s:s, s:I, s:I, s:b}", "run", bsum.run_id, "proposer",
+					 baseline, "done", (json_int_t)bsum.done, "usable",
+					 (json_int_t)bsum.usable, "interrupted", bsum.interrupted);
+			if (base && bsum.have_best)
+				json_object_set_new(base, "best", json_pack("{s:I, s:f, s:f, s:f}",
+						    "iteration", (json_int_t)bsum.best_k, "speedup",
+						    bsum.best_speedup, "ci_low", bsum.best_ci_low,
+						    "ci_high", bsum.best_ci_high));
+			return print_summary(&sum, 1, base);
+		}
+		printf("usable iterations: %s %" PRId64 "/%" PRId64 " (run %s), %s %" PRId64
+		       "/%" PRId64 " (run %s)\n", o.proposer ? o.proposer : "random", sum.usable,
+		       sum.done, sum.run_id, baseline, bsum.usable, bsum.done, bsum.run_id);
+		return CLI_OK;
+	}
+	rc = print_summary(&sum, json, NULL);
 	if (sum.interrupted) {
 		fprintf(stderr, "atb: run %s interrupted after %" PRId64 " of %" PRId64
 			" iterations; continue it with 'atb run --resume %s'\n",

@@ -47,8 +47,17 @@
 #include "atb/store.h"
 #include "atb/task.h"
 
-/* The one proposer so far: uniform random over the knob space (gsl mt19937). */
+/* Uniform random over the knob space (gsl mt19937). */
 #define ATB_LOOP_PROPOSER_RANDOM "random"
+/*
+ * A model over any OpenAI-compatible server (atb/llm.h) proposing a kernel
+ * task's knobs from the run's history; its calls are recorded under the
+ * run's id and judged by the infrastructure-defect alarms.  Iteration 0 is
+ * still the task's default knobs.
+ */
+#define ATB_LOOP_PROPOSER_LLM "llm"
+
+struct atb_llm_config;
 /* The most iterations one run may plan. */
 #define ATB_LOOP_MAX_ITERATIONS 100000
 
@@ -93,6 +102,7 @@ struct atb_loop_opts {
 	const char *runner_path;   /* NULL: atb-runner as measure finds it */
 	const char *runs_dir;      /* NULL: "runs" in the store's folder */
 	const char *proposer;      /* NULL: "random" */
+	const struct atb_llm_config *llm; /* the model, for proposer "llm" (start and resume) */
 	int64_t iterations;        /* planned, 1..ATB_LOOP_MAX_ITERATIONS (start only) */
 	int64_t seed;              /* >= 0 (start only) */
 	int64_t paired_seeds;      /* 0: the protocol's stats.min_paired_seeds (start only) */
@@ -102,6 +112,16 @@ struct atb_loop_opts {
 	void *progress_ctx;
 	/* Non-zero: start no new iteration and do not record the current one. */
 	volatile sig_atomic_t *stop;
+	/*
+	 * Budgets of this call (0: none), judged before each iteration after
+	 * the first: the run's recorded model calls' tokens (prompt and
+	 * completion) and cost, and this call's wall time.  A spent budget ends
+	 * the run early, not interrupted (out->budget names it); budgets are
+	 * not stored with the run, so --resume takes them again.
+	 */
+	int64_t token_budget;
+	double cost_budget_usd;
+	double wall_budget_s;
 };
 
 struct atb_loop_summary {
@@ -116,6 +136,10 @@ struct atb_loop_summary {
 	int64_t best_k;
 	double best_speedup, best_ci_low, best_ci_high;
 	double best_naive_speedup;  /* 0 when not measured */
+	char budget[16];           /* the budget that ended the run: "tokens", "cost", "wall"; "" */
+	int64_t tokens;            /* the run's model calls: prompt + completion tokens */
+	double cost_usd;
+	int64_t llm_calls;
 };
 
 /*

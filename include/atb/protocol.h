@@ -162,6 +162,18 @@ struct atb_protocol {
 		double truncation_alarm_rate;
 		int max_calls_per_iteration;
 		double request_timeout_s;
+		/*
+		 * llm.alarms (version 4 on; absent: has_alarms 0 and the
+		 * defaults min_calls 4, empty 0.05, unparsable 0.10, failed
+		 * 0.10): a run whose share of such calls is over the rate,
+		 * once it has min_calls calls, halts as an infrastructure
+		 * defect (truncation uses truncation_alarm_rate)
+		 */
+		int has_alarms;
+		int alarm_min_calls;
+		double alarm_empty_rate;
+		double alarm_unparsable_rate;
+		double alarm_failed_rate;
 	} llm;
 
 	struct {

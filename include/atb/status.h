@@ -37,6 +37,8 @@ enum atb_status {
 	ATB_ERR_SYSTEM = 15,     /* a system call failed (fork, exec, signal) */
 	ATB_ERR_CHECK = 16,      /* a consistency check found a problem */
 	ATB_ERR_BUILD = 17,      /* a kernel source did not build (compile error, build timeout) */
+	ATB_ERR_LLM = 18,        /* a model call failed (transport, HTTP status, malformed reply) */
+	ATB_ERR_INFRA_DEFECT = 19, /* a run halted: its model calls crossed an alarm threshold */
 
 	/*
 	 * Extended codes for ATB_ERR_REJECTED: one per validator rule.  The

@@ -29,6 +29,7 @@
 #include "atb/loop.h"
 #include "loop/loop_int.h"
 #include "util.h"
+#include "loop/llm_proposer.h"
 #include "banned.h"
 
 /* ---- proposals ---- */
@@ -453,6 +454,31 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	report(L, "propose");
 	if (L->etask)
 		return engine_iteration(L, k, t0, err);
+	if (!strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM) && k >= 1) {
+		struct atbi_llm_proposer pp = {
+			.store = L->store, .protocol = L->proto, .task = L->task, .cfg = L->o->llm,
+			.run_id = L->run.id, .seed = L->run.seed,
+		};
+		int got = 0;
+
+		memset(&out, 0, sizeof(out));
+		st = atbi_llm_propose_knobs(&pp, k, &L->props[k], &got, out.reason,
+					    sizeof(out.reason), err);
+		if (st)
+			return st;   /* an infrastructure defect ends the run here, unrecorded */
+		if (!got) {
+			/* no proposal inside the knob space: an unusable iteration, nothing built */
+			out.verdict = ATB_MEASURE_REJECTED;
+			snprintf(out.gate, sizeof(out.gate), "proposal");
+			out.status = ATB_ERR_LLM;
+			knobs_json = atb_strdup("{}");
+			if (!knobs_json)
+				return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+			st = record(L, k, &out, knobs_json, t0, err);
+			atb_free(knobs_json);
+			return st;
+		}
+	}
 	/* A folder left by an interrupted attempt: the iteration is redone. */
 	st = iter_dir(L, k, dir, sizeof(dir), err);
 	if (st)
@@ -495,10 +521,34 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	return st;
 }
 
+/* The run's model calls into the summary; the budget spent, if any. */
+static enum atb_status spent(struct loop *L, int64_t t0, const char **which, struct atb_error *err)
+{
+	struct atb_llm_run_stats rs;
+	enum atb_status st;
+
+	*which = NULL;
+	st = atb_llm_run_stats(L->store, L->run.id, &rs, err);
+	if (st)
+		return st;
+	L->sum->tokens = rs.prompt_tokens + rs.completion_tokens;
+	L->sum->cost_usd = rs.cost_usd;
+	L->sum->llm_calls = rs.calls;
+	if (L->o->token_budget > 0 && L->sum->tokens >= L->o->token_budget)
+		*which = "tokens";
+	else if (L->o->cost_budget_usd > 0 && rs.cost_usd >= L->o->cost_budget_usd)
+		*which = "cost";
+	else if (L->o->wall_budget_s > 0 &&
+		 (double)(atbi_monotonic_ns() - t0) / 1e9 >= L->o->wall_budget_s)
+		*which = "wall";
+	return ATB_OK;
+}
+
 static enum atb_status run_loop(struct loop *L, struct atb_error *err)
 {
 	enum atb_status st;
-	int64_t k;
+	int64_t k, t0 = atbi_monotonic_ns();
+	const char *which;
 
 	L->sum->first_k = L->sum->done;
 	for (k = L->sum->done; k < L->run.iterations; k++) {
@@ -506,15 +556,24 @@ static enum atb_status run_loop(struct loop *L, struct atb_error *err)
 			L->sum->interrupted = 1;
 			return ATB_OK;
 		}
-		st = one_iteration(L, k, err);
+		st = spent(L, t0, &which, err);
 		if (st)
 			return st;
+		if (which && k > L->sum->first_k) {
+			snprintf(L->sum->budget, sizeof(L->sum->budget), "%s", which);
+			return ATB_OK;
+		}
+		st = one_iteration(L, k, err);
+		if (st) {
+			(void)spent(L, t0, &which, NULL);
+			return st;
+		}
 		if (stopped(L) && L->sum->done <= k) {
 			L->sum->interrupted = 1;
 			return ATB_OK;
 		}
 	}
-	return ATB_OK;
+	return spent(L, t0, &which, err);
 }
 
 enum atb_status atbi_runs_dir(const char *runs_dir, const char *db_path, char *out,
@@ -594,6 +653,11 @@ static enum atb_status alloc_proposals(struct loop *L, struct atb_error *err)
 	if (!L->props)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot plan %" PRId64 " iterations: out of memory",
 				     L->run.iterations);
+	if (!strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM)) {
+		/* iteration 0 is the default; the others are asked for as the run goes */
+		atb_task_default_knobs(L->task, &L->props[0]);
+		return ATB_OK;
+	}
 	return atb_loop_proposals(L->task, L->run.proposer, L->run.seed,
 				  (size_t)L->run.iterations, L->props, err);
 }
@@ -627,9 +691,11 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 	const char *proposer = o->proposer ? o->proposer : ATB_LOOP_PROPOSER_RANDOM;
 	enum atb_status st;
 
-	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
+	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM) && strcmp(proposer, ATB_LOOP_PROPOSER_LLM))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random", proposer);
+				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
+	if (!strcmp(proposer, ATB_LOOP_PROPOSER_LLM) && !o->llm)
+		return atb_error_set(err, ATB_ERR_USAGE, "proposer llm needs a model (atb/llm.h config)");
 	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "iterations must be 1 to %d, not %" PRId64,
@@ -647,6 +713,9 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 				     "%" PRId64 " paired seeds is below the protocol's "
 				     "stats.min_paired_seeds (%d)",
 				     o->paired_seeds, L->proto->stats.min_paired_seeds);
+	if (!strcmp(proposer, ATB_LOOP_PROPOSER_LLM) && L->etask)
+		return atb_error_set(err, ATB_ERR_USAGE, "proposer llm does not propose engine"
+				     " configurations yet (task '%s'); use random", L->etask->name);
 	if (o->naive > 0 && (L->etask || !L->task->has_naive))
 		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
 				     L->etask ? L->etask->name : L->task->name);
@@ -685,9 +754,13 @@ enum atb_status atb_loop_plan(const char *home, const char *task, const char *pr
 
 	*out = NULL;
 	memset(&L, 0, sizeof(L));
+	if (proposer && !strcmp(proposer, ATB_LOOP_PROPOSER_LLM))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "proposer llm has no plan: each proposal depends on the verdicts"
+				     " before it");
 	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random", proposer);
+				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
 	L.run.iterations = (int64_t)n;
 	L.run.seed = seed;
 	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", ATB_LOOP_PROPOSER_RANDOM);
@@ -819,6 +892,11 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 				   L.run.id, L.run.box_fingerprint, fp);
 		goto out;
 	}
+	if (!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && !o->llm) {
+		st = atb_error_set(err, ATB_ERR_USAGE, "run '%s' was proposed by a model: resume"
+				   " it with one (--proposer llm's options)", L.run.id);
+		goto out;
+	}
 	st = alloc_proposals(&L, err);
 	if (!st)
 		st = atb_store_list_iterations(s, L.run.id, &rows, &n, err);
@@ -827,6 +905,14 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	/* Same seed, same proposals: the replay must reproduce what is stored. */
 	for (i = 0; i < n; i++) {
 		char *want = NULL;
+
+		if (!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && rows[i].k >= 1) {
+			/* a model's proposals are its recorded calls (atb llm show RUN) */
+			out->usable += rows[i].usable;
+			consider(out, &rows[i]);
+			snprintf(L.last_outcome, sizeof(L.last_outcome), "%s", rows[i].outcome);
+			continue;
+		}
 
 		st = L.etask ? atb_engine_config_json(&L.eprops[rows[i].k], &want, err)
 			     : atb_loop_knobs_json(&L.props[rows[i].k], &want, err);

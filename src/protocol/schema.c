@@ -330,11 +330,34 @@ static const struct field kernelbench_fields[] = {
 	END,
 };
 
+static enum atb_status alarms_after(struct vctx *c, struct fy_node *map, void *base,
+				    const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->llm.has_alarms = 1;
+	return ATB_OK;
+}
+
+/* PROTO: llm.alarms (version 4 on) */
+static const struct field alarm_fields[] = {
+	INT("min_calls", llm.alarm_min_calls, 1, 1000000),
+	REAL("empty_rate", llm.alarm_empty_rate, CLOSED01),
+	REAL("unparsable_rate", llm.alarm_unparsable_rate, CLOSED01),
+	REAL("failed_rate", llm.alarm_failed_rate, CLOSED01),
+	END,
+};
+
 static const struct field llm_fields[] = {
 	INT("max_output_tokens", llm.max_output_tokens, 1, 100000000),
 	REAL("truncation_alarm_rate", llm.truncation_alarm_rate, CLOSED01),
 	INT("max_calls_per_iteration", llm.max_calls_per_iteration, 1, 1000),
 	REAL("request_timeout_s", llm.request_timeout_s, POS),
+	/* optional: versions 1 to 3 have no such key (the defaults in
+	 * atb/protocol.h apply); required from version 4 on */
+	{.key = "alarms", .kind = F_MAP, .off = NOSTORE, .sub = alarm_fields,
+	 .after = alarms_after, .optional = 1},
 	END,
 };
 
@@ -897,6 +920,15 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					!p->gates.has_clocks ? "gates.clocks" : "timing.placement",
 					"missing field '%s' (required from version 4)",
 					!p->gates.has_clocks ? "clocks" : "placement");
+	}
+	if (!st && p->version >= 4 && !p->llm.has_alarms) {
+		unsigned line = 1, col = 1;
+		struct fy_node *ln = fy_node_mapping_lookup_by_string(y->root, "llm", -1);
+
+		if (ln)
+			atbi_yaml_mark(ln, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "llm.alarms",
+					"missing field 'alarms' (required from version 4)");
 	}
 	return st;
 }

@@ -77,6 +77,8 @@ const char *atb_status_name(enum atb_status status)
 	case ATB_ERR_SYSTEM: return "system";
 	case ATB_ERR_CHECK: return "check";
 	case ATB_ERR_BUILD: return "build";
+	case ATB_ERR_LLM: return "llm";
+	case ATB_ERR_INFRA_DEFECT: return "infrastructure_defect";
 	case ATB_REJECTED_PAIRED_SEEDS: return "rejected:paired_seeds";
 	case ATB_REJECTED_UNFROZEN_PROTOCOL: return "rejected:unfrozen_protocol";
 	case ATB_REJECTED_NO_BOX: return "rejected:no_box";

@@ -30,7 +30,8 @@ test_expect "--json reports the error as an object too" '
 
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	sed "s/^version: 3/version: 4/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+	sed "s/^version: 3/version: 4/; s/cv_cap: 0.05/cv_cap: 0.04/
+		s/^  request_timeout_s: 600$/&\n  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}/" \
 		"$ATB_HOME/protocol/v3.yaml" >cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
 	expect_grep "as protocol version 4" "$TRASH/out" &&
@@ -48,7 +49,8 @@ test_expect "freeze adds a new version and keeps the old one" '
 
 test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
-	sed "s/^version: 3/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+	sed "s/^version: 3/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/
+		s/^  request_timeout_s: 600$/&\n  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}/" \
 		"$ATB_HOME/protocol/v3.yaml" >c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
 	expect_grep "the next version is 4" "$TRASH/err" &&

@@ -364,10 +364,16 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_free(t3);
 	t3 = replace(t2, "\n  clock:\n", "\n  clocks: {floor_ratio: 0.75, max_share_below: 0.1, "
 				       "max_arm_rel_difference: 0.02}\n  clock:\n");
+	atb_free(t2);
+	/* PROTO: llm.alarms (required from version 4) */
+	t2 = replace(t3, "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  alarms: {min_calls: 4,"
+		     " empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n");
+	atb_free(t3);
+	t3 = t2;
+	t2 = NULL;
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
 	atb_free(text);
-	atb_free(t2);
 	atb_free(t3);
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
@@ -744,6 +750,13 @@ Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_
 	cr_expect_str_eq(err.field, "timing.placement");
 	atb_free(t2);
 	t2 = replace(t3, "interleave: randomized_pairs", "interleave: randomized_pairs\n  placement: shuffled");
+	atb_free(t3);
+	/* the other keys version 4 requires */
+	t3 = replace(t2, "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  alarms: {min_calls: 4,"
+		     " empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n");
+	atb_free(t2);
+	t2 = t3;
+	t3 = NULL;
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p->gates.has_clocks);
@@ -751,7 +764,6 @@ Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_
 	cr_expect_float_eq(p->gates.clocks_max_arm_rel_difference, 0.02, 1e-15);
 	cr_expect_str_eq(p->timing.placement, "shuffled");
 	atb_protocol_free(p);
-	atb_free(t3);
 	/* a value outside the list names the field */
 	t3 = replace(t2, "placement: shuffled", "placement: random");
 	spit(cand, t3);
