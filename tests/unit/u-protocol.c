@@ -348,7 +348,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
 	struct atb_frozen_protocol *list = NULL;
-	char v1digest[65], v4digest[65], cand[512], *text, *t2, *t3;
+	char v1digest[65], v4digest[65], cand[512], *text, *t2, *t3, *t4;
 	size_t n = 0;
 	int version = 0, current = 0;
 
@@ -358,11 +358,14 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V3);
 	t2 = replace(text, "version: 3", "version: 4");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	/* PROTO: gates.physical_floor.cache_allowance (required from version 4) */
+	t4 = replace(t3, "    margin: 0.9", "    cache_allowance: 2\n    margin: 0.9");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, t4);
 	atb_free(text);
 	atb_free(t2);
 	atb_free(t3);
+	atb_free(t4);
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
 		     err.msg);
@@ -374,6 +377,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.01, 1e-15);
 	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
 	cr_expect(p->gates.has_timed_correctness);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 2.0, 1e-15);
 	cr_assert_eq(p->version, 4);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
 	cr_assert_str_eq(p->digest, v4digest);
@@ -649,6 +653,39 @@ Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.timed_correctness.check_share");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
+/* PROTO: gates.physical_floor.cache_allowance -- optional before version 4, required from it. */
+Test(protocol, floor_cache_allowance_is_required_from_version_4, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V3);
+	cr_assert_eq(atb_protocol_load_file(V3, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 0.0, 1e-15);  /* the gate's default */
+	atb_protocol_free(p);
+	t2 = replace(text, "version: 3", "version: 4");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.physical_floor.cache_allowance");
+	cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+	t3 = replace(t2, "    margin: 0.9", "    cache_allowance: 3\n    margin: 0.9");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 3.0, 1e-15);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "    margin: 0.9", "    cache_allowance: 0.5\n    margin: 0.9");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.physical_floor.cache_allowance");
 	atb_free(t3);
 	atb_free(t2);
 	atb_free(text);
