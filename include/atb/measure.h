@@ -208,7 +208,12 @@ enum atb_status atb_measure_static_check(const char *home, const char *python,
  * throttling (cuda: more than ATBI_THROTTLE_MAX_SHARE, 10%, of a job's timed
  * trials marked throttled by NVML; job 1 re-run within the same bounds as
  * the cv), physical_floor (any per-seed candidate median below
- * margin x floor; bandwidth and peak from the store's box capabilities,
+ * margin x floor; kind torch, which declares no bytes: the bytes of the
+ * reference's outputs, from the baseline-alone runner's "outputs" event,
+ * beyond PROTO: gates.physical_floor.cache_allowance x the caches (the
+ * CPU's data caches, atb_floor_cpu_cache_bytes, or the GPU's L2), one
+ * write at the bandwidth, out->output_bytes and floor_allowance_bytes;
+ * bandwidth and peak from the store's box capabilities,
  * measured on first use with atb_floor_measure_cpu, or for kind cuda with
  * atb_floor_measure_gpu and stored as "gpu0_*" kinds; on the cpu a
  * candidate that beats the floor from cached caps makes it call
