@@ -392,6 +392,9 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			if (o->reason[0])
 				printf("  reason          %s\n", o->reason);
 		}
+		if (o->findings[0])
+			printf("  static          findings: %s (docs/torch.md, \"Static checks\")\n",
+			       o->findings);
 		if (o->note[0])
 			printf("  note            %s\n", o->note);
 	}
