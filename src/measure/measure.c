@@ -1071,13 +1071,16 @@ static enum atb_status floor_remeasure(struct measure *m, struct atb_floor_caps 
  * out->floor_ns; an unknown byte count or cache size leaves the floor 0
  * (not applied), never a guess.
  */
-static enum atb_status torch_floor(struct measure *m, const struct job_result *j1,
-				   const struct job_result *j2, struct atb_floor_caps *caps,
+static enum atb_status torch_floor(struct measure *m, const struct job_result *j2,
+				   struct atb_floor_caps *caps,
 				   struct atb_task_instance *t0, struct atb_error *err)
 {
 	const json_t *o = json_object_get(j2->outputs_event, "outputs");
 	const json_t *bytes = json_object_get(o, "bytes");
-	const char *dev = json_string_value(json_object_get(j1->env, "device"));
+	/* the device and its L2 from the alone runner too: the paired one has
+	   the candidate inside (a "cpu" claimed on a GPU would pick caps that
+	   are not there, and no floor) */
+	const char *dev = json_string_value(json_object_get(j2->env, "device"));
 	double factor = m->p->gates.floor_cache_allowance > 0 ? m->p->gates.floor_cache_allowance
 							      : ATBI_FLOOR_CACHE_ALLOWANCE;
 	uint64_t cache = 0;
@@ -1094,7 +1097,7 @@ static enum atb_status torch_floor(struct measure *m, const struct job_result *j
 	m->out->output_bytes = out_bytes;
 	m->floor_gpu = dev && !strcmp(dev, "cuda");
 	if (m->floor_gpu) {
-		const json_t *l2 = json_object_get(json_object_get(j1->env, "gpu_device"),
+		const json_t *l2 = json_object_get(json_object_get(j2->env, "gpu_device"),
 						   "l2_bytes");
 
 		cache = json_is_integer(l2) && json_integer_value(l2) > 0
@@ -1920,7 +1923,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		out->baseline_median_ns = median_of_medians(j1.median[A_BASE], m->nseeds);
 		out->naive_median_ns = m->with_naive ? median_of_medians(j1.median[A_NAIVE], m->nseeds)
 						     : 0;
-		if (m->torch && (st = torch_floor(m, &j1, &j2, &caps, &t0, err)))
+		if (m->torch && (st = torch_floor(m, &j2, &caps, &t0, err)))
 			goto done;
 
 		/* 7. the physical floor (PROTO: gates.physical_floor.margin) */
