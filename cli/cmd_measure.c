@@ -375,6 +375,24 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 					  o->compile_why[0] ? json_string(o->compile_why) : json_null()));
 		if (o->inputs_on[0])
 			json_object_set_new(v, "inputs_on", json_string(o->inputs_on));
+		if (task->kind && !strcmp(task->kind, ATB_TASK_KIND_TORCH)) {
+			/* the static checker's finding kinds, refusing or not */
+			json_t *f = json_array();
+			const char *p = o->findings;
+
+			while (f && *p) {
+				size_t n = strcspn(p, ",");
+
+				json_array_append_new(f, json_stringn(p, n));
+				p += n + (p[n] == ',');
+			}
+			json_object_set_new(v, "findings", f ? f : json_null());
+			json_object_set_new(v, "output_bytes",
+					    o->output_bytes >= 0 ? json_integer(o->output_bytes)
+								 : json_null());
+			json_object_set_new(v, "floor_allowance_bytes",
+					    json_integer(o->floor_allowance_bytes));
+		}
 		json_object_set_new(v, "baseline_median_ns", jnum(o->baseline_median_ns));
 		json_object_set_new(v, "candidate_median_ns", jnum(o->candidate_median_ns));
 		json_object_set_new(v, "naive_median_ns", jnum(o->naive_median_ns));
@@ -447,6 +465,9 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 			if (o->reason[0])
 				printf("  reason          %s\n", o->reason);
 		}
+		if (o->findings[0])
+			printf("  static          findings: %s (docs/torch.md, \"Static checks\")\n",
+			       o->findings);
 		if (o->note[0])
 			printf("  note            %s\n", o->note);
 	}
@@ -638,6 +659,8 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	opts.with_naive = naive < 0 ? task->has_naive : naive;
 	opts.with_compile = compile;
 	opts.candidate_label = label;
+	if (cand == cand_dir)
+		opts.candidate_file = pos[1];
 	opts.box = box;
 	opts.progress_detail = on_progress;
 	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);

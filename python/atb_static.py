@@ -14,9 +14,22 @@ Finding kinds (docs/suite.md says which refuse and which annotate):
                          a try/except whose except clause calls torch (or
                          whose try body calls torch and whose handler does
                          not re-raise)
+  dynamic_code           code this checker cannot read: exec, eval, compile,
+                         __import__, importlib, runpy, marshal, pickle,
+                         ctypes, ..., or a C++ source string that calls into
+                         the interpreter (PyImport_, py::module_::import, ...)
+  reflection             reaching objects the candidate did not make: gc,
+                         inspect, builtins, sys.modules, sys._getframe,
+                         frames and tracebacks, __subclasses__, __dict__,
+                         __globals__ and like attributes, globals(), vars(),
+                         locals(), getattr/setattr/delattr/hasattr with a
+                         name that is not a string literal, atb's own
+                         modules, or an assignment into torch (torch.X = ...)
+  unanalysable           the candidate parses but is too deep to walk
   calls_replaced_op      the candidate calls a torch op that the reference's
                          forward uses (torch.relu, F.softmax, torch.matmul,
                          the @ operator, nn.Conv2d, x.sum(), ...)
+The first three and the next three refuse; calls_replaced_op annotates.
 Exit status: 0 when the candidate was analysed (findings or not), 2 when
 the arguments are wrong or the reference cannot be read or parsed (a task
 bug, not the candidate's).
@@ -54,6 +67,40 @@ NOT_OPS = {
     "cuda", "cpu", "float", "half", "dim", "numel", "data_ptr", "stride",
     "is_contiguous", "sequential", "modulelist", "super", "__init__",
 }
+
+
+# PROTO: gates static -- what hides code from this checker, or reaches the
+# reference (or the runner) without naming it.
+DYNAMIC_NAMES = {"exec", "eval", "compile", "__import__", "execfile"}
+DYNAMIC_MODULES = {"importlib", "runpy", "marshal", "pickle", "cPickle", "dill",
+                   "cloudpickle", "code", "codeop", "ctypes", "_ctypes", "cffi", "imp",
+                   "zipimport", "pkgutil", "_imp"}
+REFLECTION_NAMES = {"globals", "locals", "vars", "__builtins__", "__loader__", "__spec__",
+                    "attrgetter", "methodcaller"}
+# (threading: work left running outside the timed call)
+REFLECTION_MODULES = {"gc", "inspect", "builtins", "__builtin__", "__main__", "traceback",
+                      "_thread", "threading", "sys"}
+# module-level names of sys that reach other modules or frames
+SYS_REFLECTION = {"modules", "_getframe", "_current_frames", "meta_path", "path_hooks",
+                  "settrace", "setprofile", "exc_info", "exception", "last_traceback",
+                  "last_value", "_current_exceptions", "monitoring", "audit",
+                  "addaudithook"}
+REFLECTION_ATTRS = {"__subclasses__", "__bases__", "__base__", "__mro__", "mro",
+                    "__globals__", "__builtins__", "__dict__", "__code__", "__closure__",
+                    "__getattribute__", "__self__", "__func__", "__wrapped__", "__loader__",
+                    "__spec__", "__traceback__", "__import__", "__reduce__", "__reduce_ex__",
+                    "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame",
+                    "cr_frame", "ag_frame", "tb_frame", "tb_next", "func_globals",
+                    "attrgetter", "methodcaller"}
+ATTR_BUILTINS = {"getattr", "setattr", "delattr", "hasattr"}
+# C++ (load_inline) reaching back into the interpreter
+CXX_INTO_PYTHON = ("PyImport_", "PyRun_", "PyEval_", "Py_CompileString", "PyObject_GetAttr",
+                   "PySys_GetObject", "PyDict_GetItem", "PyModule_GetDict", "module_::import",
+                   "module::import", "py::eval", "py::exec", "pybind11::eval",
+                   "pybind11::exec", "py::globals", "pybind11::globals", "Py_Initialize",
+                   "PyGILState_Ensure", "dlsym")
+# the start of every module atb itself puts in the runner (atb_torch, atb_arm_N)
+ATB_MODULE_PREFIX = "atb"
 
 
 def normalise(name):
@@ -150,6 +197,91 @@ def reraises(handler):
     return any(isinstance(n, ast.Raise) for n in ast.walk(handler))
 
 
+def module_root(name):
+    return (name or "").split(".")[0]
+
+
+def hidden_code_findings(tree):
+    """dynamic_code and reflection findings: (kind, line, detail)."""
+    out = []
+    sys_names = set()   # names bound to the sys module (import sys [as s])
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 1)
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.ImportFrom):
+                mods = [node.module or ""]
+                if node.level:
+                    out.append(("reflection", line, "a relative import (from . import ...)"))
+            else:
+                mods = [a.name for a in node.names]
+            for mod in mods:
+                root = module_root(mod)
+                if root in DYNAMIC_MODULES:
+                    out.append(("dynamic_code", line, "imports %s, which runs code this "
+                                "checker cannot read" % mod))
+                elif root.startswith(ATB_MODULE_PREFIX):
+                    out.append(("reflection", line, "imports %s, one of atb's own "
+                                "modules in the runner" % mod))
+                elif root == "sys":
+                    if isinstance(node, ast.ImportFrom):
+                        for a in node.names:
+                            if a.name in SYS_REFLECTION or a.name == "*":
+                                out.append(("reflection", line, "imports sys.%s" % a.name))
+                    else:
+                        for a in node.names:
+                            if module_root(a.name) == "sys":
+                                sys_names.add((a.asname or a.name).split(".")[0])
+                elif root in REFLECTION_MODULES:
+                    out.append(("reflection", line, "imports %s, which reaches objects the "
+                                "candidate did not make" % mod))
+        elif isinstance(node, ast.Name):
+            if node.id in DYNAMIC_NAMES:
+                out.append(("dynamic_code", line, "uses %s" % node.id))
+            elif node.id in REFLECTION_NAMES:
+                out.append(("reflection", line, "uses %s" % node.id))
+            elif node.id in ATTR_BUILTINS and not isinstance(node.ctx, ast.Load):
+                out.append(("reflection", line, "rebinds %s" % node.id))
+        elif isinstance(node, ast.Attribute):
+            if node.attr in REFLECTION_ATTRS:
+                out.append(("reflection", line, "reads the attribute %s" % node.attr))
+            elif node.attr in DYNAMIC_NAMES and isinstance(node.value, ast.Name) and \
+                    node.value.id in ("builtins", "__builtins__"):
+                out.append(("dynamic_code", line, "uses builtins.%s" % node.attr))
+            if isinstance(node.value, ast.Name) and node.value.id in sys_names and \
+                    node.attr in SYS_REFLECTION:
+                out.append(("reflection", line, "reads sys.%s" % node.attr))
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and root_name(node) in TORCH_ROOTS:
+                out.append(("reflection", line, "assigns to %s: it patches what the "
+                            "reference runs on" % (ast.unparse(node) if hasattr(ast, "unparse")
+                                                   else node.attr)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ATTR_BUILTINS:
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                out.append(("reflection", line, "calls %s with a name that is not a string "
+                            "literal" % node.func.id))
+            elif name.value in REFLECTION_ATTRS or name.value == "Model":
+                out.append(("reflection", line, "calls %s(..., %r)" % (node.func.id,
+                                                                      name.value)))
+            elif node.func.id in ("setattr", "delattr") and node.args and \
+                    root_name(node.args[0]) in TORCH_ROOTS:
+                out.append(("reflection", line, "calls %s on %s: it patches what the "
+                            "reference runs on" % (node.func.id, root_name(node.args[0]))))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            for tok in CXX_INTO_PYTHON:
+                if tok in node.value:
+                    out.append(("dynamic_code", line, "a source string calls into the "
+                                "interpreter (%s)" % tok))
+                    break
+    # getattr and the like taken as a value (g = getattr), out of sight of the rule above
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in ATTR_BUILTINS and \
+                isinstance(node.ctx, ast.Load) and id(node) not in called:
+            out.append(("reflection", node.lineno, "takes %s as a value" % node.id))
+    return out
+
+
 def candidate_findings(tree, ops):
     findings = []
     body = [n for n in tree.body if not (isinstance(n, ast.ClassDef) and n.name == "Model")]
@@ -193,6 +325,12 @@ def candidate_findings(tree, ops):
                     findings.append({"kind": "fallback_to_reference", "line": node.lineno,
                                      "detail": "try/except falls back: " + what})
 
+    seen_hidden = set()
+    for kind, line, detail in hidden_code_findings(tree):
+        if (kind, line) not in seen_hidden:
+            seen_hidden.add((kind, line))
+            findings.append({"kind": kind, "line": line, "detail": detail})
+
     reported = set()
     for top in body:
         for op, line, spelled in call_ops(top, True):
@@ -226,11 +364,22 @@ def main(argv):
         return 2
     try:
         tree = ast.parse(src, filename=cand_path)
+    except (RecursionError, MemoryError, ValueError) as e:
+        # too deep for the parser, or a NUL byte: nothing can be said of it
+        out["findings"].append({"kind": "unanalysable", "line": 1,
+                                "detail": "the candidate cannot be parsed: %s" % type(e).__name__})
+        sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
+        return 0
     except SyntaxError as e:
         out["findings"].append({"kind": "syntax_error", "line": e.lineno or 1,
                                 "detail": "the candidate does not parse: %s" % e.msg})
     else:
-        out["findings"] = candidate_findings(tree, ops)
+        try:
+            out["findings"] = candidate_findings(tree, ops)
+        except (RecursionError, MemoryError) as e:
+            out["findings"] = [{"kind": "unanalysable", "line": 1,
+                                "detail": "the candidate is too deep to analyse: %s"
+                                          % type(e).__name__}]
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     return 0
 

@@ -1428,6 +1428,13 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		json_decref(a);
 		return -1;
 	}
+	/* PROTO: gates.physical_floor -- the reference's output bytes, once */
+	if (json_is_object(json_object_get(a, "outputs")) &&
+	    runner_emit(json_pack("{s:s, s:I, s:O}", "event", "outputs", "seed", (json_int_t)seed,
+				  "outputs", json_object_get(a, "outputs")))) {
+		json_decref(a);
+		return -1;
+	}
 	json_decref(a);
 	for (ai = 0; ai < job->narms; ai++) {
 		if (rt->cu) {

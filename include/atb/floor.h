@@ -75,6 +75,17 @@ void atb_floor_caps_merge(struct atb_floor_caps *caps, const struct atb_floor_ca
  */
 double atb_floor_ns(const struct atb_floor_caps *caps, int64_t bytes, int64_t flops);
 
+/*
+ * The bytes this machine's CPU data caches hold in all: every data or
+ * unified cache of every level, each instance once (sysfs
+ * /sys/devices/system/cpu/cpu* /cache/index* /: size, level, type and
+ * shared_cpu_list).  An output that fits in them can be written without
+ * reaching memory, so the physical floor of a write counts only the bytes
+ * beyond them (PROTO: gates.physical_floor.cache_allowance).  0 when sysfs
+ * does not say.  sysfs_root: NULL for "/sys" (tests give a planted tree).
+ */
+uint64_t atb_floor_cpu_cache_bytes(const char *sysfs_root);
+
 /* ---- the GPU ---- */
 
 /* Capability kinds of device ordinal N in the store's box_capability table. */

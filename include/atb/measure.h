@@ -33,6 +33,7 @@ struct atb_knob_assignment;
 
 /* Gate ids: stable strings, stored in rejections as "gate:<id>". */
 #define ATB_GATE_SURFACE "surface"
+#define ATB_GATE_STATIC "static"            /* torch: the candidate's source falls back or hides code */
 #define ATB_GATE_BUILD "build"
 #define ATB_GATE_RUNNER "runner"            /* crash, timeout, malformed events */
 #define ATB_GATE_CORRECTNESS "correctness"
@@ -84,6 +85,9 @@ struct atb_measure_opts {
 	int with_compile;
 	const char *compile_mode;
 	const char *candidate_label; /* stored as the result's candidate; NULL: knobs */
+	/* Kind torch: the candidate file as its author named it, for messages
+	   (a static refusal names it and the line); NULL: candidate_dir's file */
+	const char *candidate_file;
 	/* This machine, probed (atb_box_probe_with_compiler); NULL: probed here.
 	   It is registered in the store either way. */
 	const struct atb_box *box;
@@ -164,8 +168,58 @@ struct atb_measure_outcome {
 	   device) or "cpu" (the CPU path), and why; "" for other kinds */
 	char inputs_on[8];
 	char inputs_why[256];
+	/* Kind torch: the static checker's finding kinds, comma-separated, in
+	   the checker's order ("" none or not checked); refusing or not */
+	char findings[160];
+	/* Kind torch: the bytes of the reference's outputs that do not alias
+	   its inputs, as the baseline-alone runner saw them (-1 unknown), and
+	   the share of them the floor does not count (the caches' allowance);
+	   floor_ns is then their time at the box's bandwidth */
+	int64_t output_bytes, floor_allowance_bytes;
 	double build_s, run_s;     /* wall time spent building, measuring */
 };
+
+/* ---- static checks of a KernelBench-format (torch) candidate ---- */
+
+/* Where the static checker lives, under ATB_HOME. */
+#define ATB_MEASURE_STATIC_SCRIPT "python/atb_static.py"
+
+struct atb_measure_finding {
+	/* syntax_error, no_modelnew, fallback_to_reference, dynamic_code,
+	   reflection, unanalysable, calls_replaced_op (docs/torch.md) */
+	char kind[32];
+	int line;          /* in the candidate file, 1-based */
+	char detail[256];
+	int refuses;       /* atb_measure_finding_refuses(kind) */
+};
+
+/*
+ * Does a finding of this kind refuse the candidate (a rejection
+ * "gate:static", nothing run)?  syntax_error, no_modelnew,
+ * fallback_to_reference, dynamic_code, reflection and unanalysable refuse;
+ * calls_replaced_op (and any kind this version does not know) only
+ * annotates.  docs/torch.md, "Static checks", says why.
+ */
+int atb_measure_finding_refuses(const char *kind);
+
+/*
+ * Run the static checker (home/python/atb_static.py; home NULL: atb_home())
+ * with python (NULL: $ATB_PYTHON, else python3) on candidate against
+ * reference, in the sandbox, killed after timeout_s (<= 0: 60).  Caller
+ * owns *out (atb_free; NULL when none) and *json (the checker's JSON object
+ * as text with the sandbox's facts, atb_free; json may be NULL when not
+ * wanted).  A candidate that does not parse is a finding (syntax_error),
+ * not an error.  atb_measure_candidate calls it for every torch candidate;
+ * it is public for callers that want the findings alone.  Errors:
+ * ATB_ERR_SCHEMA (the reference cannot be read or parsed: a task problem;
+ * the checker's message), ATB_ERR_SYSTEM (the interpreter cannot run, times
+ * out, or fails otherwise; stderr's tail in the message), ATB_ERR_PARSE
+ * (not the checker's JSON), ATB_ERR_NOMEM.
+ */
+enum atb_status atb_measure_static_check(const char *home, const char *python,
+					 const char *reference, const char *candidate,
+					 double timeout_s, struct atb_measure_finding **out,
+					 size_t *n, char **json, struct atb_error *err);
 
 /*
  * Measure candidate_dir (a folder holding only the task's surface files)
@@ -182,14 +236,22 @@ struct atb_measure_outcome {
  * The gates, in order (each a rejection "gate:<id>" with detail JSON):
  * surface (folder contents; hashes of the protocol folder, the task folder,
  * atb-runner and the built baseline/naive objects before and after every
- * runner), build (compiler log tail kept), runner (signal, timeout, error
+ * runner), static (kind torch: atb_measure_static_check on the copied
+ * candidate; the first refusing finding refuses it with its file, line and
+ * rule, before any runner starts; every finding is in the audit entry
+ * "measure.static" and out->findings), build (compiler log tail kept), runner (signal, timeout, error
  * event, malformed line; stderr tail kept), input_mutation, correctness,
  * output_aliasing (cuda), result_reuse, side_stream (cuda: the runner saw
  * the candidate's work finish after its timed window), noise for
  * throttling (cuda: more than ATBI_THROTTLE_MAX_SHARE, 10%, of a job's timed
  * trials marked throttled by NVML; job 1 re-run within the same bounds as
  * the cv), physical_floor (any per-seed candidate median below
- * margin x floor; bandwidth and peak from the store's box capabilities,
+ * margin x floor; kind torch, which declares no bytes: the bytes of the
+ * reference's outputs, from the baseline-alone runner's "outputs" event,
+ * beyond PROTO: gates.physical_floor.cache_allowance x the caches (the
+ * CPU's data caches, atb_floor_cpu_cache_bytes, or the GPU's L2), one
+ * write at the bandwidth, out->output_bytes and floor_allowance_bytes;
+ * bandwidth and peak from the store's box capabilities,
  * measured on first use with atb_floor_measure_cpu, or for kind cuda with
  * atb_floor_measure_gpu and stored as "gpu0_*" kinds; on the cpu a
  * candidate that beats the floor from cached caps makes it call

@@ -116,6 +116,13 @@ struct atb_protocol {
 	struct {
 		double anomaly_factor;
 		double floor_margin;
+		/*
+		 * gates.physical_floor.cache_allowance (version 4 on; absent: 0,
+		 * and the gate uses ATBI_FLOOR_CACHE_ALLOWANCE, 2): a torch
+		 * task's floor counts only its outputs' bytes beyond this many
+		 * times the caches (an output that fits is written at cache speed)
+		 */
+		double floor_cache_allowance;
 		double drift_tolerance;
 		/* gates.throttle.max_share (version 2 on; absent: has_throttle 0) */
 		int has_throttle;

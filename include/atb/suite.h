@@ -12,14 +12,14 @@
  * (folders, filter, device, baseline, interpreter, timeout and the task
  * list with each task's candidate) is the audit entry "suite.plan".
  *
- * Each task runs in a child process of the caller (fork): the static
- * checks (python/atb_static.py, run with the configured interpreter),
- * then atb_measure_candidate, which starts its own fresh atb-runner
+ * Each task runs in a child process of the caller (fork):
+ * atb_measure_candidate, whose first gates are the static checks
+ * (atb_measure_static_check) and which starts its own fresh atb-runner
  * processes.  The child is killed with every process under it when the
  * task's time is up; the caller becomes a child subreaper
  * (PR_SET_CHILD_SUBREAPER) for the suite's duration so that no runner
- * escapes.  Findings that refuse are stored as rejections "gate:static"
- * (atb_store_reject); every finding is an audit entry "suite.static".
+ * escapes.  Findings that refuse are rejections "gate:static" and every
+ * finding is in the audit entry "measure.static" (atb_measure_candidate).
  *
  * The aggregate statistics (correct rate, fast_p, median and geometric
  * mean speedup with bootstrap intervals, each against the bars) are pure
@@ -42,12 +42,10 @@
 #define ATB_SUITE_PROPOSER "suite"
 /* The most tasks one suite may hold. */
 #define ATB_SUITE_MAX_TASKS 10000
-/* Where the static checker lives, under ATB_HOME. */
-#define ATB_SUITE_STATIC_SCRIPT "python/atb_static.py"
 
 /* Outcomes a suite adds to the loop's (gate ids, "usable", ...). */
 #define ATB_SUITE_NO_CANDIDATE "no_candidate"
-#define ATB_SUITE_STATIC "static"        /* refused by a static finding */
+#define ATB_SUITE_STATIC "static"        /* refused by a static finding (ATB_GATE_STATIC) */
 #define ATB_SUITE_TIMEOUT "timeout"      /* killed at --timeout-per-task */
 #define ATB_SUITE_TASK_ERROR "task_error" /* the reference file did not load */
 
@@ -74,40 +72,6 @@ enum atb_status atb_suite_discover(const char *dir, const char *candidates_dir,
 				   const char *filter, struct atb_suite_task **out, size_t *n,
 				   struct atb_error *err);
 void atb_suite_tasks_free(struct atb_suite_task *t, size_t n);
-
-/* ---- static checks ---- */
-
-struct atb_suite_finding {
-	char kind[32];     /* syntax_error, no_modelnew, fallback_to_reference, calls_replaced_op */
-	int line;          /* in the candidate file, 1-based */
-	char detail[256];
-	int refuses;       /* atb_suite_finding_refuses(kind) */
-};
-
-/*
- * Does a finding of this kind refuse the candidate (stored as a rejection
- * "gate:static", not measured)?  syntax_error, no_modelnew and
- * fallback_to_reference refuse; calls_replaced_op (and any kind this
- * version does not know) only annotates.  docs/suite.md says why.
- */
-int atb_suite_finding_refuses(const char *kind);
-
-/*
- * Run the static checker (home/python/atb_static.py; home NULL: atb_home())
- * with python (NULL: $ATB_PYTHON, else python3) on candidate against
- * reference, killed after timeout_s (<= 0: 60).  Caller owns *out
- * (atb_free; NULL when none) and *json (the checker's JSON object as text,
- * atb_free; json may be NULL when not wanted).  A candidate that does not
- * parse is a finding (syntax_error), not an error.  Errors: ATB_ERR_SCHEMA
- * (the reference cannot be read or parsed: a task problem; the checker's
- * message), ATB_ERR_SYSTEM (the interpreter cannot run, times out, or
- * fails otherwise; stderr's tail in the message), ATB_ERR_PARSE (not the
- * checker's JSON), ATB_ERR_NOMEM.
- */
-enum atb_status atb_suite_static_check(const char *home, const char *python,
-				       const char *reference, const char *candidate,
-				       double timeout_s, struct atb_suite_finding **out,
-				       size_t *n, char **json, struct atb_error *err);
 
 /* ---- rows and aggregate statistics ---- */
 

@@ -175,6 +175,7 @@ class Session:
                 self.task, self.device, inputs.mix(self.init_seed, 0, 0, STREAM_CHECK))
         self.keep = []
         self.cur = None
+        self.out_facts = None  # the reference's outputs on the first timing draw
         self.last_out = None
         self.timing_inputs = None
         self.timing_seed = None
@@ -425,6 +426,44 @@ class Session:
                 res.append((self.input_name(i), x.device, s.data_ptr(), s.data_ptr() + s.nbytes()))
         return res
 
+    def overlaps_itself(self, t):
+        """True when some elements of t may share memory (a stride-0
+        broadcast, an as_strided view): t then holds fewer distinct
+        elements than its shape says.  Sufficient test for the contrary:
+        sorted by stride, each dimension of size > 1 steps past all the
+        smaller ones."""
+        dims = sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz > 1)
+        span = 1
+        for st, sz in dims:
+            if st < span:
+                return True
+            span = st * sz
+        return False
+
+    def output_facts(self, out, xs):
+        """PROTO: gates.physical_floor -- the bytes a correct candidate must
+        write: every tensor output's elements, except outputs that share
+        storage with an input (a view the reference returns) or overlap
+        themselves (a broadcast: its distinct elements are not known here).
+        Taken from the reference, on the seed's timing inputs."""
+        torch = self.torch
+        ins = self.storages(xs)
+        facts = {"bytes": 0, "aliased_bytes": 0, "overlapping_bytes": 0, "tensors": 0}
+        for _, o in flatten(out):
+            if not torch.is_tensor(o) or not o.numel():
+                continue
+            n = o.numel() * o.element_size()
+            facts["tensors"] += 1
+            s = o.untyped_storage()
+            lo, hi = s.data_ptr(), s.data_ptr() + s.nbytes()
+            if any(dev == o.device and lo < ihi and ilo < hi for _, dev, ilo, ihi in ins):
+                facts["aliased_bytes"] += n
+            elif self.overlaps_itself(o):
+                facts["overlapping_bytes"] += n
+            else:
+                facts["bytes"] += n
+        return facts
+
     def aliases(self, out, xs):
         """(output, input) pairs whose storages overlap."""
         with self.ph("aliasing"):
@@ -509,9 +548,23 @@ class Session:
         overlaps = []
         if self.last_out is not None:
             overlaps = [list(p) for p in sorted(self.aliases(self.last_out, arm_in) - c["aliased"])]
+            # PROTO: gates output_aliasing -- an output whose elements share
+            # memory (a stride-0 broadcast of a few values) where the
+            # reference's does not: it holds fewer values than it shows,
+            # so it cannot be held to the floor of the bytes it must write
+            if c.get("dense") is None:
+                c["dense"] = {n for n, r in flatten(c["ref_out"])
+                              if torch.is_tensor(r) and r.numel() > 1 and
+                              not self.overlaps_itself(r)}
+            for n, o in flatten(self.last_out):
+                if n in c["dense"] and torch.is_tensor(o) and self.overlaps_itself(o):
+                    overlaps.append([n, "itself (elements sharing memory, strides %s)"
+                                     % list(o.stride())])
         res["aliasing"] = {"checked": True, "overlaps": overlaps,
                            "how": "storage ranges of every output against every input, "
-                                  "where the reference's own outputs do not alias them"}
+                                  "where the reference's own outputs do not alias them; "
+                                  "an output overlapping itself where the reference's "
+                                  "does not"}
         self.keep.append(self.last_out)
         self.last_out = None
         return res
@@ -588,8 +641,20 @@ class Session:
             self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
         if self.watch is not None:
             self.watch.inputs_set(self.timing_inputs[self.reference])
+        res = {"ok": True}
+        if self.out_facts is None:
+            # PROTO: gates.physical_floor -- once per runner, one call of the
+            # reference on the first seed's timing inputs (a warm-up call;
+            # the baseline-alone runner, which never imports the candidate,
+            # is the one the harness believes)
+            ref_in = self.timing_inputs[self.reference]
+            out, error = self.run(self.reference, ref_in)
+            if error is None:
+                self.out_facts = self.output_facts(out, ref_in)
+                res["outputs"] = self.out_facts
+            del out
         self.sync()
-        return {"ok": True}
+        return res
 
     def prepare(self, seed):
         with self.ph("prepare"):

@@ -7,6 +7,7 @@
  * target_clones resolves it at load time), and the best repetition counts.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,4 +343,103 @@ double atb_floor_ns(const struct atb_floor_caps *caps, int64_t bytes, int64_t fl
 	if (flops > 0 && caps->peak_flops_per_s > 0)
 		tf = (double)flops / caps->peak_flops_per_s * 1e9;
 	return tb > tf ? tb : tf;
+}
+
+/* ---- the caches an output may be written into ---- */
+
+/* The first line of root/rel, without its newline; "" when unreadable. */
+static void read_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	if (!fgets(buf, (int)size, f))
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* "32768K", "2M", "1024": bytes; 0 when it does not parse. */
+static uint64_t size_bytes(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+
+	if (end == s)
+		return 0;
+	if (*end == 'K')
+		return v << 10;
+	if (*end == 'M')
+		return v << 20;
+	if (*end == 'G')
+		return v << 30;
+	return *end ? 0 : v;
+}
+
+uint64_t atb_floor_cpu_cache_bytes(const char *sysfs_root)
+{
+	/* one entry per cache instance: its level, type and the cpus sharing it */
+	struct seen {
+		char key[160];
+	} *seen = NULL;
+	size_t nseen = 0, capseen = 0, i;
+	uint64_t total = 0;
+	char dir[512];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(dir, sizeof(dir), "%s/devices/system/cpu", sysfs_root ? sysfs_root : "/sys");
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		int idx;
+
+		if (strncmp(e->d_name, "cpu", 3) || e->d_name[3] < '0' || e->d_name[3] > '9')
+			continue;
+		for (idx = 0; idx < 16; idx++) {
+			char path[1024], level[16], type[32], size[32], shared[128], key[160];
+			int found = 0;
+
+			snprintf(path, sizeof(path), "%s/%s/cache/index%d/size", dir, e->d_name, idx);
+			read_line(path, size, sizeof(size));
+			if (!size[0])
+				break;
+			snprintf(path, sizeof(path), "%s/%s/cache/index%d/type", dir, e->d_name, idx);
+			read_line(path, type, sizeof(type));
+			if (!strcmp(type, "Instruction"))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s/cache/index%d/level", dir, e->d_name, idx);
+			read_line(path, level, sizeof(level));
+			snprintf(path, sizeof(path), "%s/%s/cache/index%d/shared_cpu_list", dir,
+				 e->d_name, idx);
+			read_line(path, shared, sizeof(shared));
+			/* a cache without a sharing list is the cpu's own */
+			snprintf(key, sizeof(key), "%.8s/%.16s/%.120s", level, type,
+				 shared[0] ? shared : e->d_name);
+			for (i = 0; i < nseen && !found; i++)
+				found = !strcmp(seen[i].key, key);
+			if (found)
+				continue;
+			if (nseen == capseen) {
+				size_t cap = capseen ? 2 * capseen : 64;
+				struct seen *n = atb_realloc(seen, cap * sizeof(*seen));
+
+				if (!n) {
+					total = 0;   /* unknown rather than too small */
+					goto out;
+				}
+				seen = n;
+				capseen = cap;
+			}
+			snprintf(seen[nseen++].key, sizeof(seen[0].key), "%s", key);
+			total += size_bytes(size);
+		}
+	}
+out:
+	closedir(d);
+	atb_free(seen);
+	return total;
 }

@@ -97,7 +97,8 @@ enum atb_status atb_loop_classify(const struct atb_protocol *p,
 				  const struct atb_measure_outcome *o, char *outcome,
 				  int *usable, struct atb_error *err)
 {
-	static const char *const not_built[] = {ATB_GATE_SURFACE, ATB_GATE_BUILD, NULL};
+	static const char *const not_built[] = {ATB_GATE_SURFACE, ATB_GATE_STATIC, ATB_GATE_BUILD,
+						NULL};
 	static const char *const not_correct[] = {ATB_GATE_CORRECTNESS, ATB_GATE_INPUT_MUTATION,
 						  ATB_GATE_RESULT_REUSE, ATB_GATE_RUNNER, NULL};
 	int rejected = o->verdict == ATB_MEASURE_REJECTED;
@@ -678,9 +679,21 @@ static enum atb_status open_task(struct loop *L, const char *home, const char *t
 {
 	char path[PATH_MAX];
 
+	enum atb_status st;
+
 	if (atb_engine_task_find(home, task, path, sizeof(path)))
 		return atb_engine_task_load(home, path, &L->etask, err);
-	return atb_task_open(home, task, &L->task, err);
+	st = atb_task_open(home, task, &L->task, err);
+	if (!st && L->task->kind && !strcmp(L->task->kind, ATB_TASK_KIND_TORCH))
+		/* no knobs and no candidate template: nothing for a proposer to
+		   draw (its candidates go through atb measure or atb suite, whose
+		   gates, the static checks first, are the same) */
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "task '%s' is a KernelBench-format (torch) task: atb run has "
+				     "nothing to propose for it (no knobs, no candidate template); "
+				     "measure its candidates with atb measure or atb suite",
+				     L->task->name);
+	return st;
 }
 
 /* The plan of a new run, judged before anything is written: L's task and

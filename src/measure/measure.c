@@ -87,6 +87,9 @@ struct job_result {
 	   with a failed timed check (owned copy), and its checked rounds */
 	json_t *timed_event;
 	size_t timed_rounds;
+	/* torch: the runner's first "outputs" event (owned copy): the
+	   reference's output bytes (PROTO: gates.physical_floor) */
+	json_t *outputs_event;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -122,6 +125,7 @@ struct measure {
 	size_t slots_done, nslots;      /* runner processes of this attempt (progress) */
 	const char *rerun_why;          /* set for the one announcing call */
 	char floor_why[256];            /* why a floor re-measure did not happen; "" */
+	int floor_gpu;                  /* the floor's caps are the GPU's (no cpu re-measure) */
 };
 
 static void progress(struct measure *m, const char *phase)
@@ -212,6 +216,69 @@ static enum atb_status reject(struct measure *m, const char *gate, enum atb_stat
 	snprintf(m->out->gate, sizeof(m->out->gate), "%s", gate);
 	m->out->status = status;
 	snprintf(m->out->reason, sizeof(m->out->reason), "%s", reason);
+	return st;
+}
+
+/* ---- the static gate (kind torch) ---- */
+
+#define STATIC_TIMEOUT_S 60.0
+
+/*
+ * PROTO: gates static -- the copied candidate's source against the task's,
+ * read by python/atb_static.py (atb_measure_static_check): every finding
+ * is in the audit entry "measure.static" and out->findings; the first
+ * refusing one refuses the candidate with its file, line and rule before
+ * any runner starts (*refused 1).  A checker that cannot run is an error,
+ * never an admission: nothing is measured unchecked.
+ */
+static enum atb_status static_gate(struct measure *m, const char *csrc, const char *shown,
+				   int *refused, struct atb_error *err)
+{
+	struct atb_measure_finding *f = NULL;
+	char *json = NULL, *payload = NULL, why[1024];
+	json_t *o = NULL;
+	size_t nf = 0, i, len;
+	enum atb_status st;
+	const struct atb_measure_finding *first = NULL;
+
+	*refused = 0;
+	progress(m, "static");
+	st = atb_measure_static_check(m->o->home, m->task->python, m->task->baseline.path, csrc,
+				      STATIC_TIMEOUT_S, &f, &nf, &json, err);
+	if (st)
+		return st;
+	for (i = 0; i < nf; i++) {
+		len = strlen(m->out->findings);
+		snprintf(m->out->findings + len, sizeof(m->out->findings) - len, "%s%s",
+			 len ? "," : "", f[i].kind);
+		if (f[i].refuses && !first)
+			first = &f[i];
+	}
+	if (nf) {
+		o = json_pack("{s:s, s:s, s:s, s:o}", "job", m->out->job_uuid, "task", m->task->name,
+			      "candidate", m->candidate_label, "checker",
+			      json_loads(json, 0, NULL));
+		if (!o)
+			st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		if (!st)
+			st = atbi_json_canonical(o, &payload, err);
+		if (!st)
+			st = atb_store_audit_event(m->store, "measure.static", payload, NULL, err);
+	}
+	if (!st && first) {
+		*refused = 1;
+		snprintf(why, sizeof(why), "static: %s at line %d of '%s': %s", first->kind,
+			 first->line, shown, first->detail);
+		st = reject(m, ATB_GATE_STATIC, ATB_ERR_CHECK, why,
+			    json_pack("{s:s, s:i, s:s, s:s, s:o?}", "rule", first->kind, "line",
+				      first->line, "file", shown, "findings", m->out->findings,
+				      "checker", json_loads(json, 0, NULL)),
+			    err);
+	}
+	json_decref(o);
+	atb_free(payload);
+	atb_free(json);
+	atb_free(f);
 	return st;
 }
 
@@ -483,6 +550,9 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "compile")) {
 		json_decref(r->compile_event);
 		r->compile_event = json_deep_copy(ev);
+	} else if (!strcmp(kind, "outputs")) {
+		if (!r->outputs_event && !(r->outputs_event = json_deep_copy(ev)))
+			return r->cb_st = ATB_ERR_NOMEM;
 	} else if (!strcmp(kind, "tamper")) {
 		if (!r->tamper_event)
 			r->tamper_event = json_deep_copy(ev);
@@ -578,6 +648,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->compile_event);
 	json_decref(r->tamper_event);
 	json_decref(r->timed_event);
+	json_decref(r->outputs_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1105,6 +1176,77 @@ static enum atb_status floor_remeasure(struct measure *m, struct atb_floor_caps 
 	return ATB_OK;
 }
 
+/*
+ * PROTO: gates.physical_floor, gates.physical_floor.cache_allowance -- the
+ * floor of a torch task, which declares no bytes or flops: the bytes of the
+ * reference's outputs (not aliasing its inputs, not overlapping
+ * themselves) that a correct candidate must write on every call, as the
+ * baseline-alone runner reported them (it never imports the candidate),
+ * less what the caches can hold (allowance x the CPU's data caches, or the
+ * GPU's L2 when the runner's device was cuda): one write of the rest at the
+ * box's measured bandwidth.  Sets t0->floor_bytes (flops 0) and
+ * out->floor_ns; an unknown byte count or cache size leaves the floor 0
+ * (not applied), never a guess.
+ */
+static enum atb_status torch_floor(struct measure *m, const struct job_result *j2,
+				   struct atb_floor_caps *caps,
+				   struct atb_task_instance *t0, struct atb_error *err)
+{
+	const json_t *o = json_object_get(j2->outputs_event, "outputs");
+	const json_t *bytes = json_object_get(o, "bytes");
+	/* the device and its L2 from the alone runner too: the paired one has
+	   the candidate inside (a "cpu" claimed on a GPU would pick caps that
+	   are not there, and no floor) */
+	const char *dev = json_string_value(json_object_get(j2->env, "device"));
+	double factor = m->p->gates.floor_cache_allowance > 0 ? m->p->gates.floor_cache_allowance
+							      : ATBI_FLOOR_CACHE_ALLOWANCE;
+	uint64_t cache = 0;
+	int64_t out_bytes;
+	enum atb_status st;
+
+	m->out->output_bytes = -1;
+	t0->floor_bytes = 0;
+	t0->floor_flops = 0;
+	m->out->floor_ns = 0;
+	if (!json_is_integer(bytes) || json_integer_value(bytes) < 0)
+		return ATB_OK;
+	out_bytes = (int64_t)json_integer_value(bytes);
+	m->out->output_bytes = out_bytes;
+	m->floor_gpu = dev && !strcmp(dev, "cuda");
+	if (m->floor_gpu) {
+		const json_t *l2 = json_object_get(json_object_get(j2->env, "gpu_device"),
+						   "l2_bytes");
+
+		cache = json_is_integer(l2) && json_integer_value(l2) > 0
+				? (uint64_t)json_integer_value(l2)
+				: 0;
+	} else {
+		cache = atb_floor_cpu_cache_bytes(NULL);
+		/* no sysfs: the largest cache four times over bounds every
+		   level of every core on the CPUs seen (docs/torch.md) */
+		if (!cache && m->box && m->box->cache_largest_bytes)
+			cache = 4 * m->box->cache_largest_bytes;
+	}
+	if (!cache)
+		return ATB_OK;
+	m->out->floor_allowance_bytes = (int64_t)(factor * (double)cache);
+	if (out_bytes <= m->out->floor_allowance_bytes)
+		return ATB_OK;
+	t0->floor_bytes = out_bytes - m->out->floor_allowance_bytes;
+	/* m->cuda picks the caps: the GPU's for a cuda torch runner */
+	{
+		int was = m->cuda;
+
+		m->cuda = m->floor_gpu;
+		st = floor_caps(m, caps, err);
+		m->cuda = was;
+	}
+	if (st)
+		return st;
+	m->out->floor_ns = atb_floor_ns(caps, t0->floor_bytes, 0);
+	return ATB_OK;
+}
+
 /* ---- statistics ---- */
 
 static enum atb_status paired(struct measure *m, struct seed_times *base, struct seed_times *cand,
@@ -1278,6 +1420,19 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 				      m->out->floor_remeasured ? jreal(m->out->floor_cached_ns)
 							       : json_null(),
 				      "remeasure_note", m->floor_why));
+	if (m->torch) {
+		/* PROTO: gates.physical_floor.cache_allowance -- where bytes came from */
+		json_t *fl = json_object_get(o, "floor");
+
+		json_object_set_new(fl, "output_bytes",
+				    m->out->output_bytes >= 0 ? json_integer(m->out->output_bytes)
+							      : json_null());
+		json_object_set_new(fl, "cache_allowance_bytes",
+				    json_integer(m->out->floor_allowance_bytes));
+		json_object_set_new(fl, "outputs",
+				    json_deep_copy(json_object_get(j2->outputs_event, "outputs")));
+		json_object_set_new(fl, "caps", json_string(m->floor_gpu ? "gpu" : "cpu"));
+	}
 	json_object_set_new(o, "drift",
 			    json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "ratio",
 				      jreal(m->out->drift_ratio), "tolerance",
@@ -1638,6 +1793,8 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	m->task = task;
 	m->cuda = task->kind && !strcmp(task->kind, "cuda");
 	m->torch = task->kind && !strcmp(task->kind, ATB_TASK_KIND_TORCH);
+	if (m->torch)
+		out->output_bytes = -1;   /* unknown until the alone runner says */
 	m->o = opts;
 	m->out = out;
 	m->nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
@@ -1746,6 +1903,19 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	st = copy_surface(m, candidate_dir, src, err);
 	if (st)
 		goto done;
+	/* PROTO: gates static -- the bytes the runner will import, read before it does */
+	if (m->torch) {
+		char shown[1200];
+
+		if (opts->candidate_file)
+			snprintf(shown, sizeof(shown), "%.1000s", opts->candidate_file);
+		else
+			snprintf(shown, sizeof(shown), "%.500s/%.500s", candidate_dir,
+				 task->surface[0]);
+		st = static_gate(m, csrc, shown, &refused, err);
+		if (st || refused)
+			goto done;
+	}
 
 	/* 2. builds: honest baseline, naive, candidate (with its knobs) */
 	progress(m, "build");
@@ -1882,8 +2052,19 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			atbi_gate_throttle(j1.throttled_trials, j1.trials, 1, &share);
 			if (share > out->throttled_share)
 				out->throttled_share = share;
-			if (over && out->attempts < NOISE_ATTEMPTS)
+			if (over && out->attempts < NOISE_ATTEMPTS) {
+				if (over == 1)
+					snprintf(rerun, sizeof(rerun), "the SM clock was below %u MHz "
+						 "in %.1f%% of the timed trials (at most %.0f%%)",
+						 cf.floor_mhz, 100 * cf.share_below,
+						 100 * p->gates.clocks_max_share_below);
+				else
+					snprintf(rerun, sizeof(rerun), "the arms ran at SM clocks "
+						 "%.1f%% apart (at most %.1f%%)",
+						 100 * cf.rel_difference,
+						 100 * p->gates.clocks_max_arm_rel_difference);
 				continue;
+			}
 			if (over) {
 				st = reject_clocks(m, "job 1", over, &cf, err);
 				goto done;
@@ -1912,11 +2093,13 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 						     : 0;
 		seed_range(j1.median[A_BASE], j1.median[A_CAND], m->nseeds, &out->seed_speedup_min,
 			   &out->seed_speedup_max);
+		if (m->torch && (st = torch_floor(m, &j2, &caps, &t0, err)))
+			goto done;
 
 		/* 7. the physical floor (PROTO: gates.physical_floor.margin) */
 		bad = atbi_gate_floor(j1.median[A_CAND], m->nseeds, out->floor_ns,
 				      p->gates.floor_margin);
-		if (bad >= 0 && !m->cuda && !out->floor_remeasured) {
+		if (bad >= 0 && !m->cuda && !m->floor_gpu && !out->floor_remeasured) {
 			/* cached caps may be from a busy box: measure again, judge again */
 			st = floor_remeasure(m, &caps, &t0, err);
 			if (st)
@@ -1935,6 +2118,15 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				 m->seeds[bad], j1.median[A_CAND][bad], p->gates.floor_margin,
 				 out->floor_ns, t0.floor_bytes, caps.mem_bw_bytes_per_s,
 				 t0.floor_flops, caps.peak_flops_per_s);
+			if (m->torch) {
+				size_t n = strlen(why);
+
+				snprintf(why + n, sizeof(why) - n,
+					 " (the reference's outputs are %" PRId64 " bytes; the first %"
+					 PRId64 " may stay in the caches; a candidate that returns "
+					 "them without writing them, cached or precomputed, is this fast)",
+					 out->output_bytes, out->floor_allowance_bytes);
+			}
 			if (out->floor_remeasured) {
 				size_t n = strlen(why);
 

@@ -94,6 +94,13 @@ ATBI_FUNC void atbi_correctness_release(struct atbi_correctness_state *st);
  */
 ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size);
 
+/*
+ * PROTO: gates.physical_floor.cache_allowance (version 4 on): absent, a
+ * torch task's floor counts the outputs' bytes beyond twice the caches
+ * (protocol/v4-torchtrust.yaml.snippet).
+ */
+#define ATBI_FLOOR_CACHE_ALLOWANCE 2.0
+
 /* ---- clock (clock.c): the runner's span of a timed group vs the harness's ---- */
 
 /*

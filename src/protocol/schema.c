@@ -216,6 +216,11 @@ static const struct field breaker_fields[] = {
 
 static const struct field floor_fields[] = {
 	REAL("margin", gates.floor_margin, (R_LO | R_LO_OPEN | R_HI), 0, 1),
+	/* PROTO: gates.physical_floor.cache_allowance -- optional: versions 1
+	 * to 3 have no such key (the gate then uses 2); required from version
+	 * 4 on (atbi_protocol_validate) */
+	{.key = "cache_allowance", .kind = F_REAL, .off = OFF(gates.floor_cache_allowance),
+	 .range = R_LO | R_HI, .lo = 1, .hi = 64, .optional = 1},
 	END,
 };
 
@@ -898,6 +903,16 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 			atbi_yaml_mark(gn, &line, &col);
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.clock",
 					"missing field 'clock' (required from version 3)");
+	}
+	if (!st && p->version >= 4 && !(p->gates.floor_cache_allowance > 0)) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"gates.physical_floor.cache_allowance",
+					"missing field 'cache_allowance' (required from version 4)");
 	}
 	if (!st && p->version >= 3 && !p->gates.has_timed_correctness) {
 		unsigned line = 1, col = 1;

@@ -45,7 +45,6 @@
 #include "banned.h"
 
 #define SUITE_DEFAULT_TIMEOUT_S 1800.0
-#define SUITE_STATIC_TIMEOUT_S 60.0
 
 /* The plan of a suite, as stored in its "suite.plan" audit entry. */
 struct plan {
@@ -293,18 +292,24 @@ static json_t *measured_json(const struct atb_measure_outcome *m, int compile)
 }
 
 static enum atb_status task_row_json(const struct atb_suite_task *t,
-				     const struct atb_suite_finding *f, size_t nf,
 				     const struct atb_measure_outcome *m, int compile, char **out,
 				     struct atb_error *err)
 {
 	json_t *o, *kinds = json_array();
 	enum atb_status st;
-	size_t i;
+	const char *p = m ? m->findings : "";
 
-	for (i = 0; kinds && i < nf; i++)
-		json_array_append_new(kinds, json_string(f[i].kind));
+	/* the static checker's finding kinds (measure's gate static), in order */
+	while (kinds && *p) {
+		size_t n = strcspn(p, ",");
+
+		json_array_append_new(kinds, json_stringn(p, n));
+		p += n + (p[n] == ',');
+	}
 	o = json_pack("{s:s, s:s, s:o}", "task", t->rel, "candidate",
 		      t->candidate ? t->candidate : "", "findings", kinds);
+	if (o && m && m->gate[0] && !strcmp(m->gate, ATB_GATE_STATIC))
+		m = NULL;   /* refused before anything ran: nothing measured */
 	if (o && m && json_object_set_new(o, "measured", measured_json(m, compile))) {
 		json_decref(o);
 		o = NULL;
@@ -318,14 +323,13 @@ static enum atb_status task_row_json(const struct atb_suite_task *t,
 
 /* Store the task's iteration row (one transaction, with its audit entry). */
 static enum atb_status store_row(struct atb_store *s, struct suite *S,
-				 const struct atb_suite_finding *f, size_t nf,
 				 const struct atb_measure_outcome *m, struct atb_iteration_row *it,
 				 double wall_s, struct atb_error *err)
 {
 	char *kj = NULL;
 	enum atb_status st;
 
-	st = task_row_json(&S->plan.tasks[S->k], f, nf, m, !strcmp(S->plan.baseline, "compile"),
+	st = task_row_json(&S->plan.tasks[S->k], m, !strcmp(S->plan.baseline, "compile"),
 			   &kj, err);
 	if (st)
 		return st;
@@ -341,64 +345,20 @@ static enum atb_status store_row(struct atb_store *s, struct suite *S,
 	return st;
 }
 
-static enum atb_status static_findings(struct atb_store *s, struct suite *S,
-				       struct atb_suite_finding **f, size_t *nf,
-				       int64_t *rejection_id, char *reason, size_t reason_size,
-				       struct atb_error *err)
-{
-	const struct atb_suite_task *t = &S->plan.tasks[S->k];
-	char *json = NULL, *payload = NULL;
-	json_t *o = NULL;
-	enum atb_status st;
-	size_t i;
-	int refuse = 0;
-
-	report(S, "static");
-	st = atb_suite_static_check(S->home, S->plan.python, t->path, t->candidate,
-				    SUITE_STATIC_TIMEOUT_S, f, nf, &json, err);
-	if (st)
-		return st;
-	if (*nf == 0)
-		goto out;
-	/* Every finding is in the audit chain; refusing ones are rejections too. */
-	o = json_pack("{s:s, s:I, s:s, s:s, s:o}", "run", S->run.id, "k", (json_int_t)S->k, "task",
-		      t->rel, "candidate", t->candidate, "checker", json_loads(json, 0, NULL));
-	if (!o) {
-		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	st = atbi_json_canonical(o, &payload, err);
-	if (!st)
-		st = atb_store_audit_event(s, "suite.static", payload, NULL, err);
-	for (i = 0; !st && i < *nf; i++) {
-		if (!(*f)[i].refuses || refuse)
-			continue;
-		refuse = 1;
-		snprintf(reason, reason_size, "static: %s at line %d of '%s': %s", (*f)[i].kind,
-			 (*f)[i].line, t->candidate, (*f)[i].detail);
-		st = atb_store_reject(s, NULL, S->run.protocol_digest, "gate:" ATB_SUITE_STATIC,
-				      ATB_ERR_CHECK, reason, payload, rejection_id, err);
-	}
-out:
-	json_decref(o);
-	atb_free(payload);
-	atb_free(json);
-	return st;
-}
-
-/* The task's work in the child: static checks, measurement, iteration row. */
+/*
+ * The task's work in the child: load, measurement (whose first gates are
+ * the static checks), iteration row.
+ */
 static enum atb_status run_task(struct suite *S, struct atb_error *err)
 {
 	const struct atb_suite_task *t = &S->plan.tasks[S->k];
 	struct atb_store *s = NULL;
-	struct atb_suite_finding *f = NULL;
 	struct atb_task *task = NULL;
 	struct atb_iteration_row it;
 	struct atb_measure_opts mo;
 	struct atb_measure_outcome out;
 	char cand[PATH_MAX], work[PATH_MAX], label[160], reason[512] = "";
 	int64_t t0 = atbi_monotonic_ns();
-	size_t nf = 0;
 	int measured = 0;
 	enum atb_status st;
 
@@ -408,22 +368,8 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	if (strcmp(S->plan.device, "auto"))
 		setenv("ATB_TORCH_DEVICE", S->plan.device, 1);
 	st = atb_store_open(S->db_path, ATB_STORE_READ_WRITE, &s, err);
-	if (!st)
-		st = static_findings(s, S, &f, &nf, &it.rejection_id, reason, sizeof(reason), err);
-	if (ATB_PRIMARY(st) == ATB_ERR_SCHEMA) {
-		/* The reference does not parse: a task bug, not the candidate's. */
-		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_TASK_ERROR);
-		atb_error_format(err, reason, sizeof(reason));
-		atb_error_clear(err);
-		st = ATB_OK;
-		goto row;
-	}
 	if (st)
 		goto out;
-	if (it.rejection_id > 0) {
-		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_STATIC);
-		goto row;
-	}
 
 	report(S, "load");
 	st = atb_task_load_kernelbench(t->path, S->plan.python, &task, err);
@@ -450,11 +396,21 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	mo.box = S->box;
 	snprintf(label, sizeof(label), "suite %s %s", S->run.id, t->rel);
 	mo.candidate_label = label;
+	mo.candidate_file = t->candidate;
 	mo.progress = measure_phase;
 	mo.progress_ctx = S;
 	/* --baseline compile: torch.compile of the reference, a third arm */
 	mo.with_compile = !strcmp(S->plan.baseline, "compile");
 	st = atb_measure_candidate(s, S->proto, task, cand, NULL, &mo, &out, err);
+	if (ATB_PRIMARY(st) == ATB_ERR_SCHEMA) {
+		/* The reference the static checker cannot read, or a task the
+		   runner cannot run: a task bug, not the candidate's. */
+		snprintf(it.outcome, sizeof(it.outcome), ATB_SUITE_TASK_ERROR);
+		atb_error_format(err, reason, sizeof(reason));
+		atb_error_clear(err);
+		st = ATB_OK;
+		goto row;
+	}
 	measured = 1;
 	if (!st)
 		st = atb_loop_classify(S->proto, &out, it.outcome, &it.usable, err);
@@ -471,11 +427,10 @@ static enum atb_status run_task(struct suite *S, struct atb_error *err)
 	snprintf(reason, sizeof(reason), "%s", out.reason[0] ? out.reason : out.note);
 row:
 	it.reason = reason;
-	st = store_row(s, S, f, nf, measured ? &out : NULL, &it,
-		       (double)(atbi_monotonic_ns() - t0) / 1e9, err);
+	st = store_row(s, S, measured ? &out : NULL, &it, (double)(atbi_monotonic_ns() - t0) / 1e9,
+		       err);
 out:
 	atb_task_free(task);
-	atb_free(f);
 	atb_store_close(s);
 	return st;
 }
@@ -620,7 +575,7 @@ static enum atb_status parent_row(struct suite *S, const char *outcome, int time
 		atb_free(dt);
 	}
 	if (!st)
-		st = store_row(s, S, NULL, 0, NULL, &it, wall_s, err);
+		st = store_row(s, S, NULL, &it, wall_s, err);
 	atb_store_close(s);
 	return st;
 }

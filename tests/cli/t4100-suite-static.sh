@@ -60,7 +60,7 @@ for fx in subclass:fallback_to_reference fallback:fallback_to_reference \
 		sqlite3 s.db "SELECT rule FROM rejection ORDER BY id DESC LIMIT 1" >rule.out &&
 		expect_grep "gate:static" rule.out &&
 		"$ATB" --db s.db audit show --json >audit.json &&
-		expect_grep "suite.static" audit.json && expect_grep "'"$kind"'" audit.json
+		expect_grep "measure.static" audit.json && expect_grep "'"$kind"'" audit.json
 	'
 done
 

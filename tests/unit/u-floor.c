@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /* Tests for the physical floor's box measurements and arithmetic. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -167,4 +171,57 @@ Test(floor, remeasure_failure_leaves_caps_unchanged)
 	atb_alloc_fail_at(0);
 	cr_assert_float_eq(c.mem_bw_bytes_per_s, 2e9, 1);
 	cr_assert_str_eq(c.method, "before");
+}
+
+/* ---- the caches a torch output may be written into ---- */
+
+static void put(const char *root, const char *cpu, int idx, const char *file, const char *text)
+{
+	char path[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/devices/system/cpu/%s/cache/index%d", root, cpu, idx);
+	{
+		char cmd[1200];
+
+		snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+		cr_assert_eq(system(cmd), 0);
+	}
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", file);
+	f = fopen(path, "w");
+	cr_assert(f);
+	fprintf(f, "%s\n", text);
+	fclose(f);
+}
+
+static void cache(const char *root, const char *cpu, int idx, const char *level, const char *type,
+		  const char *size, const char *shared)
+{
+	put(root, cpu, idx, "level", level);
+	put(root, cpu, idx, "type", type);
+	put(root, cpu, idx, "size", size);
+	put(root, cpu, idx, "shared_cpu_list", shared);
+}
+
+/* PROTO: gates.physical_floor.cache_allowance -- every data cache once, instruction caches not */
+Test(floor, cpu_cache_bytes_count_each_data_cache_instance_once)
+{
+	char root[] = "/tmp/atb-u-floor-XXXXXX", cmd[256];
+
+	cr_assert(mkdtemp(root));
+	/* two cores: private L1d 48K, L1i 32K and L2 1M each, one shared L3 32M */
+	cache(root, "cpu0", 0, "1", "Data", "48K", "0");
+	cache(root, "cpu0", 1, "1", "Instruction", "32K", "0");
+	cache(root, "cpu0", 2, "2", "Unified", "1024K", "0");
+	cache(root, "cpu0", 3, "3", "Unified", "32768K", "0-1");
+	cache(root, "cpu1", 0, "1", "Data", "48K", "1");
+	cache(root, "cpu1", 1, "1", "Instruction", "32K", "1");
+	cache(root, "cpu1", 2, "2", "Unified", "1024K", "1");
+	cache(root, "cpu1", 3, "3", "Unified", "32768K", "0-1");
+	cr_assert_eq(atb_floor_cpu_cache_bytes(root),
+		     2 * (48u << 10) + 2 * (1024u << 10) + (32768u << 10));
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	cr_assert_eq(system(cmd), 0);
+	/* nothing there: unknown, never a guess */
+	cr_assert_eq(atb_floor_cpu_cache_bytes("/no/such/sysfs"), 0);
 }

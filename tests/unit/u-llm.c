@@ -221,6 +221,7 @@ Test(llm, test_llm__alarms_key_required_from_version_4)
 	text = insert_after(text, "interleave: randomized_pairs", "\n  placement: shuffled");
 	text = insert_after(text, "\ngates:\n", "  clocks: {floor_ratio: 0.75, max_share_below: 0.1,"
 			    " max_arm_rel_difference: 0.02}\n");
+	text = insert_after(text, "    margin: 0.9", "\n    cache_allowance: 2");
 	snprintf(path, sizeof(path), "%s/v4.yaml", dir);
 	f = fopen(path, "w");
 	fputs(text, f);

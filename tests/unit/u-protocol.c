@@ -59,6 +59,38 @@ static char *replace(const char *text, const char *from, const char *to)
 	return out;
 }
 
+/*
+ * Every key version 4 requires, as an insertion into version 3's text: the
+ * text it goes right after, and what.  v4_text makes version 3 a complete
+ * version 4 with all of them but `omit` ("" none).
+ */
+static const struct {
+	const char *key, *after, *add;
+} v4_keys[] = {
+	{"timing.placement", "interleave: randomized_pairs", "\n  placement: shuffled"},
+	{"gates.clocks", "\ngates:\n",
+	 "  clocks: {floor_ratio: 0.75, max_share_below: 0.1, max_arm_rel_difference: 0.02}\n"},
+	{"llm.alarms", "  request_timeout_s: 600\n",
+	 "  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n"},
+	{"gates.physical_floor.cache_allowance", "    margin: 0.9", "\n    cache_allowance: 2"},
+};
+
+static char *v4_text(const char *v3, const char *omit)
+{
+	char *t = replace(v3, "\nversion: 3", "\nversion: 4"), *u, with[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(v4_keys) / sizeof(v4_keys[0]); i++) {
+		if (!strcmp(v4_keys[i].key, omit))
+			continue;
+		snprintf(with, sizeof(with), "%s%s", v4_keys[i].after, v4_keys[i].add);
+		u = replace(t, v4_keys[i].after, with);
+		atb_free(t);
+		t = u;
+	}
+	return t;
+}
+
 /* A temporary home holding a copy of the shipped protocol/. */
 static char home[256];
 
@@ -356,24 +388,13 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
 	/* the next version after the current one (3), one value changed */
 	text = slurp(V3);
-	t2 = replace(text, "version: 3", "version: 4");
+	/* a complete version 4 (every key it requires), one value changed */
+	t2 = v4_text(text, "");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
-	/* PROTO: timing.placement, gates.clocks (required from version 4) */
-	atb_free(t2);
-	t2 = replace(t3, "interleave: randomized_pairs", "interleave: randomized_pairs\n  placement: shuffled");
-	atb_free(t3);
-	t3 = replace(t2, "\n  clock:\n", "\n  clocks: {floor_ratio: 0.75, max_share_below: 0.1, "
-				       "max_arm_rel_difference: 0.02}\n  clock:\n");
-	atb_free(t2);
-	/* PROTO: llm.alarms (required from version 4) */
-	t2 = replace(t3, "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  alarms: {min_calls: 4,"
-		     " empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n");
-	atb_free(t3);
-	t3 = t2;
-	t2 = NULL;
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, t3);
 	atb_free(text);
+	atb_free(t2);
 	atb_free(t3);
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
@@ -386,6 +407,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.01, 1e-15);
 	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
 	cr_expect(p->gates.has_timed_correctness);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 2.0, 1e-15);
 	cr_assert_eq(p->version, 4);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
 	cr_assert_str_eq(p->digest, v4digest);
@@ -729,7 +751,9 @@ Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_
 {
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
+	const char *keys[] = {"gates.clocks", "timing.placement"};
 	char cand[512], *text, *t2, *t3;
+	size_t i;
 
 	copy_home();
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
@@ -738,25 +762,15 @@ Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_
 	cr_expect_not(p->gates.has_clocks);          /* the NVML-reasons rule */
 	cr_expect_str_eq(p->timing.placement, "");   /* fixed */
 	atb_protocol_free(p);
-	t2 = replace(text, "version: 3", "version: 4");
-	spit(cand, t2);
-	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
-	cr_expect_str_eq(err.field, "gates.clocks");
-	cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
-	t3 = replace(t2, "\n  clock:\n", "\n  clocks: {floor_ratio: 0.75, max_share_below: 0.1, "
-					 "max_arm_rel_difference: 0.02}\n  clock:\n");
-	spit(cand, t3);
-	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
-	cr_expect_str_eq(err.field, "timing.placement");
-	atb_free(t2);
-	t2 = replace(t3, "interleave: randomized_pairs", "interleave: randomized_pairs\n  placement: shuffled");
-	atb_free(t3);
-	/* the other keys version 4 requires */
-	t3 = replace(t2, "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  alarms: {min_calls: 4,"
-		     " empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n");
-	atb_free(t2);
-	t2 = t3;
-	t3 = NULL;
+	for (i = 0; i < 2; i++) {
+		t2 = v4_text(text, keys[i]);
+		spit(cand, t2);
+		cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA, "%s", keys[i]);
+		cr_expect_str_eq(err.field, keys[i]);
+		cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+		atb_free(t2);
+	}
+	t2 = v4_text(text, "");
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p->gates.has_clocks);
@@ -774,6 +788,41 @@ Test(protocol, clocks_and_placement_are_required_from_version_4, .fini = remove_
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.clocks.floor_ratio");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
+/* PROTO: gates.physical_floor.cache_allowance -- optional before version 4, required from it. */
+Test(protocol, floor_cache_allowance_is_required_from_version_4, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V3);
+	cr_assert_eq(atb_protocol_load_file(V3, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 0.0, 1e-15);  /* the gate's default */
+	atb_protocol_free(p);
+	t2 = v4_text(text, "gates.physical_floor.cache_allowance");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.physical_floor.cache_allowance");
+	cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+	atb_free(t2);
+	t2 = v4_text(text, "");
+	t3 = replace(t2, "cache_allowance: 2", "cache_allowance: 3");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(p->gates.floor_cache_allowance, 3.0, 1e-15);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "cache_allowance: 2", "cache_allowance: 0.5");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.physical_floor.cache_allowance");
 	atb_free(t3);
 	atb_free(t2);
 	atb_free(text);

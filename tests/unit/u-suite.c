@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "atb/alloc.h"
+#include "atb/measure.h"
 #include "atb/protocol.h"
 #include "atb/suite.h"
 #include "banned.h"
@@ -85,11 +86,14 @@ Test(suite, outcome_correct_only_past_every_correctness_gate)
 
 Test(suite, static_refusal_policy)
 {
-	cr_assert(atb_suite_finding_refuses("syntax_error"));
-	cr_assert(atb_suite_finding_refuses("no_modelnew"));
-	cr_assert(atb_suite_finding_refuses("fallback_to_reference"));
-	cr_assert(!atb_suite_finding_refuses("calls_replaced_op"));
-	cr_assert(!atb_suite_finding_refuses("something_new"));
+	cr_assert(atb_measure_finding_refuses("syntax_error"));
+	cr_assert(atb_measure_finding_refuses("no_modelnew"));
+	cr_assert(atb_measure_finding_refuses("fallback_to_reference"));
+	cr_assert(atb_measure_finding_refuses("dynamic_code"));
+	cr_assert(atb_measure_finding_refuses("reflection"));
+	cr_assert(atb_measure_finding_refuses("unanalysable"));
+	cr_assert(!atb_measure_finding_refuses("calls_replaced_op"));
+	cr_assert(!atb_measure_finding_refuses("something_new"));
 }
 
 /* ---- aggregate ---- */
@@ -325,14 +329,14 @@ static int has_python3(void)
 static void expect_static(const char *fixture, const char *kind, int refuses)
 {
 	char cand[1024];
-	struct atb_suite_finding *f = NULL;
+	struct atb_measure_finding *f = NULL;
 	struct atb_error err;
 	size_t n = 0, i;
 	int found = 0, any_refuses = 0;
 
 	snprintf(cand, sizeof(cand), "%s/tests/fixtures/suite/%s/02_ReLU.py", ATB_SOURCE_DIR,
 		 fixture);
-	cr_assert_eq(atb_suite_static_check(ATB_SOURCE_DIR, "python3",
+	cr_assert_eq(atb_measure_static_check(ATB_SOURCE_DIR, "python3",
 					    ATB_SOURCE_DIR "/tasks/kernelbench/level1/02_ReLU.py",
 					    cand, 30, &f, &n, NULL, &err),
 		     ATB_OK, "%s: %s", fixture, err.msg);
@@ -363,19 +367,19 @@ Test(suite, static_checker_finds_each_planted_candidate)
 
 Test(suite, static_checker_reports_a_broken_reference_as_a_task_problem)
 {
-	struct atb_suite_finding *f = NULL;
+	struct atb_measure_finding *f = NULL;
 	struct atb_error err;
 	size_t n = 0;
 
 	if (!has_python3())
 		cr_skip_test("no python3 on PATH");
-	cr_assert_eq(atb_suite_static_check(ATB_SOURCE_DIR, "python3",
+	cr_assert_eq(atb_measure_static_check(ATB_SOURCE_DIR, "python3",
 					    ATB_SOURCE_DIR "/tests/fixtures/suite/syntax_error/02_ReLU.py",
 					    ATB_SOURCE_DIR "/tests/fixtures/suite/hang/02_ReLU.py", 30,
 					    &f, &n, NULL, &err),
 		     ATB_ERR_SCHEMA);
 	cr_assert(strstr(err.msg, "reference"), "%s", err.msg);
-	cr_assert_eq(atb_suite_static_check(ATB_SOURCE_DIR, "/no/such/python",
+	cr_assert_eq(atb_measure_static_check(ATB_SOURCE_DIR, "/no/such/python",
 					    ATB_SOURCE_DIR "/tasks/kernelbench/level1/02_ReLU.py",
 					    ATB_SOURCE_DIR "/tests/fixtures/suite/hang/02_ReLU.py", 30,
 					    &f, &n, NULL, &err),
@@ -391,7 +395,7 @@ Test(suite, static_checker_reports_a_broken_reference_as_a_task_problem)
 static json_t *planted_checker(const char *dir, const char *marker)
 {
 	char path[600], cand[600];
-	struct atb_suite_finding *f = NULL;
+	struct atb_measure_finding *f = NULL;
 	struct atb_error err;
 	char *json = NULL;
 	json_t *o;
@@ -423,7 +427,7 @@ static json_t *planted_checker(const char *dir, const char *marker)
 	fputs("class ModelNew:\n    pass\n", fp);
 	fclose(fp);
 	atb_error_clear(&err);
-	cr_assert_eq(atb_suite_static_check(dir, "python3",
+	cr_assert_eq(atb_measure_static_check(dir, "python3",
 					    ATB_SOURCE_DIR "/tasks/kernelbench/level1/02_ReLU.py",
 					    cand, 30, &f, &n, &json, &err),
 		     ATB_OK, "%s", err.msg);

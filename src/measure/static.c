@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
- * The static checks of a candidate (include/atb/suite.h): runs
+ * The static checks of a KernelBench-format candidate (include/atb/
+ * measure.h; the gate "static" of every path that measures one: atb
+ * measure, atb suite, atb run, later atb submit): runs
  * python/atb_static.py with the configured interpreter (atb_proc, no shell,
  * killed whole at the timeout), reads its JSON findings with jansson, and
  * applies the refusal policy.  Python is parsed by Python's own `ast`
@@ -14,7 +16,7 @@
  * removed after it.  The facts of that sandbox ride in its JSON
  * ("sandbox"), so the stored findings say what was enforced.
  *
- * Does not: store anything (suite.c stores findings and refusals).
+ * Does not: store anything (measure.c stores the findings and the refusal).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,7 +35,7 @@
 #include "atb/alloc.h"
 #include "atb/atb.h"
 #include "atb/proc.h"
-#include "atb/suite.h"
+#include "atb/measure.h"
 #include "task/task_int.h"
 #include "util.h"
 #include "banned.h"
@@ -41,10 +43,11 @@
 #define STATIC_OUT_MAX (1u << 20)
 #define STATIC_DEFAULT_TIMEOUT_S 60.0
 
-int atb_suite_finding_refuses(const char *kind)
+int atb_measure_finding_refuses(const char *kind)
 {
 	return !strcmp(kind, "syntax_error") || !strcmp(kind, "no_modelnew") ||
-	       !strcmp(kind, "fallback_to_reference");
+	       !strcmp(kind, "fallback_to_reference") || !strcmp(kind, "dynamic_code") ||
+	       !strcmp(kind, "reflection") || !strcmp(kind, "unanalysable");
 }
 
 struct capture {
@@ -258,7 +261,7 @@ static const char *tail(const struct capture *c)
 	return c->len > 400 ? c->buf + c->len - 400 : c->buf;
 }
 
-static enum atb_status parse_findings(const char *text, struct atb_suite_finding **out,
+static enum atb_status parse_findings(const char *text, struct atb_measure_finding **out,
 				      size_t *n, struct atb_error *err)
 {
 	json_error_t jerr;
@@ -281,7 +284,7 @@ static enum atb_status parse_findings(const char *text, struct atb_suite_finding
 		}
 	}
 	json_array_foreach(arr, i, f) {
-		struct atb_suite_finding *x = &(*out)[i];
+		struct atb_measure_finding *x = &(*out)[i];
 		const char *kind = json_string_value(json_object_get(f, "kind"));
 		const char *detail = json_string_value(json_object_get(f, "detail"));
 
@@ -295,16 +298,16 @@ static enum atb_status parse_findings(const char *text, struct atb_suite_finding
 		snprintf(x->kind, sizeof(x->kind), "%s", kind);
 		snprintf(x->detail, sizeof(x->detail), "%s", detail ? detail : "");
 		x->line = (int)json_integer_value(json_object_get(f, "line"));
-		x->refuses = atb_suite_finding_refuses(x->kind);
+		x->refuses = atb_measure_finding_refuses(x->kind);
 	}
 	*n = json_array_size(arr);
 	json_decref(root);
 	return ATB_OK;
 }
 
-enum atb_status atb_suite_static_check(const char *home, const char *python,
+enum atb_status atb_measure_static_check(const char *home, const char *python,
 				       const char *reference, const char *candidate,
-				       double timeout_s, struct atb_suite_finding **out,
+				       double timeout_s, struct atb_measure_finding **out,
 				       size_t *n, char **json, struct atb_error *err)
 {
 	struct capture o = {0}, e = {0};
@@ -328,7 +331,7 @@ enum atb_status atb_suite_static_check(const char *home, const char *python,
 	if (timeout_s <= 0)
 		timeout_s = STATIC_DEFAULT_TIMEOUT_S;
 	snprintf(script, sizeof(script), "%s/%s", home ? home : atb_home(),
-		 ATB_SUITE_STATIC_SCRIPT);
+		 ATB_MEASURE_STATIC_SCRIPT);
 	if ((st = absolute(reference, ref, sizeof(ref), err)) ||
 	    (st = absolute(candidate, cand, sizeof(cand), err)))
 		return st;
