@@ -28,19 +28,20 @@ test_expect "--json reports the error as an object too" '
 	expect_grep "\"line\": 21" "$TRASH/out"
 '
 
+# The current version and the next: a candidate is the current file with one
+# value changed (it has every key the current version requires).
+cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
+next=$((cur + 1))
+
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	sed "s/^version: 3/version: 4/; s/cv_cap: 0.05/cv_cap: 0.04/
-		s/^  request_timeout_s: 600$/&\n  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}/" \
-		"$ATB_HOME/protocol/v3.yaml" >cand.yaml &&
+	sed "s/^version: $cur/version: $next/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+		"$ATB_HOME/protocol/v$cur.yaml" >cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
-	expect_grep "as protocol version 4" "$TRASH/out" &&
-	[ -f home/protocol/v4.yaml ] &&
+	expect_grep "as protocol version $next" "$TRASH/out" &&
+	[ -f home/protocol/v$next.yaml ] &&
 	expect_exit 0 "$ATB" protocol verify --home home &&
-	expect_grep "ok  version 1" "$TRASH/out" &&
-	expect_grep "ok  version 2" "$TRASH/out" &&
-	expect_grep "ok  version 3" "$TRASH/out" &&
-	expect_grep "ok  version 4" "$TRASH/out" &&
+	for v in $(seq 1 $next); do expect_grep "ok  version $v" "$TRASH/out" || return 1; done &&
 	expect_exit 0 "$ATB" protocol show --home home --version 1 --json &&
 	expect_grep "\"cv_cap\": 0.05" "$TRASH/out" &&
 	expect_exit 0 "$ATB" protocol show --home home --json &&
@@ -49,12 +50,11 @@ test_expect "freeze adds a new version and keeps the old one" '
 
 test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
-	sed "s/^version: 3/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/
-		s/^  request_timeout_s: 600$/&\n  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}/" \
-		"$ATB_HOME/protocol/v3.yaml" >c5.yaml &&
+	sed "s/^version: $cur/version: $((next + 1))/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+		"$ATB_HOME/protocol/v$cur.yaml" >c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
-	expect_grep "the next version is 4" "$TRASH/err" &&
-	[ ! -f home3/protocol/v5.yaml ] && [ ! -f home3/protocol/v4.yaml ]
+	expect_grep "the next version is $next" "$TRASH/err" &&
+	[ ! -f home3/protocol/v$((next + 1)).yaml ] && [ ! -f home3/protocol/v$next.yaml ]
 '
 
 test_done
