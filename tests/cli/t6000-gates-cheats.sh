@@ -39,7 +39,10 @@ test_expect "surface: a subfolder is refused" '
 
 # The sandbox shows the runner no task and passes it no such variable, so
 # the append cannot happen (t6300 tries harder); without the sandbox the
-# surface recheck still catches it.
+# surface recheck still catches it.  The appender spins 1 ms like
+# honest-spin, so sandboxed it is admitted at about 1x, far from the physical
+# floor and the cv cap on any load (as a bare ReLU it sat at the floor, and
+# a floor measured at load 15 refused it).
 test_expect "surface: a kernel that appends to the task file cannot, sandboxed" '
 	cp task/task.yaml before.yaml &&
 	ATB_CHEAT_TASK_YAML=$PWD/task/task.yaml expect_exit_past_box 0 "$ATB" measure --json \
