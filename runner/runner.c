@@ -39,6 +39,7 @@ int runner_emit(json_t *ev)
 	if (fputs(s, events) < 0 || fputc('\n', events) < 0 || fflush(events))
 		rc = -1;
 	atb_free(s);
+	runner_progress_seen();
 	return rc;
 }
 
@@ -168,6 +169,8 @@ int main(int argc, char **argv)
 		return RUNNER_EXIT_BAD_JOB;
 	}
 	atb_alloc_install_json();
+	/* PROTO: gates.background -- the threads before any candidate code */
+	runner_background_setup();
 
 	/* The event channel is private from here on: fd 1 belongs to stderr. */
 	fflush(stdout);
@@ -203,6 +206,7 @@ int main(int argc, char **argv)
 		return err.status == ATB_ERR_NOMEM ? RUNNER_EXIT_FAILED : RUNNER_EXIT_BAD_JOB;
 	}
 	atb_free(text);
+	runner_progress_setup(job->progress_ms);
 	rc = job->backend == ATB_RUNNER_BACKEND_CUDA ? runner_cuda_run(job) : runner_cpu_run(job);
 	atb_runner_job_free(job);
 	fclose(events);

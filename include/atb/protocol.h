@@ -132,6 +132,19 @@ struct atb_protocol {
 		double timed_check_share;
 		int timed_min_checks_per_seed;
 		int timed_perturb_elements;
+		/* gates.hang (version 4 on; absent: has_hang 0 and the watchdog
+		 * uses the defaults 120 s, 20 s, 10, 250 ms: measure_int.h) */
+		int has_hang;
+		double hang_startup_s;
+		double hang_min_s;
+		double hang_factor;
+		int hang_progress_ms;
+		/* gates.background (version 4 on; absent: has_background 0 and
+		 * the defaults 0.02, 20 ms, 0: measure_int.h) */
+		int has_background;
+		double background_max_cpu_share;
+		double background_abs_slack_ms;
+		int background_max_processes;
 	} gates;
 
 	double anchor_band;

@@ -86,6 +86,8 @@ struct job_result {
 	   with a failed timed check (owned copy), and its checked rounds */
 	json_t *timed_event;
 	size_t timed_rounds;
+	/* PROTO: gates.background -- the first group over the limits (owned copy) */
+	json_t *background_event;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -442,6 +444,14 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "tamper")) {
 		if (!r->tamper_event)
 			r->tamper_event = json_deep_copy(ev);
+	} else if (!strcmp(kind, "background")) {
+		struct atbi_background_limits lim;
+		char why[8];
+
+		atbi_background_limits(c->m->p, &lim);
+		if (!r->background_event && atbi_gate_background(ev, &lim, why, sizeof(why)) &&
+		    !(r->background_event = json_deep_copy(ev)))
+			return r->cb_st = ATB_ERR_NOMEM;
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -527,6 +537,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->compile_event);
 	json_decref(r->tamper_event);
 	json_decref(r->timed_event);
+	json_decref(r->background_event);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -560,6 +571,7 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 			       size_t lo, size_t hi, struct job_result *r, struct atb_error *err)
 {
 	struct job_ctx c = {m, r, alone, 0, narms};
+	struct atb_runner_watch watch;
 	struct atb_error rerr;
 	json_t *job = NULL;
 	enum atb_status st;
@@ -571,9 +583,10 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 		return st;
 	atb_error_clear(&rerr);
 	memset(&r->ro, 0, sizeof(r->ro));
-	/* PROTO: timing.job_timeout_s */
-	r->st = atb_runner_run(m->runner, job, m->p->timing.job_timeout_s, on_event, &c, &r->ro,
-			       &rerr);
+	/* PROTO: timing.job_timeout_s, gates.hang */
+	atbi_hang_watch(m->p, &watch);
+	r->st = atb_runner_run_watched(m->runner, job, m->p->timing.job_timeout_s, &watch,
+				       on_event, &c, &r->ro, &rerr);
 	json_decref(job);
 	if (r->cb_st)
 		return atb_error_set(err, r->cb_st, "cannot collect runner events: out of memory");
@@ -609,6 +622,35 @@ static enum atb_status clock_gate(struct measure *m, struct job_result *r, const
 				(json_int_t)g->runner_ns, "harness_span_ns",
 				(json_int_t)g->harness_ns, "trials_ns", (json_int_t)g->trials_ns,
 				"rel_tolerance", rel, "abs_slack_ms", (double)slack_ns / 1e6),
+		      err);
+}
+
+/*
+ * Gate "background" after the paired runner (PROTO: gates.background): a
+ * timed group beside which other threads or processes burned CPU, or
+ * processes lived.  The cpu backend only: the CUDA runtime and PyTorch run
+ * threads of their own (torch's intra-op pool works during the
+ * reference's calls too), so there the facts are recorded, not judged.
+ */
+static enum atb_status background_gate(struct measure *m, struct job_result *r,
+				       const char *which, int *refused, struct atb_error *err)
+{
+	struct atbi_background_limits lim;
+	char why[1024], reason[1100];
+
+	*refused = 0;
+	if (m->cuda || m->torch || !r->background_event)
+		return ATB_OK;
+	atbi_background_limits(m->p, &lim);
+	if (!atbi_gate_background(r->background_event, &lim, why, sizeof(why)))
+		return ATB_OK;
+	snprintf(reason, sizeof(reason), "%s (%s)", why, which);
+	*refused = 1;
+	return reject(m, ATB_GATE_BACKGROUND, ATB_ERR_CHECK, reason,
+		      json_pack("{s:s, s:O, s:f, s:f, s:i}", "job", which, "event",
+				r->background_event, "max_cpu_share", lim.max_cpu_share,
+				"abs_slack_ms", (double)lim.slack_ns / 1e6, "max_processes",
+				lim.max_processes),
 		      err);
 }
 
@@ -667,6 +709,8 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 		if (!st && !*refused)
 			st = clock_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
 					err);
+		if (!st && !*refused && paired)
+			st = background_gate(m, r, "job 1", refused, err);
 		if (st || *refused)
 			return st;
 		if (paired && (j1->corr.naive_wrong ||
@@ -763,6 +807,30 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
 			 "the runner (%s) timed out after %g s (PROTO: timing.job_timeout_s)", which,
 			 m->p->timing.job_timeout_s);
 		break;
+	case ATB_RUNNER_HANG: {
+		struct atb_runner_watch w;
+
+		/* PROTO: gates.hang -- its own gate: a call that never returns */
+		atbi_hang_watch(m->p, &w);
+		snprintf(reason, sizeof(reason),
+			 "the runner (%s) made no progress for %.1f s after '%s' and was killed: "
+			 "limit %.1f s (%s); a kernel call that does not return", which, o->stall_s,
+			 o->stalled_after, o->stall_limit_s,
+			 o->stall_in_startup ? "gates.hang.startup_s, before the first check"
+					     : "max of gates.hang.min_s and factor x the longest "
+					       "silence before");
+		*refused = 1;
+		return reject(m, ATB_GATE_HANG, ATB_ERR_CHECK, reason,
+			      json_pack("{s:s, s:s, s:f, s:f, s:b, s:f, s:f, s:f, s:f, s:I, s:s, s:I}",
+					"job", which, "stalled_after", o->stalled_after,
+					"stall_s", o->stall_s, "limit_s", o->stall_limit_s,
+					"in_startup", o->stall_in_startup,
+					"longest_gap_s", o->longest_gap_s, "startup_s", w.startup_s,
+					"min_s", w.min_s, "factor", w.factor,
+					"progress_events", (json_int_t)o->nprogress,
+					"stderr_tail", o->stderr_tail, "wall_ns", (json_int_t)o->wall_ns),
+			      err);
+	}
 	case ATB_RUNNER_ERROR:
 		snprintf(reason, sizeof(reason), "the runner (%s) reported '%s': %s", which, o->reason,
 			 o->detail);

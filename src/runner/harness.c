@@ -36,7 +36,7 @@ const char *atb_runner_end_name(enum atb_runner_end e)
 {
 	static const char *const names[] = {"done", "error", "exit", "signal",
 					    "timeout", "malformed", "aborted",
-					    "spawn_failed"};
+					    "spawn_failed", "hang"};
 
 	return (unsigned)e < sizeof(names) / sizeof(names[0]) ? names[e] : "?";
 }
@@ -134,7 +134,29 @@ struct run {
 	int got_error;
 	enum atb_status cb_status;
 	json_t *sandbox_facts;  /* what the job's sandbox enforced (the harness's word) */
+	/* PROTO: gates.hang -- the watchdog's view */
+	int64_t last_ns;        /* when the last event came */
+	int started;            /* an event after "env" came: startup is over */
 };
+
+/* The last event, for the watchdog's message: "correctness seed 3 arm candidate set 'small'". */
+static void note_event(struct run *r, const json_t *ev, const char *kind)
+{
+	char *o = r->out->stalled_after;
+	size_t size = sizeof(r->out->stalled_after), n;
+	const json_t *seed = json_object_get(ev, "seed");
+	const char *arm = json_string_value(json_object_get(ev, "arm"));
+	const char *set = json_string_value(json_object_get(ev, "set"));
+
+	n = (size_t)snprintf(o, size, "%.40s", kind);
+	if (json_is_integer(seed) && n < size)
+		n += (size_t)snprintf(o + n, size - n, " seed %lld",
+				      (long long)json_integer_value(seed));
+	if (arm && n < size)
+		n += (size_t)snprintf(o + n, size - n, " arm %.32s", arm);
+	if (set && n < size)
+		snprintf(o + n, size - n, " set '%.32s'", set);
+}
 
 static void keep_tail(char *tail, size_t size, const char *data, size_t n)
 {
@@ -180,6 +202,16 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 					    ev ? "not an event object" : je.text);
 			return ATB_RUNNER_MALFORMED;
 		}
+		/* PROTO: gates.hang -- a sign of life, the watchdog's only */
+		if (!strcmp(json_string_value(kind), "progress")) {
+			r->out->nprogress++;
+			json_decref(ev);
+			start = nl + 1;
+			continue;
+		}
+		if (strcmp(json_string_value(kind), "hello") && strcmp(json_string_value(kind), "env"))
+			r->started = 1;
+		note_event(r, ev, json_string_value(kind));
 		r->out->nevents++;
 		/* the sandbox facts are the harness's, over anything the runner says */
 		if (!strcmp(json_string_value(kind), "env") && r->sandbox_facts)
@@ -364,6 +396,35 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 			       atb_runner_event_fn on_event, void *ctx,
 			       struct atb_runner_outcome *out, struct atb_error *err)
 {
+	return atb_runner_run_watched(runner_path, job, timeout_s, NULL, on_event, ctx, out, err);
+}
+
+/*
+ * PROTO: gates.hang -- the silence allowed now: startup_s from the start
+ * until startup is over, then max(min_s, factor x the longest silence so
+ * far); INT64_MAX: none.
+ */
+static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run *r)
+{
+	double lim;
+
+	if (!w)
+		return INT64_MAX;
+	if (!r->started)
+		return w->startup_s > 0 ? (int64_t)(w->startup_s * 1e9) : INT64_MAX;
+	if (!(w->min_s > 0) && !(w->factor > 0))
+		return INT64_MAX;
+	lim = w->min_s > 0 ? w->min_s : 0;
+	if (w->factor > 0 && w->factor * r->out->longest_gap_s > lim)
+		lim = w->factor * r->out->longest_gap_s;
+	return (int64_t)(lim * 1e9);
+}
+
+enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *job,
+				       double timeout_s, const struct atb_runner_watch *watch,
+				       atb_runner_event_fn on_event, void *ctx,
+				       struct atb_runner_outcome *out, struct atb_error *err)
+{
 	struct run r = {0};
 	int sv[2] = {-1, -1}, ep[2] = {-1, -1};
 	char *text = NULL, scratch[4096] = "";
@@ -388,6 +449,11 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
+	if (sent_job && watch && watch->progress_ms > 0 &&
+	    json_object_set_new(sent_job, "progress_ms", json_integer(watch->progress_ms))) {
+		json_decref(sent_job);
+		sent_job = NULL;
+	}
 	text = sent_job ? json_dumps(sent_job, JSON_COMPACT) : NULL;
 	if (!text) {
 		json_decref(sent_job);
@@ -443,6 +509,7 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
 	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;
+	r.last_ns = t0;
 
 	/* The job is one line; the runner reads it to the newline or EOF. */
 	while (sock_open || err_open) {
@@ -455,6 +522,22 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 			st = atb_error_set(err, ATB_ERR_SYSTEM,
 					   "atb-runner timed out after %.3g s: killed", timeout_s);
 			break;
+		}
+		/* PROTO: gates.hang -- silent too long: a call that does not return */
+		{
+			int64_t lim = watch_limit_ns(watch, &r);
+
+			if (lim != INT64_MAX && now - r.last_ns > lim) {
+				end = ATB_RUNNER_HANG;
+				out->stall_s = (double)(now - r.last_ns) / 1e9;
+				out->stall_limit_s = (double)lim / 1e9;
+				out->stall_in_startup = !r.started;
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "atb-runner made no progress for %.1f s (limit %.1f s) "
+						   "after '%s': killed", out->stall_s,
+						   out->stall_limit_s, out->stalled_after);
+				break;
+			}
 		}
 		if (sock_open) {
 			pf[nf].fd = sv[0];
@@ -498,8 +581,14 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 			ssize_t n = recv(sv[0], buf, sizeof(buf), 0);
 
 			if (n > 0) {
-				int e;
+				int e, was_started = r.started;
+				int64_t got_ns = atbi_monotonic_ns();
 
+				/* PROTO: gates.hang -- the silence that ended here (a
+				   line may come in pieces: any byte is progress) */
+				if (was_started && (double)(got_ns - r.last_ns) / 1e9 > out->longest_gap_s)
+					out->longest_gap_s = (double)(got_ns - r.last_ns) / 1e9;
+				r.last_ns = got_ns;
 				if (linebuf_add(&r.lines, buf, (size_t)n)) {
 					end = ATB_RUNNER_MALFORMED;
 					st = atb_error_set(err, ATB_ERR_PARSE,

@@ -26,6 +26,7 @@
  * as source, with the event channel stubbed below. */
 #include "../../runner/check.c"
 #include "../../runner/timed.c"
+#include "../../runner/watch.c"
 #include "banned.h"
 
 #define FIX ATB_SOURCE_DIR "/tests/fixtures/runner"
