@@ -205,6 +205,7 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		/* PROTO: gates.hang -- a sign of life, the watchdog's only */
 		if (!strcmp(json_string_value(kind), "progress")) {
 			r->out->nprogress++;
+			r->started = 1;  /* sent after a call that returned */
 			json_decref(ev);
 			start = nl + 1;
 			continue;

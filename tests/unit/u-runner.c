@@ -483,6 +483,88 @@ Test(runner, hang_with_closed_channels_still_times_out, .init = make_tmp, .fini 
 	cr_assert(out.wall_ns < 5000000000LL);
 }
 
+/* PROTO: gates.hang -- the watchdog, on runners that go silent */
+static enum atb_status run_watched(const char *body, const struct atb_runner_watch *w,
+				   struct atb_runner_outcome *out, struct atb_error *e)
+{
+	json_t *job = json_pack("{s:i}", "abi", 1);
+	enum atb_status st;
+
+	atb_error_clear(e);
+	st = atb_runner_run_watched(fake_runner(body), job, 60, w, NULL, NULL, out, e);
+	json_decref(job);
+	return st;
+}
+
+Test(runner, a_silent_runner_is_killed_by_the_watchdog_long_before_the_timeout,
+     .init = make_tmp, .fini = cleanup_tmp)
+{
+	/* events every 0.1 s for a second, then silence: the limit is min_s */
+	static const char body[] =
+		"cat >/dev/null; echo '{\"event\":\"hello\"}'; echo '{\"event\":\"env\"}'; "
+		"for i in 1 2 3 4 5 6 7 8 9 10; do echo '{\"event\":\"progress\"}'; sleep 0.1; done; "
+		"echo '{\"event\":\"timed_begin\",\"seed\":7}'; sleep 30";
+	struct atb_runner_watch w = {.startup_s = 10, .min_s = 1.5, .factor = 2, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched(body, &w, &out, &e), ATB_ERR_SYSTEM);
+	cr_assert_eq(out.end, ATB_RUNNER_HANG, "%s", atb_runner_end_name(out.end));
+	cr_assert_str_eq(atb_runner_end_name(out.end), "hang");
+	cr_assert(out.wall_ns < 15000000000LL, "%lld ns", (long long)out.wall_ns);
+	cr_assert(out.stall_s >= out.stall_limit_s, "%g < %g", out.stall_s, out.stall_limit_s);
+	cr_assert(out.stall_limit_s >= 1.5, "%g", out.stall_limit_s);
+	cr_assert_eq(out.stall_in_startup, 0);
+	cr_assert_str_eq(out.stalled_after, "timed_begin seed 7");
+	cr_assert_geq(out.nprogress, 5, "%zu", out.nprogress);
+	cr_assert_eq(out.nevents, 3, "progress events are the watchdog's: %zu", out.nevents);
+	cr_assert(strstr(e.msg, "made no progress"), "%s", e.msg);
+	cr_assert_eq(kill(out.pid, 0), -1, "the runner is gone");
+}
+
+Test(runner, the_watchdog_gives_startup_its_own_budget, .init = make_tmp, .fini = cleanup_tmp)
+{
+	struct atb_runner_watch w = {.startup_s = 1, .min_s = 30, .factor = 10, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched("cat >/dev/null; echo '{\"event\":\"hello\"}'; sleep 30", &w,
+				 &out, &e), ATB_ERR_SYSTEM);
+	cr_assert_eq(out.end, ATB_RUNNER_HANG);
+	cr_assert_eq(out.stall_in_startup, 1);
+	cr_assert(out.wall_ns < 10000000000LL, "%lld ns", (long long)out.wall_ns);
+}
+
+Test(runner, the_watchdog_limit_grows_with_the_slowest_silence, .init = make_tmp,
+     .fini = cleanup_tmp)
+{
+	/* a 1 s silence after startup, then 2 s ones: 2 s < factor 3 x 1 s */
+	static const char body[] =
+		"cat >/dev/null; echo '{\"event\":\"env\"}'; echo '{\"event\":\"progress\"}'; "
+		"sleep 1; echo '{\"event\":\"progress\"}'; sleep 2; echo '{\"event\":\"progress\"}'; "
+		"sleep 2; echo '{\"event\":\"done\"}'";
+	struct atb_runner_watch w = {.startup_s = 5, .min_s = 1.5, .factor = 3, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched(body, &w, &out, &e), ATB_OK, "%s", e.msg);
+	cr_assert_eq(out.end, ATB_RUNNER_DONE);
+	cr_assert(out.longest_gap_s >= 1.9, "%g", out.longest_gap_s);
+}
+
+Test(runner, the_job_gets_the_progress_interval, .init = make_tmp, .fini = cleanup_tmp)
+{
+	struct atb_runner_watch w = {.startup_s = 5, .min_s = 5, .factor = 3, .progress_ms = 123};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	/* the fake runner answers with the job's progress_ms as an error reason */
+	cr_assert_eq(run_watched("j=$(cat); case $j in *'\"progress_ms\":123'*) r=yes;; *) r=no;; "
+				 "esac; echo \"{\\\"event\\\":\\\"error\\\",\\\"reason\\\":\\\"$r\\\",\\\"message\\\":\\\"x\\\"}\"",
+				 &w, &out, &e), ATB_ERR_CHECK);
+	cr_assert_str_eq(out.reason, "yes");
+}
+
 Test(runner, abort_is_named, .init = make_tmp, .fini = cleanup_tmp)
 {
 	struct atb_runner_outcome out;
