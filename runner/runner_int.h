@@ -61,7 +61,7 @@ void runner_progress_seen(void);
 struct runner_background {
 	int on;
 	int threads_start, processes_start;
-	long long proc_ticks0;
+	long long proc_ns0;
 	int64_t wall0_ns, process0_ns, thread0_ns;
 };
 void runner_background_setup(void);

@@ -14,7 +14,8 @@
  *   time of threads that already exited), the CPU time of the other
  *   processes this one can see (in a fresh PID namespace every process but
  *   this one and its ancestors: the candidate's; otherwise its
- *   descendants), counting what was reaped (cutime), and the threads and
+ *   descendants; /proc/PID/schedstat's ns, else stat's ticks), counting
+ *   what was reaped (cutime), and the threads and
  *   processes alive at the group's start and end.  A thread or process
  *   that burns CPU beside the timed calls slows the baseline arm and makes
  *   the candidate read faster; these numbers show it whether it sleeps
@@ -117,12 +118,14 @@ static int in_pid_namespace(void)
 	return fields > 1;
 }
 
-/* One process's stat fields that matter here. */
+/* One process's stat fields that matter here, in ns. */
 struct pstat {
 	long pid, ppid;
-	long long self_ticks;      /* utime + stime */
-	long long children_ticks;  /* cutime + cstime: reaped children */
+	long long self_ns;      /* its CPU time: schedstat's (ns), else utime + stime */
+	long long children_ns;  /* cutime + cstime: reaped children (10 ms ticks) */
 };
+
+static long long tick_ns = 10000000;  /* sysconf(_SC_CLK_TCK) in runner_background_setup */
 
 static int read_stat(long pid, struct pstat *ps)
 {
@@ -150,8 +153,22 @@ static int read_stat(long pid, struct pstat *ps)
 		return -1;
 	ps->pid = pid;
 	ps->ppid = ppid;
-	ps->self_ticks = (long long)(ut + st);
-	ps->children_ticks = cut + cst;
+	ps->self_ns = (long long)(ut + st) * tick_ns;
+	ps->children_ns = (cut + cst) * tick_ns;
+	/*
+	 * The time on the CPU in ns where the kernel keeps it: stat's ticks are
+	 * truncated at every reading, so k processes could each hide up to a
+	 * tick a group; the reaped children's sum is converted once.
+	 */
+	snprintf(path, sizeof(path), "/proc/%ld/schedstat", pid);
+	f = fopen(path, "r");
+	if (f) {
+		unsigned long long run_ns;
+
+		if (fscanf(f, "%llu", &run_ns) == 1 && (long long)run_ns >= ps->self_ns - tick_ns)
+			ps->self_ns = (long long)run_ns;
+		fclose(f);
+	}
 	return 0;
 }
 
@@ -163,7 +180,7 @@ static int read_stat(long pid, struct pstat *ps)
  * ancestors reaped (an orphan is reaped by the namespace's first process).
  * Outside one: this process's descendants, plus what it reaped.
  */
-static void scan_processes(int pidns, long long *ticks, int *count)
+static void scan_processes(int pidns, long long *total_ns, int *count)
 {
 	static struct pstat ps[MAX_PROCS];
 	long self = (long)getpid(), anc[64];
@@ -173,7 +190,7 @@ static void scan_processes(int pidns, long long *ticks, int *count)
 	int c = 0;
 	DIR *d = opendir("/proc");
 
-	*ticks = -1;
+	*total_ns = -1;
 	*count = -1;
 	if (!d)
 		return;
@@ -207,7 +224,7 @@ static void scan_processes(int pidns, long long *ticks, int *count)
 			/* what they reaped, but not this process's own time (its
 			   parent reaps it only when the job is over) */
 			if (p == self || pidns)
-				t += ps[i].children_ticks;
+				t += ps[i].children_ns;
 			continue;
 		}
 		if (pidns) {
@@ -231,11 +248,11 @@ static void scan_processes(int pidns, long long *ticks, int *count)
 			}
 		}
 		if (mine) {
-			t += ps[i].self_ticks + ps[i].children_ticks;
+			t += ps[i].self_ns + ps[i].children_ns;
 			c++;
 		}
 	}
-	*ticks = t;
+	*total_ns = t;
 	*count = c;
 }
 
@@ -244,6 +261,10 @@ static int pidns = -1;
 
 void runner_background_setup(void)
 {
+	long hz = sysconf(_SC_CLK_TCK);
+
+	if (hz > 0)
+		tick_ns = 1000000000LL / hz;
 	if (base_threads < 0)
 		base_threads = count_tasks();
 	if (pidns < 0)
@@ -255,7 +276,7 @@ void runner_background_begin(struct runner_background *b)
 	memset(b, 0, sizeof(*b));
 	runner_background_setup();
 	b->threads_start = count_tasks();
-	scan_processes(pidns, &b->proc_ticks0, &b->processes_start);
+	scan_processes(pidns, &b->proc_ns0, &b->processes_start);
 	b->wall0_ns = atbi_monotonic_ns();
 	b->process0_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	b->thread0_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -266,19 +287,20 @@ json_t *runner_background_end(struct runner_background *b, uint64_t seed, const 
 {
 	int64_t wall = atbi_monotonic_ns(), proc = clock_ns(CLOCK_PROCESS_CPUTIME_ID),
 		thr = clock_ns(CLOCK_THREAD_CPUTIME_ID), other = -1;
-	long long ticks1 = -1, oproc = -1;
-	long hz = sysconf(_SC_CLK_TCK);
+	long long ns1 = -1, oproc = -1;
 	int threads = count_tasks(), procs = -1;
 
 	if (!b->on)
 		return NULL;
-	scan_processes(pidns, &ticks1, &procs);
+	scan_processes(pidns, &ns1, &procs);
 	if (proc >= 0 && thr >= 0 && b->process0_ns >= 0 && b->thread0_ns >= 0)
 		other = (proc - b->process0_ns) - (thr - b->thread0_ns);
 	if (other < 0 && proc >= 0)
 		other = 0;  /* the two clocks' rounding */
-	if (ticks1 >= 0 && b->proc_ticks0 >= 0 && hz > 0)
-		oproc = (ticks1 - b->proc_ticks0) * (1000000000LL / hz);
+	if (ns1 >= 0 && b->proc_ns0 >= 0)
+		oproc = ns1 - b->proc_ns0;
+	if (oproc < 0 && ns1 >= 0)
+		oproc = 0;  /* a process gone with time not yet reaped into view */
 	b->on = 0;
 	return json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:b}",
 			 "event", "background", "seed", (json_int_t)seed, "group", group,

@@ -140,11 +140,10 @@ struct atb_protocol {
 		double hang_factor;
 		int hang_progress_ms;
 		/* gates.background (version 4 on; absent: has_background 0 and
-		 * the defaults 0.02, 20 ms, 0: measure_int.h) */
+		 * the defaults 0.02, 20 ms: measure_int.h) */
 		int has_background;
 		double background_max_cpu_share;
 		double background_abs_slack_ms;
-		int background_max_processes;
 	} gates;
 
 	double anchor_band;

@@ -503,8 +503,6 @@ void atbi_background_limits(const struct atb_protocol *p, struct atbi_background
 	l->max_cpu_share = has ? p->gates.background_max_cpu_share : ATBI_BACKGROUND_MAX_CPU_SHARE;
 	l->slack_ns = (int64_t)(1e6 * (has ? p->gates.background_abs_slack_ms
 					   : ATBI_BACKGROUND_ABS_SLACK_MS));
-	l->max_processes = has ? p->gates.background_max_processes
-			       : ATBI_BACKGROUND_MAX_PROCESSES;
 }
 
 int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *l, char *why,
@@ -521,18 +519,18 @@ int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *
 
 	if (strcmp(jstr(ev, "event"), "background"))
 		return 0;
-	if (!(other > allowed) && procs <= l->max_processes)
+	if (!(other > allowed))
 		return 0;
 	snprintf(why, why_size,
 		 "work ran beside the timed calls on seed %lld (group %s): other threads used "
 		 "%.1f ms and other processes %.1f ms of CPU in %.1f ms of wall time (%.1f%%; at "
-		 "most %.1f%% + %.0f ms), %lld processes beside the runner (at most %d), threads "
-		 "%lld before any candidate code, %lld at the group's start, %lld at its end: a "
-		 "thread or process stealing CPU from the baseline",
+		 "most %.1f%% + %.0f ms), %lld processes beside the runner, threads %lld before "
+		 "any candidate code, %lld at the group's start, %lld at its end: a thread or "
+		 "process stealing CPU from the baseline",
 		 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "group"),
 		 (double)thr / 1e6, (double)prc / 1e6, (double)wall / 1e6,
 		 wall > 0 ? 100.0 * other / (double)wall : 0.0, 100.0 * l->max_cpu_share,
-		 (double)l->slack_ns / 1e6, (long long)procs, l->max_processes,
+		 (double)l->slack_ns / 1e6, (long long)procs,
 		 (long long)json_integer_value(json_object_get(ev, "threads_at_start")),
 		 (long long)json_integer_value(json_object_get(ev, "threads_group_start")),
 		 (long long)json_integer_value(json_object_get(ev, "threads_group_end")));

@@ -627,8 +627,7 @@ static enum atb_status clock_gate(struct measure *m, struct job_result *r, const
 
 /*
  * Gate "background" after the paired runner (PROTO: gates.background): a
- * timed group beside which other threads or processes burned CPU, or
- * processes lived.  The cpu backend only: the CUDA runtime and PyTorch run
+ * timed group beside which other threads or processes burned CPU.  The cpu backend only: the CUDA runtime and PyTorch run
  * threads of their own (torch's intra-op pool works during the
  * reference's calls too), so there the facts are recorded, not judged.
  */
@@ -647,10 +646,9 @@ static enum atb_status background_gate(struct measure *m, struct job_result *r,
 	snprintf(reason, sizeof(reason), "%s (%s)", why, which);
 	*refused = 1;
 	return reject(m, ATB_GATE_BACKGROUND, ATB_ERR_CHECK, reason,
-		      json_pack("{s:s, s:O, s:f, s:f, s:i}", "job", which, "event",
+		      json_pack("{s:s, s:O, s:f, s:f}", "job", which, "event",
 				r->background_event, "max_cpu_share", lim.max_cpu_share,
-				"abs_slack_ms", (double)lim.slack_ns / 1e6, "max_processes",
-				lim.max_processes),
+				"abs_slack_ms", (double)lim.slack_ns / 1e6),
 		      err);
 }
 

@@ -113,16 +113,14 @@ ATBI_FUNC void atbi_hang_watch(const struct atb_protocol *p, struct atb_runner_w
  * PROTO: gates.background (version 4 on), with these defaults before: the
  * CPU time of the runner's other threads and of the processes beside it
  * over a timed group may be at most max_cpu_share x the group's wall time
- * plus abs_slack_ms, and at most max_processes processes may be alive
- * beside it at the group's start or end.
+ * plus abs_slack_ms.  The processes alive beside it are reported, not
+ * judged: an idle one steals nothing, a busy one shows in its CPU time.
  */
 #define ATBI_BACKGROUND_MAX_CPU_SHARE 0.02
 #define ATBI_BACKGROUND_ABS_SLACK_MS 20.0
-#define ATBI_BACKGROUND_MAX_PROCESSES 0
 struct atbi_background_limits {
 	double max_cpu_share;
 	int64_t slack_ns;
-	int max_processes;
 };
 ATBI_FUNC void atbi_background_limits(const struct atb_protocol *p,
 				      struct atbi_background_limits *l);

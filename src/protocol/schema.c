@@ -303,7 +303,6 @@ static enum atb_status background_after(struct vctx *c, struct fy_node *map, voi
 static const struct field background_fields[] = {
 	REAL("max_cpu_share", gates.background_max_cpu_share, CLOSED01),
 	REAL("abs_slack_ms", gates.background_abs_slack_ms, NONNEG),
-	INT("max_processes", gates.background_max_processes, 0, 4096),
 	END,
 };
 

@@ -32,6 +32,8 @@ test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
 	sed "s/^version: 3/version: 4/; s/cv_cap: 0.05/cv_cap: 0.04/" \
 		"$ATB_HOME/protocol/v3.yaml" >cand.yaml &&
+	# the keys version 4 adds (gates.hang and gates.background are required from it)
+	sed -i "s/^gates:$/gates:\n  hang: {startup_s: 120, min_s: 20, factor: 10, progress_ms: 250}\n  background: {max_cpu_share: 0.02, abs_slack_ms: 20}/" cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
 	expect_grep "as protocol version 4" "$TRASH/out" &&
 	[ -f home/protocol/v4.yaml ] &&
@@ -50,6 +52,7 @@ test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
 	sed "s/^version: 3/version: 5/; s/cv_cap: 0.05/cv_cap: 0.04/" \
 		"$ATB_HOME/protocol/v3.yaml" >c5.yaml &&
+	sed -i "s/^gates:$/gates:\n  hang: {startup_s: 120, min_s: 20, factor: 10, progress_ms: 250}\n  background: {max_cpu_share: 0.02, abs_slack_ms: 20}/" c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
 	expect_grep "the next version is 4" "$TRASH/err" &&
 	[ ! -f home3/protocol/v5.yaml ] && [ ! -f home3/protocol/v4.yaml ]

@@ -343,6 +343,11 @@ Test(protocol, any_value_change_changes_digest, .fini = remove_home)
 
 /* ---- versions ---------------------------------------------------------- */
 
+/* The keys version 4 adds to gates (protocol/v4-residue.yaml.snippet). */
+#define V4_GATES \
+	"  hang: {startup_s: 120, min_s: 20, factor: 10, progress_ms: 250}\n" \
+	"  background: {max_cpu_share: 0.02, abs_slack_ms: 20}\n"
+
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 {
 	struct atb_error err;
@@ -358,8 +363,11 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	text = slurp(V3);
 	t2 = replace(text, "version: 3", "version: 4");
 	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	atb_free(t2);
+	/* PROTO: gates.hang, gates.background -- required from version 4 */
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n" V4_GATES);
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, t2);
 	atb_free(text);
 	atb_free(t2);
 	atb_free(t3);
@@ -649,6 +657,54 @@ Test(protocol, timed_correctness_is_required_from_version_3, .fini = remove_home
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.timed_correctness.check_share");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
+/* PROTO: gates.hang, gates.background -- absent before version 4 (defaults), required from it. */
+Test(protocol, hang_and_background_are_required_from_version_4, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	cr_assert_eq(atb_protocol_load_file(V3, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_hang);        /* the watchdog uses its defaults */
+	cr_expect_not(p->gates.has_background);
+	atb_protocol_free(p);
+	text = slurp(V3);
+	t2 = replace(text, "version: 3", "version: 4");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.hang");
+	cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+	t3 = replace(t2, "\ngates:\n", "\ngates:\n  hang: {startup_s: 60, min_s: 5, factor: 4, "
+		     "progress_ms: 100}\n");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.background");
+	atb_free(t2);
+	t2 = replace(t3, "\ngates:\n", "\ngates:\n  background: {max_cpu_share: 0.05, "
+		     "abs_slack_ms: 10}\n");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_hang && p->gates.has_background);
+	cr_expect_float_eq(p->gates.hang_startup_s, 60, 1e-15);
+	cr_expect_float_eq(p->gates.hang_min_s, 5, 1e-15);
+	cr_expect_float_eq(p->gates.hang_factor, 4, 1e-15);
+	cr_expect_eq(p->gates.hang_progress_ms, 100);
+	cr_expect_float_eq(p->gates.background_max_cpu_share, 0.05, 1e-15);
+	cr_expect_float_eq(p->gates.background_abs_slack_ms, 10, 1e-15);
+	atb_protocol_free(p);
+	atb_free(t3);
+	/* a bad value names its field */
+	t3 = replace(t2, "progress_ms: 100", "progress_ms: 0");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.hang.progress_ms");
 	atb_free(t3);
 	atb_free(t2);
 	atb_free(text);
