@@ -294,10 +294,10 @@ struct atb_runner_outcome {
 	char sandbox_level[16]; /* "full", "no_userns", "seccomp_only", "off"; "" before start */
 	/* the watchdog (atb_runner_run_watched): what it saw */
 	size_t nprogress;       /* "progress" events (not given to the callback) */
-	double longest_gap_s;   /* the longest silence between events after startup */
+	double longest_gap_s;   /* the longest silence between events since "env" */
 	double stall_s;         /* ATB_RUNNER_HANG: the silence it was killed in */
 	double stall_limit_s;   /* ... and the limit that silence passed */
-	int stall_in_startup;   /* ... 1: before the first event after "env" */
+	int stall_in_startup;   /* ... 1: before the candidate's first call returned */
 	char stalled_after[160]; /* the last event before the silence: "timed_begin seed 7" */
 };
 
@@ -327,12 +327,13 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
  * PROTO: gates.hang -- a watchdog over the runner's progress.  The job
  * sent gets "progress_ms" (the runner then sends "progress" events at
  * least that often while it works; the harness drops them before the
- * callback).  Until the first event after "env" (the runtime started, the
- * objects loaded, the first check begun) the runner may be silent up to
- * startup_s from its start; after that, up to the larger of min_s and
- * factor x the longest silence seen so far after startup.  Longer, and the
- * whole tree is killed: ATB_RUNNER_HANG.  A value <= 0 leaves that limit
- * out (the timeout still holds).
+ * callback).  Until the candidate's first call has returned (its first
+ * correctness event; or the first timed_begin, samples or done event of a
+ * job without one) the runner may be silent up to startup_s at a time: a
+ * runtime starting, a first call that compiles.  After that, up to the
+ * larger of min_s and factor x the longest silence seen since the "env"
+ * event.  Longer, and the whole tree is killed: ATB_RUNNER_HANG.  A value
+ * <= 0 leaves that limit out (the timeout still holds).
  */
 struct atb_runner_watch {
 	double startup_s;

@@ -136,8 +136,16 @@ struct run {
 	json_t *sandbox_facts;  /* what the job's sandbox enforced (the harness's word) */
 	/* PROTO: gates.hang -- the watchdog's view */
 	int64_t last_ns;        /* when the last event came */
-	int started;            /* an event after "env" came: startup is over */
+	int seen_env;           /* the runtime is up: silences count from here */
+	int started;            /* the candidate's first call returned: startup is over */
 };
+
+static const char *jsonp_str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
 
 /* The last event, for the watchdog's message: "correctness seed 3 arm candidate set 'small'". */
 static void note_event(struct run *r, const json_t *ev, const char *kind)
@@ -205,12 +213,20 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		/* PROTO: gates.hang -- a sign of life, the watchdog's only */
 		if (!strcmp(json_string_value(kind), "progress")) {
 			r->out->nprogress++;
-			r->started = 1;  /* sent after a call that returned */
 			json_decref(ev);
 			start = nl + 1;
 			continue;
 		}
-		if (strcmp(json_string_value(kind), "hello") && strcmp(json_string_value(kind), "env"))
+		/* startup ends when the candidate's first call has returned (a
+		   first call may compile or build a library: torch.compile, cuBLAS,
+		   a JIT), or timing begins (a job without a candidate) */
+		if (!strcmp(json_string_value(kind), "env"))
+			r->seen_env = 1;
+		if ((!strcmp(json_string_value(kind), "correctness") &&
+		     !strcmp(jsonp_str(ev, "arm"), "candidate")) ||
+		    !strcmp(json_string_value(kind), "timed_begin") ||
+		    !strcmp(json_string_value(kind), "samples") ||
+		    !strcmp(json_string_value(kind), "done"))
 			r->started = 1;
 		note_event(r, ev, json_string_value(kind));
 		r->out->nevents++;
@@ -401,9 +417,10 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 }
 
 /*
- * PROTO: gates.hang -- the silence allowed now: startup_s from the start
- * until startup is over, then max(min_s, factor x the longest silence so
- * far); INT64_MAX: none.
+ * PROTO: gates.hang -- the silence allowed now: startup_s until startup is
+ * over (the candidate's first call returned, or timing began), then
+ * max(min_s, factor x the longest silence so far, every silence after the
+ * "env" event counted, startup's too); INT64_MAX: none.
  */
 static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run *r)
 {
@@ -582,12 +599,12 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 			ssize_t n = recv(sv[0], buf, sizeof(buf), 0);
 
 			if (n > 0) {
-				int e, was_started = r.started;
+				int e;
 				int64_t got_ns = atbi_monotonic_ns();
 
 				/* PROTO: gates.hang -- the silence that ended here (a
 				   line may come in pieces: any byte is progress) */
-				if (was_started && (double)(got_ns - r.last_ns) / 1e9 > out->longest_gap_s)
+				if (r.seen_env && (double)(got_ns - r.last_ns) / 1e9 > out->longest_gap_s)
 					out->longest_gap_s = (double)(got_ns - r.last_ns) / 1e9;
 				r.last_ns = got_ns;
 				if (linebuf_add(&r.lines, buf, (size_t)n)) {
