@@ -8,6 +8,7 @@
  * Judges nothing: events go to the caller's callback as they come.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -138,7 +139,149 @@ struct run {
 	int64_t last_ns;        /* when the last event came */
 	int seen_env;           /* the runtime is up: silences count from here */
 	int started;            /* the candidate's first call returned: startup is over */
+	/* PROTO: gates.background -- the job tree's CPU time, read from outside */
+	pid_t root;             /* the child we started (bwrap, or the runner itself) */
+	long runner_nspid;      /* the runner's pid in its namespace (its hello, before any candidate code) */
+	pid_t runner_pid;       /* ... and here; 0: not found yet */
+	int in_group;           /* a timed_begin came and no samples yet */
+	struct tree_cpu { int64_t wall_ns; long long total_ns, main_ns; int procs; int ok; } tb;
 };
+
+/* ---- the job tree's CPU time, from outside it (PROTO: gates.background) ---- */
+
+#define TREE_MAX 4096
+
+struct tstat {
+	long pid, ppid, nspid;
+	long long ns;  /* utime + stime + cutime + cstime */
+};
+
+static int tree_stat(long pid, struct tstat *t, long long tick_ns)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	long long cut, cst;
+	int ppid;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ppid,
+		   &ut, &st, &cut, &cst) != 5)
+		return -1;
+	t->pid = pid;
+	t->ppid = ppid;
+	t->ns = ((long long)(ut + st) + cut + cst) * tick_ns;
+	t->nspid = -1;
+	return 0;
+}
+
+/* The last pid of NSpid in /proc/PID/status: the pid in its own namespace. */
+static long ns_pid(long pid)
+{
+	char path[64], line[256];
+	long last = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *q = line + 6, *end;
+			long v;
+
+			for (;;) {
+				v = strtol(q, &end, 10);
+				if (end == q)
+					break;
+				last = v;
+				q = end;
+			}
+			break;
+		}
+	fclose(f);
+	return last;
+}
+
+static long long thread_ns(pid_t pid)
+{
+	char path[96];
+	unsigned long long ns = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return (long long)ns;
+}
+
+/*
+ * Every process under r->root (and it): their CPU time (reaped children's
+ * included, so none is lost when one exits), the count beside the runner,
+ * and the runner's timing (main) thread's CPU time.  ok 0 when /proc
+ * cannot tell (the runner not found).
+ */
+static void tree_read(struct run *r, struct tree_cpu *t)
+{
+	static struct tstat ps[TREE_MAX];
+	long hz = sysconf(_SC_CLK_TCK);
+	long long tick_ns = hz > 0 ? 1000000000LL / hz : 10000000;
+	size_t n = 0, i, k;
+	struct dirent *de;
+	DIR *d;
+
+	memset(t, 0, sizeof(*t));
+	t->wall_ns = atbi_monotonic_ns();
+	if (r->root <= 0 || !(d = opendir("/proc")))
+		return;
+	while ((de = readdir(d)) && n < TREE_MAX)
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
+		    !tree_stat(strtol(de->d_name, NULL, 10), &ps[n], tick_ns))
+			n++;
+	closedir(d);
+	for (i = 0; i < n; i++) {
+		long q = ps[i].pid;
+		int in = 0;
+
+		/* in the tree: the root or a descendant of it */
+		for (k = 0; k < 64 && q > 1; k++) {
+			size_t m;
+			long up = -1;
+
+			if (q == (long)r->root) {
+				in = 1;
+				break;
+			}
+			for (m = 0; m < n; m++)
+				if (ps[m].pid == q)
+					up = ps[m].ppid;
+			q = up;
+		}
+		if (!in)
+			continue;
+		t->total_ns += ps[i].ns;
+		/* the runner: the process whose own pid is the one its hello
+		   gave (a forked copy has another; bwrap's init is pid 1) */
+		if (!r->runner_pid && r->runner_nspid > 1 && ns_pid(ps[i].pid) == r->runner_nspid)
+			r->runner_pid = (pid_t)ps[i].pid;
+		t->procs++;
+	}
+	if (r->runner_pid > 0) {
+		t->main_ns = thread_ns(r->runner_pid);
+		t->ok = t->main_ns >= 0;
+	}
+}
+
 
 static const char *jsonp_str(const json_t *o, const char *key)
 {
@@ -222,6 +365,32 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		   a JIT), or timing begins (a job without a candidate) */
 		if (!strcmp(json_string_value(kind), "env"))
 			r->seen_env = 1;
+		/* PROTO: gates.background -- hello comes before any candidate code */
+		if (!strcmp(json_string_value(kind), "hello") && !r->runner_nspid)
+			r->runner_nspid = (long)json_integer_value(json_object_get(ev, "pid"));
+		if (!strcmp(json_string_value(kind), "timed_begin")) {
+			tree_read(r, &r->tb);
+			r->in_group = 1;
+		}
+		if (!strcmp(json_string_value(kind), "samples") && r->in_group) {
+			struct tree_cpu now;
+
+			tree_read(r, &now);
+			r->in_group = 0;
+			if (r->tb.ok && now.ok) {
+				long long other = (now.total_ns - r->tb.total_ns) -
+						  (now.main_ns - r->tb.main_ns);
+
+				json_object_set_new(ev, "harness_background",
+						    json_pack("{s:I, s:I, s:I, s:i}", "wall_ns",
+							      (json_int_t)(now.wall_ns - r->tb.wall_ns),
+							      "other_cpu_ns",
+							      (json_int_t)(other > 0 ? other : 0),
+							      "timing_thread_cpu_ns",
+							      (json_int_t)(now.main_ns - r->tb.main_ns),
+							      "job_processes", now.procs));
+			}
+		}
 		if ((!strcmp(json_string_value(kind), "correctness") &&
 		     !strcmp(jsonp_str(ev, "arm"), "candidate")) ||
 		    !strcmp(json_string_value(kind), "timed_begin") ||
@@ -524,6 +693,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	}
 	pid = proc.pid;
 	out->pid = (int)pid;
+	r.root = pid;
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
 	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;

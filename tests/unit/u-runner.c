@@ -573,6 +573,59 @@ Test(runner, the_job_gets_the_progress_interval, .init = make_tmp, .fini = clean
 	cr_assert_str_eq(out.reason, "yes");
 }
 
+/* PROTO: gates.background -- the harness reads the job tree's CPU time itself */
+static enum atb_status keep_hb(const json_t *ev, void *ctx)
+{
+	json_t **hb = ctx;
+	const json_t *o = json_object_get(ev, "harness_background");
+
+	if (o && !*hb)
+		*hb = json_deep_copy(o);
+	return ATB_OK;
+}
+
+static json_t *harness_background_of(const char *work)
+{
+	char body[1024];
+	json_t *job = json_pack("{s:i}", "abi", 1), *hb = NULL;
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	/* the hello's pid is the runner's own (in its namespace when sandboxed) */
+	snprintf(body, sizeof(body),
+		 "cat >/dev/null; echo \"{\\\"event\\\":\\\"hello\\\",\\\"pid\\\":$$}\"; "
+		 "echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\",\"seed\":1}'; "
+		 "%s; echo '{\"event\":\"samples\",\"seed\":1,\"group\":\"paired\"}'; "
+		 "echo '{\"event\":\"done\"}'", work);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_runner_run(fake_runner(body), job, 60, keep_hb, &hb, &out, &e), ATB_OK,
+		     "%s", e.msg);
+	json_decref(job);
+	cr_assert_not_null(hb, "no harness_background on the samples event");
+	return hb;
+}
+
+Test(runner, the_harness_sees_cpu_burned_beside_a_timed_group, .init = make_tmp,
+     .fini = cleanup_tmp)
+{
+	/* a child that burns for 1.2 s beside the group, killed and reaped in it */
+	json_t *hb = harness_background_of("(while :; do :; done) & b=$!; sleep 1.2; kill $b; "
+					   "wait $b 2>/dev/null");
+	json_int_t other = json_integer_value(json_object_get(hb, "other_cpu_ns"));
+	json_int_t wall = json_integer_value(json_object_get(hb, "wall_ns"));
+
+	cr_assert(wall >= 1100000000LL, "wall %lld", (long long)wall);
+	/* a loaded 2-core box still gives it a good share of a second */
+	cr_assert(other >= 200000000LL, "other %lld of wall %lld", (long long)other,
+		  (long long)wall);
+	json_decref(hb);
+	/* and an idle one, nothing */
+	hb = harness_background_of("sleep 1");
+	other = json_integer_value(json_object_get(hb, "other_cpu_ns"));
+	cr_assert(other <= 30000000LL, "other %lld", (long long)other);
+	json_decref(hb);
+}
+
 Test(runner, abort_is_named, .init = make_tmp, .fini = cleanup_tmp)
 {
 	struct atb_runner_outcome out;
