@@ -225,63 +225,71 @@ static long long thread_ns(pid_t pid)
 	return (long long)ns;
 }
 
-/*
- * Every process under r->root (and it): their CPU time (reaped children's
- * included, so none is lost when one exits), the count beside the runner,
- * and the runner's timing (main) thread's CPU time.  ok 0 when /proc
- * cannot tell (the runner not found).
- */
-static void tree_read(struct run *r, struct tree_cpu *t)
+/* Push the children of every thread of pid (/proc/PID/task/TID/children). */
+static size_t push_children(long pid, long *q, size_t n, size_t cap)
 {
-	static struct tstat ps[TREE_MAX];
-	long hz = sysconf(_SC_CLK_TCK);
-	long long tick_ns = hz > 0 ? 1000000000LL / hz : 10000000;
-	size_t n = 0, i, k;
+	char path[96];
 	struct dirent *de;
 	DIR *d;
 
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	if (!(d = opendir(path)))
+		return n;
+	while ((de = readdir(d)) && n < cap) {
+		char cpath[160];
+		FILE *f;
+		long c;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(cpath, sizeof(cpath), "/proc/%ld/task/%.20s/children", pid, de->d_name);
+		if (!(f = fopen(cpath, "r")))
+			continue;
+		while (n < cap && fscanf(f, "%ld", &c) == 1)
+			q[n++] = c;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Every process under r->root (and it), walked down through the kernel's
+ * children lists (a few files, not all of /proc: this runs between the
+ * events the clock gate stamps): their CPU time (reaped children's
+ * included, so none is lost when one exits), their count, and the runner's
+ * timing (main) thread's CPU time.  ok 0 when /proc cannot tell.
+ */
+static void tree_read(struct run *r, struct tree_cpu *t)
+{
+	static long q[TREE_MAX];
+	long hz = sysconf(_SC_CLK_TCK);
+	long long tick_ns = hz > 0 ? 1000000000LL / hz : 10000000;
+	size_t n = 0, i;
+
 	memset(t, 0, sizeof(*t));
 	t->wall_ns = atbi_monotonic_ns();
-	if (r->root <= 0 || !(d = opendir("/proc")))
+	if (r->root <= 0)
 		return;
-	while ((de = readdir(d)) && n < TREE_MAX)
-		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
-		    !tree_stat(strtol(de->d_name, NULL, 10), &ps[n], tick_ns))
-			n++;
-	closedir(d);
+	q[n++] = (long)r->root;
 	for (i = 0; i < n; i++) {
-		long q = ps[i].pid;
-		int in = 0;
+		struct tstat ps;
 
-		/* in the tree: the root or a descendant of it */
-		for (k = 0; k < 64 && q > 1; k++) {
-			size_t m;
-			long up = -1;
-
-			if (q == (long)r->root) {
-				in = 1;
-				break;
-			}
-			for (m = 0; m < n; m++)
-				if (ps[m].pid == q)
-					up = ps[m].ppid;
-			q = up;
-		}
-		if (!in)
+		if (tree_stat(q[i], &ps, tick_ns))
 			continue;
-		t->total_ns += ps[i].ns;
+		t->total_ns += ps.ns;
+		t->procs++;
 		/* the runner: the process whose own pid is the one its hello
 		   gave (a forked copy has another; bwrap's init is pid 1) */
-		if (!r->runner_pid && r->runner_nspid > 1 && ns_pid(ps[i].pid) == r->runner_nspid)
-			r->runner_pid = (pid_t)ps[i].pid;
-		t->procs++;
+		if (!r->runner_pid && r->runner_nspid > 1 && ns_pid(q[i]) == r->runner_nspid)
+			r->runner_pid = (pid_t)q[i];
+		n = push_children(q[i], q, n, TREE_MAX);
 	}
 	if (r->runner_pid > 0) {
 		t->main_ns = thread_ns(r->runner_pid);
 		t->ok = t->main_ns >= 0;
 	}
 }
-
 
 static const char *jsonp_str(const json_t *o, const char *key)
 {
