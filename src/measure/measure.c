@@ -423,9 +423,12 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	struct job_ctx *c = vctx;
 	const char *kind = json_string_value(json_object_get(ev, "event"));
 	struct job_result *r = c->r;
-	/* PROTO: gates.clock -- the harness's clock, read as the line arrives
-	   (the harness calls back as each line is read) */
-	int64_t now_ns = atbi_monotonic_ns();
+	/* PROTO: gates.clock -- the harness's clock when the line arrived: its
+	   stamp (taken at the read, before it reads /proc for gates.background),
+	   else now (the harness calls back as each line is read) */
+	const json_t *rx = json_object_get(ev, "harness_received_ns");
+	int64_t now_ns = json_is_integer(rx) && json_integer_value(rx) > 0
+				 ? (int64_t)json_integer_value(rx) : atbi_monotonic_ns();
 
 	if (!kind)
 		return ATB_OK;

@@ -144,6 +144,7 @@ struct run {
 	long runner_nspid;      /* the runner's pid in its namespace (its hello, before any candidate code) */
 	pid_t runner_pid;       /* ... and here; 0: not found yet */
 	int in_group;           /* a timed_begin came and no samples yet */
+	int64_t recv_ns;        /* when the bytes that ended the line being handled came */
 	struct tree_cpu { int64_t wall_ns; long long total_ns, main_ns; int procs; int ok; } tb;
 };
 
@@ -376,6 +377,15 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		/* PROTO: gates.background -- hello comes before any candidate code */
 		if (!strcmp(json_string_value(kind), "hello") && !r->runner_nspid)
 			r->runner_nspid = (long)json_integer_value(json_object_get(ev, "pid"));
+		/* PROTO: gates.clock -- the arrival, stamped before anything this
+		   harness does with the line (the /proc reading below) */
+		if ((!strcmp(json_string_value(kind), "timed_begin") ||
+		     !strcmp(json_string_value(kind), "samples")) &&
+		    json_object_set_new(ev, "harness_received_ns", json_integer(r->recv_ns))) {
+			json_decref(ev);
+			*st = atb_error_set(err, ATB_ERR_NOMEM, "cannot stamp an event: out of memory");
+			return ATB_RUNNER_ABORTED;
+		}
 		if (!strcmp(json_string_value(kind), "timed_begin")) {
 			tree_read(r, &r->tb);
 			r->in_group = 1;
@@ -385,18 +395,21 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 
 			tree_read(r, &now);
 			r->in_group = 0;
-			if (r->tb.ok && now.ok) {
-				long long other = (now.total_ns - r->tb.total_ns) -
-						  (now.main_ns - r->tb.main_ns);
+			if (r->tb.ok) {
+				int64_t wall = now.wall_ns - r->tb.wall_ns;
+				/* the runner already gone (its time is in its reaper's
+				   cutime): its timing thread had at most the wall time,
+				   so the rest is a lower bound of the others' */
+				long long main = now.ok ? now.main_ns - r->tb.main_ns : (long long)wall;
+				long long other = (now.total_ns - r->tb.total_ns) - main;
 
 				json_object_set_new(ev, "harness_background",
-						    json_pack("{s:I, s:I, s:I, s:i}", "wall_ns",
-							      (json_int_t)(now.wall_ns - r->tb.wall_ns),
-							      "other_cpu_ns",
+						    json_pack("{s:I, s:I, s:I, s:i, s:b}", "wall_ns",
+							      (json_int_t)wall, "other_cpu_ns",
 							      (json_int_t)(other > 0 ? other : 0),
-							      "timing_thread_cpu_ns",
-							      (json_int_t)(now.main_ns - r->tb.main_ns),
-							      "job_processes", now.procs));
+							      "timing_thread_cpu_ns", (json_int_t)main,
+							      "job_processes", now.procs,
+							      "runner_gone", !now.ok));
 			}
 		}
 		if ((!strcmp(json_string_value(kind), "correctness") &&
@@ -785,6 +798,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				if (r.seen_env && (double)(got_ns - r.last_ns) / 1e9 > out->longest_gap_s)
 					out->longest_gap_s = (double)(got_ns - r.last_ns) / 1e9;
 				r.last_ns = got_ns;
+				r.recv_ns = got_ns;
 				if (linebuf_add(&r.lines, buf, (size_t)n)) {
 					end = ATB_RUNNER_MALFORMED;
 					st = atb_error_set(err, ATB_ERR_PARSE,
