@@ -17,6 +17,7 @@
  *
  *   bench-compare [-n ELEMENTS] [-d fp32|fp64|fp16|bf16|int32|int64]
  */
+#define _GNU_SOURCE  /* runner/watch.c: the CPU-time clocks */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -859,6 +859,8 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
  * is timed at a time, so one variable serves every backend.
  */
 static int64_t group_mark_ns = -1;
+/* PROTO: gates.background -- beside the group that is being timed */
+static struct runner_background group_bg;
 
 int runner_mark_group(uint64_t seed, size_t narms)
 {
@@ -871,6 +873,7 @@ int runner_mark_group(uint64_t seed, size_t narms)
 	json_t *mark = json_pack("{s:s, s:I, s:I}", "event", "timed_begin", "seed",
 				 (json_int_t)seed, "arms", (json_int_t)narms);
 
+	runner_background_begin(&group_bg);
 	group_mark_ns = atbi_monotonic_ns();
 	return runner_emit(mark);
 }
@@ -972,7 +975,7 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 {
 	struct atb_timing_hooks hooks = {t ? runner_timed_before : NULL,
 					 t ? runner_timed_after : NULL, t,
-					 runner_clock_hook(), NULL};
+					 runner_clock_hook(), NULL, runner_progress};
 	struct atb_error err;
 	char msg[1400];
 
@@ -984,8 +987,8 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 		return -1;
 	}
 	atb_error_clear(&err);
-	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx,
-					t || hooks.after_call ? &hooks : NULL, res, &err))
+	if (!atb_timing_run_seed_hooked(&job->timing, timer, seed, narms, call, ctx, &hooks,
+					res, &err))
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (timer_why && timer_why(timer)[0])
@@ -1012,6 +1015,8 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 {
 	/* the group's span on this process's clock, marker to samples */
 	int64_t span_ns = group_mark_ns >= 0 ? atbi_monotonic_ns() - group_mark_ns : -1;
+	/* PROTO: gates.background -- read before the samples go out */
+	json_t *bg = runner_background_end(&group_bg, s->seed, group);
 	size_t ai, k;
 
 	for (ai = 0; ai < narms; ai++) {
@@ -1062,17 +1067,20 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 			json_decref(ev);
 			ev = NULL;
 		}
-		if (runner_emit(ev))
+		if (runner_emit(ev)) {
+			json_decref(bg);
 			return -1;
+		}
 		continue;
 nomem:
 		json_decref(times);
 		json_decref(round);
 		json_decref(pos);
 		json_decref(with);
+		json_decref(bg);
 		return -1;
 	}
-	return 0;
+	return bg ? runner_emit(bg) : 0;
 }
 
 /* ---- the correctness phase ------------------------------------------------ */
@@ -1150,6 +1158,7 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 		return -1;
 	}
 	r = c->ops->arm(c->ctx, ai, set, &c->in_a, &got, &f.kernel_status, &f.aliasing);
+	runner_progress();  /* PROTO: gates.hang -- a call that returned */
 	if (!r) {
 		runner_hash_inputs(job, &got, after);
 		f.mutated = runner_mutated_inputs(job, before, after);
@@ -1198,6 +1207,7 @@ static int check_input_set(struct check_set *c, const char **reuse_on, struct ru
 	}
 	if (c->ops->reference(c->ctx, &job->sets[c->si], &c->in_a, &c->ref_a))
 		goto out;
+	runner_progress();
 	for (ai = 0; ai < job->narms; ai++)
 		if (runner_arm_is_checked(job, ai) && check_arm(c, ai, &reuse_on[ai], d))
 			goto out;

@@ -39,6 +39,7 @@ int runner_emit(json_t *ev)
 	if (fputs(s, events) < 0 || fputc('\n', events) < 0 || fflush(events))
 		rc = -1;
 	atb_free(s);
+	runner_progress_seen();
 	return rc;
 }
 
@@ -75,6 +76,11 @@ static void usage(FILE *out)
 		"               the input-mutation, result-reuse and output-aliasing facts\n"
 		"  side_stream  (cuda) per seed and arm: work left running on the device\n"
 		"               after the call's event window\n"
+		"  progress     (only with the job's progress_ms) a sign of life, sent\n"
+		"               outside every timed window when progress_ms passed since\n"
+		"               the last event\n"
+		"  background   per timed group: the CPU time of the other threads and\n"
+		"               processes beside it, the threads and processes counted\n"
 		"  timed_begin  right before each timed group (seed, number of arms):\n"
 		"               the harness times the group on its own clock from here\n"
 		"  samples      per seed and arm: raw per-trial times in ns, each trial's\n"
@@ -168,6 +174,8 @@ int main(int argc, char **argv)
 		return RUNNER_EXIT_BAD_JOB;
 	}
 	atb_alloc_install_json();
+	/* PROTO: gates.background -- the threads before any candidate code */
+	runner_background_setup();
 
 	/* The event channel is private from here on: fd 1 belongs to stderr. */
 	fflush(stdout);
@@ -203,6 +211,7 @@ int main(int argc, char **argv)
 		return err.status == ATB_ERR_NOMEM ? RUNNER_EXIT_FAILED : RUNNER_EXIT_BAD_JOB;
 	}
 	atb_free(text);
+	runner_progress_setup(job->progress_ms);
 	rc = job->backend == ATB_RUNNER_BACKEND_CUDA ? runner_cuda_run(job) : runner_cpu_run(job);
 	atb_runner_job_free(job);
 	fclose(events);

@@ -39,6 +39,35 @@ int runner_emit(json_t *ev);
 /* Emit {"event":"error","reason":reason,"message":msg}. */
 void runner_emit_error(const char *reason, const char *msg);
 
+/* ---- watch.c: progress and background work -------------------------------- */
+
+/*
+ * PROTO: gates.hang -- "progress" events at most every progress_ms (the
+ * job's key; <= 0: none).  runner_progress() is called from points outside
+ * every timed window; runner_progress_seen() notes that an event went out
+ * (any event is progress).
+ */
+void runner_progress_setup(int progress_ms);
+void runner_progress(void);
+void runner_progress_seen(void);
+
+/*
+ * PROTO: gates.background -- the CPU time and the threads and processes
+ * beside one timed group.  setup counts the threads before any candidate
+ * code is loaded (runner.c calls it first); begin right before a group's
+ * marker, end after its samples: a "background" event (caller emits it;
+ * NULL when no group was begun or out of memory).
+ */
+struct runner_background {
+	int on;
+	int threads_start, processes_start;
+	long long proc_ns0;
+	int64_t wall0_ns, process0_ns, thread0_ns;
+};
+void runner_background_setup(void);
+void runner_background_begin(struct runner_background *b);
+json_t *runner_background_end(struct runner_background *b, uint64_t seed, const char *group);
+
 /* ---- arms.c: each arm's shared object ------------------------------------ */
 
 /* One arm, loaded: its kernel entry point and the SHA-256 of its file. */

@@ -1267,7 +1267,7 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 {
 	const struct atb_runner_job *job = rt->job;
 	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x,
-					 runner_clock_hook(), NULL};
+					 runner_clock_hook(), NULL, runner_progress};
 	struct atb_error err;
 	long long mask = 0;
 	size_t g, ref = np;
@@ -1820,6 +1820,7 @@ int runner_torch_run(const char *text, size_t len)
 		return RUNNER_EXIT_BAD_JOB;
 	}
 	rt->job = job;
+	runner_progress_setup(job->progress_ms);
 	rc = run(rt);
 	/* Python objects, torch and the cuda context are left to process exit:
 	 * finalizing an interpreter that imported torch is slow and fragile. */

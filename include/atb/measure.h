@@ -47,6 +47,8 @@ struct atb_knob_assignment;
 #define ATB_GATE_CLOCK "clock"            /* the runner's clock disagrees with the harness's */
 #define ATB_GATE_TAMPER "tamper"            /* torch: the candidate changed the reference's interpreter */
 #define ATB_GATE_TIMED_CORRECTNESS "timed_correctness" /* outputs wrong after timed calls */
+#define ATB_GATE_HANG "hang"                /* the runner stopped making progress (watchdog) */
+#define ATB_GATE_BACKGROUND "background"    /* cpu: a thread or process burning CPU beside the timed calls */
 #define ATB_GATE_ANOMALY "anomaly_breaker"  /* quarantine, not rejection */
 
 enum atb_measure_verdict {

@@ -153,6 +153,18 @@ struct atb_protocol {
 		double clocks_floor_ratio;
 		double clocks_max_share_below;
 		double clocks_max_arm_rel_difference;
+		/* gates.hang (version 4 on; absent: has_hang 0 and the watchdog
+		 * uses the defaults 120 s, 20 s, 10, 250 ms: measure_int.h) */
+		int has_hang;
+		double hang_startup_s;
+		double hang_min_s;
+		double hang_factor;
+		int hang_progress_ms;
+		/* gates.background (version 4 on; absent: has_background 0 and
+		 * the defaults 0.02, 20 ms: measure_int.h) */
+		int has_background;
+		double background_max_cpu_share;
+		double background_abs_slack_ms;
 	} gates;
 
 	double anchor_band;

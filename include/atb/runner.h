@@ -206,6 +206,13 @@ struct atb_runner_job {
 	int skip_correctness;          /* timing only (the torch baseline-alone runner) */
 	int pin_cpu;                   /* -1: leave affinity alone */
 	/*
+	 * PROTO: gates.hang -- "progress_ms": the runner sends a "progress"
+	 * event when this long has passed since its last event, at points
+	 * outside every timed window, for the harness's watchdog; 0 (absent):
+	 * none.
+	 */
+	int progress_ms;
+	/*
 	 * PROTO: gates.timed_correctness -- the job's "timed_checks" object
 	 * (docs/internals/runner.md, "timed checks"): a per-job random key the
 	 * harness drew, from which the runner derives which timed rounds are
@@ -281,9 +288,10 @@ enum atb_runner_end {
 	ATB_RUNNER_MALFORMED,    /* it wrote a line that is not an event */
 	ATB_RUNNER_ABORTED,      /* the event callback asked to stop */
 	ATB_RUNNER_SPAWN_FAILED, /* it never started */
+	ATB_RUNNER_HANG,         /* we killed it when it stopped making progress (the watchdog) */
 };
 
-/* "done", "error", "exit", "signal", "timeout", "malformed", "aborted", "spawn_failed". */
+/* "done", "error", "exit", "signal", "timeout", "malformed", "aborted", "spawn_failed", "hang". */
 const char *atb_runner_end_name(enum atb_runner_end e);
 
 struct atb_runner_outcome {
@@ -298,6 +306,13 @@ struct atb_runner_outcome {
 	int64_t wall_ns;
 	int pid;
 	char sandbox_level[16]; /* "full", "no_userns", "seccomp_only", "off"; "" before start */
+	/* the watchdog (atb_runner_run_watched): what it saw */
+	size_t nprogress;       /* "progress" events (not given to the callback) */
+	double longest_gap_s;   /* the longest silence between events since "env" */
+	double stall_s;         /* ATB_RUNNER_HANG: the silence it was killed in */
+	double stall_limit_s;   /* ... and the limit that silence passed */
+	int stall_in_startup;   /* ... 1: before the candidate's first call returned */
+	char stalled_after[160]; /* the last event before the silence: "timed_begin seed 7" */
 };
 
 /*
@@ -321,6 +336,35 @@ typedef enum atb_status (*atb_runner_event_fn)(const json_t *event, void *ctx);
 enum atb_status atb_runner_run(const char *runner_path, const json_t *job, double timeout_s,
 			       atb_runner_event_fn on_event, void *ctx,
 			       struct atb_runner_outcome *out, struct atb_error *err);
+
+/*
+ * PROTO: gates.hang -- a watchdog over the runner's progress.  The job
+ * sent gets "progress_ms" (the runner then sends "progress" events at
+ * least that often while it works; the harness drops them before the
+ * callback).  Until the candidate's first call has returned (its first
+ * correctness event; or the first timed_begin, samples or done event of a
+ * job without one) the runner may be silent up to startup_s at a time: a
+ * runtime starting, a first call that compiles.  After that, up to the
+ * larger of min_s and factor x the longest silence seen since the "env"
+ * event.  Longer, and the whole tree is killed: ATB_RUNNER_HANG.  A value
+ * <= 0 leaves that limit out (the timeout still holds).
+ */
+struct atb_runner_watch {
+	double startup_s;
+	double min_s;
+	double factor;
+	int progress_ms;
+};
+
+/*
+ * atb_runner_run with a watchdog (watch NULL: exactly atb_runner_run).
+ * A hang is ATB_ERR_SYSTEM with out->end ATB_RUNNER_HANG and out->stall_*
+ * set.
+ */
+enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *job,
+				       double timeout_s, const struct atb_runner_watch *watch,
+				       atb_runner_event_fn on_event, void *ctx,
+				       struct atb_runner_outcome *out, struct atb_error *err);
 
 /*
  * The atb-runner to use: $ATB_RUNNER when set, else atb-runner in the folder

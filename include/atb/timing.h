@@ -166,7 +166,9 @@ void atb_timing_seed_release(struct atb_timing_seed *s);
  * flush, after_round once every arm of the round has run and been timed.
  * Either may be NULL.  A nonzero return aborts the seed with
  * ATB_ERR_SYSTEM ("round hook failed"); the hook keeps its own message.
- * Warm-up calls see no hook.
+ * Warm-up calls see no round hook.  progress (may be NULL) runs after each
+ * warm-up batch and after each round, also outside the timed window: the
+ * runner's sign of life for the harness's watchdog (PROTO: gates.hang).
  */
 struct atb_timing_hooks {
 	int (*before_round)(void *ctx, int round);
@@ -180,6 +182,7 @@ struct atb_timing_hooks {
 	 */
 	int (*after_call)(void *call_ctx, size_t arm, size_t trial);
 	void *call_ctx;
+	void (*progress)(void);
 };
 
 /*

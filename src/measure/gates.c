@@ -484,6 +484,76 @@ int atbi_gate_timed_checks(const json_t *ev, char *why, size_t why_size)
 	return 1;
 }
 
+/* ---- hang and background ---- */
+
+void atbi_hang_watch(const struct atb_protocol *p, struct atb_runner_watch *w)
+{
+	int has = p->gates.has_hang;
+
+	w->startup_s = has ? p->gates.hang_startup_s : ATBI_HANG_STARTUP_S;
+	w->min_s = has ? p->gates.hang_min_s : ATBI_HANG_MIN_S;
+	w->factor = has ? p->gates.hang_factor : ATBI_HANG_FACTOR;
+	w->progress_ms = has ? p->gates.hang_progress_ms : ATBI_HANG_PROGRESS_MS;
+}
+
+void atbi_background_limits(const struct atb_protocol *p, struct atbi_background_limits *l)
+{
+	int has = p->gates.has_background;
+
+	l->max_cpu_share = has ? p->gates.background_max_cpu_share : ATBI_BACKGROUND_MAX_CPU_SHARE;
+	l->slack_ns = (int64_t)(1e6 * (has ? p->gates.background_abs_slack_ms
+					   : ATBI_BACKGROUND_ABS_SLACK_MS));
+}
+
+int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *l, char *why,
+			 size_t why_size)
+{
+	json_int_t wall = json_integer_value(json_object_get(ev, "wall_ns"));
+	json_int_t thr = json_integer_value(json_object_get(ev, "other_threads_cpu_ns"));
+	json_int_t prc = json_integer_value(json_object_get(ev, "other_processes_cpu_ns"));
+	json_int_t p0 = json_integer_value(json_object_get(ev, "processes_group_start"));
+	json_int_t p1 = json_integer_value(json_object_get(ev, "processes_group_end"));
+	double other = (double)(thr > 0 ? thr : 0) + (double)(prc > 0 ? prc : 0);
+	double allowed = l->max_cpu_share * (double)(wall > 0 ? wall : 0) + (double)l->slack_ns;
+	json_int_t procs = p0 > p1 ? p0 : p1;
+
+	if (strcmp(jstr(ev, "event"), "background"))
+		return 0;
+	/* seen from outside: the runner's CPU time comes in 10 ms ticks, less
+	   its timing thread's in ns: one tick more of slack */
+	if (!strcmp(jstr(ev, "seen_from"), "harness"))
+		allowed += 1e7;
+	if (!(other > allowed))
+		return 0;
+	if (!strcmp(jstr(ev, "seen_from"), "harness")) {
+		snprintf(why, why_size,
+			 "work ran beside the timed calls on seed %lld (group %s), seen from outside "
+			 "the runner: the job's processes used %.1f ms of CPU besides the timing "
+			 "thread's in %.1f ms of wall time (%.1f%%; at most %.1f%% + %.0f ms), %lld "
+			 "processes in the job: a thread or process stealing CPU from the baseline",
+			 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "group"),
+			 (double)thr / 1e6, (double)wall / 1e6,
+			 wall > 0 ? 100.0 * other / (double)wall : 0.0, 100.0 * l->max_cpu_share,
+			 (double)l->slack_ns / 1e6 + 10,
+			 (long long)json_integer_value(json_object_get(ev, "job_processes")));
+		return 1;
+	}
+	snprintf(why, why_size,
+		 "work ran beside the timed calls on seed %lld (group %s): other threads used "
+		 "%.1f ms and other processes %.1f ms of CPU in %.1f ms of wall time (%.1f%%; at "
+		 "most %.1f%% + %.0f ms), %lld processes beside the runner, threads %lld before "
+		 "any candidate code, %lld at the group's start, %lld at its end: a thread or "
+		 "process stealing CPU from the baseline",
+		 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "group"),
+		 (double)thr / 1e6, (double)prc / 1e6, (double)wall / 1e6,
+		 wall > 0 ? 100.0 * other / (double)wall : 0.0, 100.0 * l->max_cpu_share,
+		 (double)l->slack_ns / 1e6, (long long)procs,
+		 (long long)json_integer_value(json_object_get(ev, "threads_at_start")),
+		 (long long)json_integer_value(json_object_get(ev, "threads_group_start")),
+		 (long long)json_integer_value(json_object_get(ev, "threads_group_end")));
+	return 1;
+}
+
 int atbi_gate_throttle(size_t throttled, size_t total, double max_share, double *share)
 {
 	*share = total ? (double)throttled / (double)total : 0;

@@ -90,6 +90,10 @@ struct job_result {
 	/* torch: the runner's first "outputs" event (owned copy): the
 	   reference's output bytes (PROTO: gates.physical_floor) */
 	json_t *outputs_event;
+	/* PROTO: gates.background -- the first group over the limits by the
+	   runner's facts, and by the harness's own reading (owned copies) */
+	json_t *background_event;
+	json_t *background_outside;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -530,9 +534,12 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	struct job_ctx *c = vctx;
 	const char *kind = json_string_value(json_object_get(ev, "event"));
 	struct job_result *r = c->r;
-	/* PROTO: gates.clock -- the harness's clock, read as the line arrives
-	   (the harness calls back as each line is read) */
-	int64_t now_ns = atbi_monotonic_ns();
+	/* PROTO: gates.clock -- the harness's clock when the line arrived: its
+	   stamp (taken at the read, before it reads /proc for gates.background),
+	   else now (the harness calls back as each line is read) */
+	const json_t *rx = json_object_get(ev, "harness_received_ns");
+	int64_t now_ns = json_is_integer(rx) && json_integer_value(rx) > 0
+				 ? (int64_t)json_integer_value(rx) : atbi_monotonic_ns();
 
 	if (!kind)
 		return ATB_OK;
@@ -558,6 +565,14 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			r->tamper_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "gpu_state")) {
 		atbi_clocks_gpu_state(&r->clocks, ev);
+	} else if (!strcmp(kind, "background")) {
+		struct atbi_background_limits lim;
+		char why[8];
+
+		atbi_background_limits(c->m->p, &lim);
+		if (!r->background_event && atbi_gate_background(ev, &lim, why, sizeof(why)) &&
+		    !(r->background_event = json_deep_copy(ev)))
+			return r->cb_st = ATB_ERR_NOMEM;
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
@@ -573,6 +588,32 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 
 		atbi_clock_samples(&r->clock, ev, now_ns, atbi_clock_rel_tolerance(c->m->p),
 				   atbi_clock_slack_ns(c->m->p));
+		/* PROTO: gates.background -- the harness's own reading of the job's
+		   CPU time over the group (the runner's facts can be forged inside it) */
+		if (json_is_object(json_object_get(ev, "harness_background")) &&
+		    !r->background_outside) {
+			const json_t *hb = json_object_get(ev, "harness_background");
+			struct atbi_background_limits lim;
+			char why[8];
+			json_t *b = json_pack(
+				"{s:s, s:s, s:I, s:s, s:O, s:O, s:I, s:O, s:O}", "event", "background",
+				"seen_from", "harness", "seed", (json_int_t)seed, "group",
+				json_string_value(json_object_get(ev, "group"))
+					? json_string_value(json_object_get(ev, "group")) : "?",
+				"wall_ns", json_object_get(hb, "wall_ns"), "other_threads_cpu_ns",
+				json_object_get(hb, "other_cpu_ns"), "other_processes_cpu_ns",
+				(json_int_t)0, "timing_thread_cpu_ns",
+				json_object_get(hb, "timing_thread_cpu_ns"), "job_processes",
+				json_object_get(hb, "job_processes"));
+
+			if (!b)
+				return r->cb_st = ATB_ERR_NOMEM;
+			atbi_background_limits(c->m->p, &lim);
+			if (atbi_gate_background(b, &lim, why, sizeof(why)))
+				r->background_outside = b;
+			else
+				json_decref(b);
+		}
 		for (k = 0; arm && k < NARMS; k++)
 			if (!strcmp(arm, arm_label[k]))
 				a = (int)k;
@@ -649,6 +690,8 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->tamper_event);
 	json_decref(r->timed_event);
 	json_decref(r->outputs_event);
+	json_decref(r->background_event);
+	json_decref(r->background_outside);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -684,6 +727,7 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 	/* the alone job stores only the baseline's samples (its twin and a naive
 	   arm run for the same work, unrecorded): one per seed */
 	struct job_ctx c = {m, r, alone, 0, alone ? 1 : narms};
+	struct atb_runner_watch watch;
 	struct atb_error rerr;
 	json_t *job = NULL;
 	enum atb_status st;
@@ -695,9 +739,10 @@ static enum atb_status run_job(struct measure *m, const int *arms, size_t narms,
 		return st;
 	atb_error_clear(&rerr);
 	memset(&r->ro, 0, sizeof(r->ro));
-	/* PROTO: timing.job_timeout_s */
-	r->st = atb_runner_run(m->runner, job, m->p->timing.job_timeout_s, on_event, &c, &r->ro,
-			       &rerr);
+	/* PROTO: timing.job_timeout_s, gates.hang */
+	atbi_hang_watch(m->p, &watch);
+	r->st = atb_runner_run_watched(m->runner, job, m->p->timing.job_timeout_s, &watch,
+				       on_event, &c, &r->ro, &rerr);
 	json_decref(job);
 	if (r->cb_st)
 		return atb_error_set(err, r->cb_st, "cannot collect runner events: out of memory");
@@ -733,6 +778,36 @@ static enum atb_status clock_gate(struct measure *m, struct job_result *r, const
 				(json_int_t)g->runner_ns, "harness_span_ns",
 				(json_int_t)g->harness_ns, "trials_ns", (json_int_t)g->trials_ns,
 				"rel_tolerance", rel, "abs_slack_ms", (double)slack_ns / 1e6),
+		      err);
+}
+
+/*
+ * Gate "background" after the paired runner (PROTO: gates.background): a
+ * timed group beside which other threads or processes burned CPU.  The cpu backend only: the CUDA runtime and PyTorch run
+ * threads of their own (torch's intra-op pool works during the
+ * reference's calls too), so there the facts are recorded, not judged.
+ */
+static enum atb_status background_gate(struct measure *m, struct job_result *r,
+				       const char *which, int *refused, struct atb_error *err)
+{
+	struct atbi_background_limits lim;
+	char why[1024], reason[1100];
+	/* the runner's facts say more; the harness's cannot be forged from
+	   inside the runner, and stand when the runner's say nothing */
+	const json_t *ev = r->background_event ? r->background_event : r->background_outside;
+
+	*refused = 0;
+	if (m->cuda || m->torch || !ev)
+		return ATB_OK;
+	atbi_background_limits(m->p, &lim);
+	if (!atbi_gate_background(ev, &lim, why, sizeof(why)))
+		return ATB_OK;
+	snprintf(reason, sizeof(reason), "%s (%s)", why, which);
+	*refused = 1;
+	return reject(m, ATB_GATE_BACKGROUND, ATB_ERR_CHECK, reason,
+		      json_pack("{s:s, s:O, s:f, s:f}", "job", which, "event",
+				ev, "max_cpu_share", lim.max_cpu_share,
+				"abs_slack_ms", (double)lim.slack_ns / 1e6),
 		      err);
 }
 
@@ -794,6 +869,8 @@ static enum atb_status run_interleaved(struct measure *m, const int *arms, size_
 		if (!st && !*refused)
 			st = clock_gate(m, r, paired ? "job 1" : "job 2, baseline alone", refused,
 					err);
+		if (!st && !*refused && paired)
+			st = background_gate(m, r, "job 1", refused, err);
 		if (st || *refused)
 			return st;
 		if (paired && (j1->corr.naive_wrong ||
@@ -890,6 +967,30 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
 			 "the runner (%s) timed out after %g s (PROTO: timing.job_timeout_s)", which,
 			 m->p->timing.job_timeout_s);
 		break;
+	case ATB_RUNNER_HANG: {
+		struct atb_runner_watch w;
+
+		/* PROTO: gates.hang -- its own gate: a call that never returns */
+		atbi_hang_watch(m->p, &w);
+		snprintf(reason, sizeof(reason),
+			 "the runner (%s) made no progress for %.1f s after '%s' and was killed: "
+			 "limit %.1f s (%s); a kernel call that does not return", which, o->stall_s,
+			 o->stalled_after, o->stall_limit_s,
+			 o->stall_in_startup
+				 ? "gates.hang.startup_s, before the candidate's first call returned"
+				 : "max of gates.hang.min_s and factor x the longest silence before");
+		*refused = 1;
+		return reject(m, ATB_GATE_HANG, ATB_ERR_CHECK, reason,
+			      json_pack("{s:s, s:s, s:f, s:f, s:b, s:f, s:f, s:f, s:f, s:I, s:s, s:I}",
+					"job", which, "stalled_after", o->stalled_after,
+					"stall_s", o->stall_s, "limit_s", o->stall_limit_s,
+					"in_startup", o->stall_in_startup,
+					"longest_gap_s", o->longest_gap_s, "startup_s", w.startup_s,
+					"min_s", w.min_s, "factor", w.factor,
+					"progress_events", (json_int_t)o->nprogress,
+					"stderr_tail", o->stderr_tail, "wall_ns", (json_int_t)o->wall_ns),
+			      err);
+	}
 	case ATB_RUNNER_ERROR:
 		snprintf(reason, sizeof(reason), "the runner (%s) reported '%s': %s", which, o->reason,
 			 o->detail);

@@ -14,6 +14,8 @@
 #include <jansson.h>
 
 #include "atb/measure.h"
+#include "atb/protocol.h"
+#include "atb/runner.h"
 #include "atb/task.h"
 #include "util.h"
 
@@ -100,6 +102,44 @@ ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size
  * (protocol/v4-torchtrust.yaml.snippet).
  */
 #define ATBI_FLOOR_CACHE_ALLOWANCE 2.0
+
+/* ---- hang and background (gates.c): the runner's liveness and its neighbours ---- */
+
+/*
+ * PROTO: gates.hang (version 4 on): the harness's watchdog over the
+ * runner's progress events (atb_runner_run_watched).  Versions 1 to 3 have
+ * no such keys; their jobs use these values (protocol/v4-residue.yaml.snippet).
+ */
+#define ATBI_HANG_STARTUP_S 120.0
+#define ATBI_HANG_MIN_S 20.0
+#define ATBI_HANG_FACTOR 10.0
+#define ATBI_HANG_PROGRESS_MS 250
+ATBI_FUNC void atbi_hang_watch(const struct atb_protocol *p, struct atb_runner_watch *w);
+
+/*
+ * PROTO: gates.background (version 4 on), with these defaults before: the
+ * CPU time of the runner's other threads and of the processes beside it
+ * over a timed group may be at most max_cpu_share x the group's wall time
+ * plus abs_slack_ms.  The processes alive beside it are reported, not
+ * judged: an idle one steals nothing, a busy one shows in its CPU time.
+ */
+#define ATBI_BACKGROUND_MAX_CPU_SHARE 0.02
+#define ATBI_BACKGROUND_ABS_SLACK_MS 20.0
+struct atbi_background_limits {
+	double max_cpu_share;
+	int64_t slack_ns;
+};
+ATBI_FUNC void atbi_background_limits(const struct atb_protocol *p,
+				      struct atbi_background_limits *l);
+
+/*
+ * A "background" event (runner/watch.c) against the limits: 1 with the
+ * reason in why (the seed, the group, the CPU times against the wall time,
+ * the threads and processes counted), 0 when within them or for any other
+ * event.
+ */
+ATBI_FUNC int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *l,
+				   char *why, size_t why_size);
 
 /* ---- clock (clock.c): the runner's span of a timed group vs the harness's ---- */
 

@@ -298,6 +298,42 @@ static const struct field timed_fields[] = {
 	END,
 };
 
+static enum atb_status hang_after(struct vctx *c, struct fy_node *map, void *base,
+				  const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_hang = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.hang (version 4 on) */
+static const struct field hang_fields[] = {
+	REAL("startup_s", gates.hang_startup_s, POS),
+	REAL("min_s", gates.hang_min_s, POS),
+	REAL("factor", gates.hang_factor, POS),
+	INT("progress_ms", gates.hang_progress_ms, 1, 60000),
+	END,
+};
+
+static enum atb_status background_after(struct vctx *c, struct fy_node *map, void *base,
+					const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_background = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.background (version 4 on) */
+static const struct field background_fields[] = {
+	REAL("max_cpu_share", gates.background_max_cpu_share, CLOSED01),
+	REAL("abs_slack_ms", gates.background_abs_slack_ms, NONNEG),
+	END,
+};
+
 static const struct field gates_fields[] = {
 	MAP("anomaly_breaker", breaker_fields),
 	MAP("physical_floor", floor_fields),
@@ -318,6 +354,12 @@ static const struct field gates_fields[] = {
 	 * NVML's reasons, gates.throttle); required from version 4 on */
 	{.key = "clocks", .kind = F_MAP, .off = NOSTORE, .sub = clocks_fields,
 	 .after = clocks_after, .optional = 1},
+	/* optional: versions 1 to 3 have no such keys (the defaults hold);
+	 * required from version 4 on */
+	{.key = "hang", .kind = F_MAP, .off = NOSTORE, .sub = hang_fields,
+	 .after = hang_after, .optional = 1},
+	{.key = "background", .kind = F_MAP, .off = NOSTORE, .sub = background_fields,
+	 .after = background_after, .optional = 1},
 	END,
 };
 
@@ -935,6 +977,17 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					!p->gates.has_clocks ? "gates.clocks" : "timing.placement",
 					"missing field '%s' (required from version 4)",
 					!p->gates.has_clocks ? "clocks" : "placement");
+	}
+	if (!st && p->version >= 4 && (!p->gates.has_hang || !p->gates.has_background)) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					p->gates.has_hang ? "gates.background" : "gates.hang",
+					"missing field '%s' (required from version 4)",
+					p->gates.has_hang ? "background" : "hang");
 	}
 	if (!st && p->version >= 4 && !p->llm.has_alarms) {
 		unsigned line = 1, col = 1;

@@ -8,6 +8,7 @@
  * Judges nothing: events go to the caller's callback as they come.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
@@ -36,7 +37,7 @@ const char *atb_runner_end_name(enum atb_runner_end e)
 {
 	static const char *const names[] = {"done", "error", "exit", "signal",
 					    "timeout", "malformed", "aborted",
-					    "spawn_failed"};
+					    "spawn_failed", "hang"};
 
 	return (unsigned)e < sizeof(names) / sizeof(names[0]) ? names[e] : "?";
 }
@@ -135,7 +136,188 @@ struct run {
 	enum atb_status cb_status;
 	json_t *sandbox_facts;  /* what the job's sandbox enforced (the harness's word) */
 	FILE *events_log;       /* $ATB_RUNNER_EVENTS_LOG: every event line, a diagnostic */
+	/* PROTO: gates.hang -- the watchdog's view */
+	int64_t last_ns;        /* when the last event came */
+	int seen_env;           /* the runtime is up: silences count from here */
+	int started;            /* the candidate's first call returned: startup is over */
+	/* PROTO: gates.background -- the job tree's CPU time, read from outside */
+	pid_t root;             /* the child we started (bwrap, or the runner itself) */
+	long runner_nspid;      /* the runner's pid in its namespace (its hello, before any candidate code) */
+	pid_t runner_pid;       /* ... and here; 0: not found yet */
+	int in_group;           /* a timed_begin came and no samples yet */
+	int64_t recv_ns;        /* when the bytes that ended the line being handled came */
+	struct tree_cpu { int64_t wall_ns; long long total_ns, main_ns; int procs; int ok; } tb;
 };
+
+/* ---- the job tree's CPU time, from outside it (PROTO: gates.background) ---- */
+
+#define TREE_MAX 4096
+
+struct tstat {
+	long pid, ppid, nspid;
+	long long ns;  /* utime + stime + cutime + cstime */
+};
+
+static int tree_stat(long pid, struct tstat *t, long long tick_ns)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut, st;
+	long long cut, cst;
+	int ppid;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (!(p = strrchr(buf, ')')) ||
+	    sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &ppid,
+		   &ut, &st, &cut, &cst) != 5)
+		return -1;
+	t->pid = pid;
+	t->ppid = ppid;
+	t->ns = ((long long)(ut + st) + cut + cst) * tick_ns;
+	t->nspid = -1;
+	return 0;
+}
+
+/* The last pid of NSpid in /proc/PID/status: the pid in its own namespace. */
+static long ns_pid(long pid)
+{
+	char path[64], line[256];
+	long last = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *q = line + 6, *end;
+			long v;
+
+			for (;;) {
+				v = strtol(q, &end, 10);
+				if (end == q)
+					break;
+				last = v;
+				q = end;
+			}
+			break;
+		}
+	fclose(f);
+	return last;
+}
+
+static long long thread_ns(pid_t pid)
+{
+	char path[96];
+	unsigned long long ns = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	if (fscanf(f, "%llu", &ns) != 1)
+		ns = 0;
+	fclose(f);
+	return (long long)ns;
+}
+
+/* Push the children of every thread of pid (/proc/PID/task/TID/children). */
+static size_t push_children(long pid, long *q, size_t n, size_t cap)
+{
+	char path[96];
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%ld/task", pid);
+	if (!(d = opendir(path)))
+		return n;
+	while ((de = readdir(d)) && n < cap) {
+		char cpath[160];
+		FILE *f;
+		long c;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(cpath, sizeof(cpath), "/proc/%ld/task/%.20s/children", pid, de->d_name);
+		if (!(f = fopen(cpath, "r")))
+			continue;
+		while (n < cap && fscanf(f, "%ld", &c) == 1)
+			q[n++] = c;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Every process under r->root (and it), walked down through the kernel's
+ * children lists (a few files, not all of /proc: this runs between the
+ * events the clock gate stamps): their CPU time (reaped children's
+ * included, so none is lost when one exits), their count, and the runner's
+ * timing (main) thread's CPU time.  ok 0 when /proc cannot tell.
+ */
+static void tree_read(struct run *r, struct tree_cpu *t)
+{
+	static long q[TREE_MAX];
+	long hz = sysconf(_SC_CLK_TCK);
+	long long tick_ns = hz > 0 ? 1000000000LL / hz : 10000000;
+	size_t n = 0, i;
+
+	memset(t, 0, sizeof(*t));
+	t->wall_ns = atbi_monotonic_ns();
+	if (r->root <= 0)
+		return;
+	q[n++] = (long)r->root;
+	for (i = 0; i < n; i++) {
+		struct tstat ps;
+
+		if (tree_stat(q[i], &ps, tick_ns))
+			continue;
+		t->total_ns += ps.ns;
+		t->procs++;
+		/* the runner: the process whose own pid is the one its hello
+		   gave (a forked copy has another; bwrap's init is pid 1) */
+		if (!r->runner_pid && r->runner_nspid > 1 && ns_pid(q[i]) == r->runner_nspid)
+			r->runner_pid = (pid_t)q[i];
+		n = push_children(q[i], q, n, TREE_MAX);
+	}
+	if (r->runner_pid > 0) {
+		t->main_ns = thread_ns(r->runner_pid);
+		t->ok = t->main_ns >= 0;
+	}
+}
+
+static const char *jsonp_str(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+/* The last event, for the watchdog's message: "correctness seed 3 arm candidate set 'small'". */
+static void note_event(struct run *r, const json_t *ev, const char *kind)
+{
+	char *o = r->out->stalled_after;
+	size_t size = sizeof(r->out->stalled_after), n;
+	const json_t *seed = json_object_get(ev, "seed");
+	const char *arm = json_string_value(json_object_get(ev, "arm"));
+	const char *set = json_string_value(json_object_get(ev, "set"));
+
+	n = (size_t)snprintf(o, size, "%.40s", kind);
+	if (json_is_integer(seed) && n < size)
+		n += (size_t)snprintf(o + n, size - n, " seed %lld",
+				      (long long)json_integer_value(seed));
+	if (arm && n < size)
+		n += (size_t)snprintf(o + n, size - n, " arm %.32s", arm);
+	if (set && n < size)
+		snprintf(o + n, size - n, " set '%.32s'", set);
+}
 
 static void keep_tail(char *tail, size_t size, const char *data, size_t n)
 {
@@ -185,6 +367,63 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 					    ev ? "not an event object" : je.text);
 			return ATB_RUNNER_MALFORMED;
 		}
+		/* PROTO: gates.hang -- a sign of life, the watchdog's only */
+		if (!strcmp(json_string_value(kind), "progress")) {
+			r->out->nprogress++;
+			json_decref(ev);
+			start = nl + 1;
+			continue;
+		}
+		/* startup ends when the candidate's first call has returned (a
+		   first call may compile or build a library: torch.compile, cuBLAS,
+		   a JIT), or timing begins (a job without a candidate) */
+		if (!strcmp(json_string_value(kind), "env"))
+			r->seen_env = 1;
+		/* PROTO: gates.background -- hello comes before any candidate code */
+		if (!strcmp(json_string_value(kind), "hello") && !r->runner_nspid)
+			r->runner_nspid = (long)json_integer_value(json_object_get(ev, "pid"));
+		/* PROTO: gates.clock -- the arrival, stamped before anything this
+		   harness does with the line (the /proc reading below) */
+		if ((!strcmp(json_string_value(kind), "timed_begin") ||
+		     !strcmp(json_string_value(kind), "samples")) &&
+		    json_object_set_new(ev, "harness_received_ns", json_integer(r->recv_ns))) {
+			json_decref(ev);
+			*st = atb_error_set(err, ATB_ERR_NOMEM, "cannot stamp an event: out of memory");
+			return ATB_RUNNER_ABORTED;
+		}
+		if (!strcmp(json_string_value(kind), "timed_begin")) {
+			tree_read(r, &r->tb);
+			r->in_group = 1;
+		}
+		if (!strcmp(json_string_value(kind), "samples") && r->in_group) {
+			struct tree_cpu now;
+
+			tree_read(r, &now);
+			r->in_group = 0;
+			if (r->tb.ok) {
+				int64_t wall = now.wall_ns - r->tb.wall_ns;
+				/* the runner already gone (its time is in its reaper's
+				   cutime): its timing thread had at most the wall time,
+				   so the rest is a lower bound of the others' */
+				long long main = now.ok ? now.main_ns - r->tb.main_ns : (long long)wall;
+				long long other = (now.total_ns - r->tb.total_ns) - main;
+
+				json_object_set_new(ev, "harness_background",
+						    json_pack("{s:I, s:I, s:I, s:i, s:b}", "wall_ns",
+							      (json_int_t)wall, "other_cpu_ns",
+							      (json_int_t)(other > 0 ? other : 0),
+							      "timing_thread_cpu_ns", (json_int_t)main,
+							      "job_processes", now.procs,
+							      "runner_gone", !now.ok));
+			}
+		}
+		if ((!strcmp(json_string_value(kind), "correctness") &&
+		     !strcmp(jsonp_str(ev, "arm"), "candidate")) ||
+		    !strcmp(json_string_value(kind), "timed_begin") ||
+		    !strcmp(json_string_value(kind), "samples") ||
+		    !strcmp(json_string_value(kind), "done"))
+			r->started = 1;
+		note_event(r, ev, json_string_value(kind));
 		r->out->nevents++;
 		/* the sandbox facts are the harness's, over anything the runner says */
 		if (!strcmp(json_string_value(kind), "env") && r->sandbox_facts)
@@ -369,6 +608,36 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 			       atb_runner_event_fn on_event, void *ctx,
 			       struct atb_runner_outcome *out, struct atb_error *err)
 {
+	return atb_runner_run_watched(runner_path, job, timeout_s, NULL, on_event, ctx, out, err);
+}
+
+/*
+ * PROTO: gates.hang -- the silence allowed now: startup_s until startup is
+ * over (the candidate's first call returned, or timing began), then
+ * max(min_s, factor x the longest silence so far, every silence after the
+ * "env" event counted, startup's too); INT64_MAX: none.
+ */
+static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run *r)
+{
+	double lim;
+
+	if (!w)
+		return INT64_MAX;
+	if (!r->started)
+		return w->startup_s > 0 ? (int64_t)(w->startup_s * 1e9) : INT64_MAX;
+	if (!(w->min_s > 0) && !(w->factor > 0))
+		return INT64_MAX;
+	lim = w->min_s > 0 ? w->min_s : 0;
+	if (w->factor > 0 && w->factor * r->out->longest_gap_s > lim)
+		lim = w->factor * r->out->longest_gap_s;
+	return (int64_t)(lim * 1e9);
+}
+
+enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *job,
+				       double timeout_s, const struct atb_runner_watch *watch,
+				       atb_runner_event_fn on_event, void *ctx,
+				       struct atb_runner_outcome *out, struct atb_error *err)
+{
 	struct run r = {0};
 	int sv[2] = {-1, -1}, ep[2] = {-1, -1};
 	char *text = NULL, scratch[4096] = "";
@@ -401,6 +670,11 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
+	if (sent_job && watch && watch->progress_ms > 0 &&
+	    json_object_set_new(sent_job, "progress_ms", json_integer(watch->progress_ms))) {
+		json_decref(sent_job);
+		sent_job = NULL;
+	}
 	text = sent_job ? json_dumps(sent_job, JSON_COMPACT) : NULL;
 	if (!text) {
 		json_decref(sent_job);
@@ -453,9 +727,11 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 	}
 	pid = proc.pid;
 	out->pid = (int)pid;
+	r.root = pid;
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
 	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;
+	r.last_ns = t0;
 
 	/* The job is one line; the runner reads it to the newline or EOF. */
 	while (sock_open || err_open) {
@@ -468,6 +744,22 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 			st = atb_error_set(err, ATB_ERR_SYSTEM,
 					   "atb-runner timed out after %.3g s: killed", timeout_s);
 			break;
+		}
+		/* PROTO: gates.hang -- silent too long: a call that does not return */
+		{
+			int64_t lim = watch_limit_ns(watch, &r);
+
+			if (lim != INT64_MAX && now - r.last_ns > lim) {
+				end = ATB_RUNNER_HANG;
+				out->stall_s = (double)(now - r.last_ns) / 1e9;
+				out->stall_limit_s = (double)lim / 1e9;
+				out->stall_in_startup = !r.started;
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "atb-runner made no progress for %.1f s (limit %.1f s) "
+						   "after '%s': killed", out->stall_s,
+						   out->stall_limit_s, out->stalled_after);
+				break;
+			}
 		}
 		if (sock_open) {
 			pf[nf].fd = sv[0];
@@ -512,7 +804,14 @@ enum atb_status atb_runner_run(const char *runner_path, const json_t *job, doubl
 
 			if (n > 0) {
 				int e;
+				int64_t got_ns = atbi_monotonic_ns();
 
+				/* PROTO: gates.hang -- the silence that ended here (a
+				   line may come in pieces: any byte is progress) */
+				if (r.seen_env && (double)(got_ns - r.last_ns) / 1e9 > out->longest_gap_s)
+					out->longest_gap_s = (double)(got_ns - r.last_ns) / 1e9;
+				r.last_ns = got_ns;
+				r.recv_ns = got_ns;
 				if (linebuf_add(&r.lines, buf, (size_t)n)) {
 					end = ATB_RUNNER_MALFORMED;
 					st = atb_error_set(err, ATB_ERR_PARSE,

@@ -718,7 +718,7 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 				 struct atb_error *err)
 {
 	char reference[32] = "baseline", backend[16] = "cpu";
-	long long abi = -1, cache = 0;
+	long long abi = -1, cache = 0, progress = 0;
 	json_t *a, *opt;
 	size_t i;
 	enum atb_status st;
@@ -795,6 +795,10 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 	}
 	j->nseeds = json_array_size(a);
 
+	INT(o, "progress_ms", "", 0, progress);
+	if (progress < 0 || progress > 60000)
+		return bad(err, "progress_ms", "bad '%s': expected 0 to 60000", "progress_ms");
+	j->progress_ms = (int)progress;
 	INT(o, "cache_bytes", "", 0, cache);
 	if (cache < 0)
 		return bad(err, "cache_bytes", "negative '%s'", "cache_bytes");

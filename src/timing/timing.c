@@ -362,6 +362,7 @@ static int timer_sync(struct atb_timer *timer)
  */
 static enum atb_status warm_up(const struct atb_timing_config *cfg, struct atb_timer *timer,
 			       size_t arm, atb_timing_call_fn call, void *ctx,
+			       const struct atb_timing_hooks *hooks,
 			       struct atb_timing_arm *a, struct atb_error *err)
 {
 	int64_t t0 = atbi_monotonic_ns(), now = t0;
@@ -381,6 +382,8 @@ static enum atb_status warm_up(const struct atb_timing_config *cfg, struct atb_t
 		if (timer_sync(timer))
 			return atb_error_set(err, ATB_ERR_SYSTEM,
 					     "timer '%s' failed during warm-up", timer->ops->name);
+		if (hooks && hooks->progress)
+			hooks->progress();
 		now = atbi_monotonic_ns();
 		rate_ns = (now - t0) / it;
 		left_ns = cfg->warmup_min_time_ns - (now - t0);
@@ -511,7 +514,7 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 
 	t_start = atbi_monotonic_ns();
 	for (i = 0; i < narms; i++) {
-		st = warm_up(cfg, timer, i, call, ctx, &out->arms[i], err);
+		st = warm_up(cfg, timer, i, call, ctx, hooks, &out->arms[i], err);
 		if (st)
 			goto done;
 	}
@@ -568,6 +571,8 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 					   "round hook failed after round %d", round);
 			goto done;
 		}
+		if (hooks && hooks->progress)
+			hooks->progress();
 
 		/* PROTO: timing.stopping (median_ci_halfwidth), checked from trials.min on */
 		if (out->rounds >= cfg->trials_min && cfg->target_rel_halfwidth > 0) {

@@ -11,6 +11,7 @@
 
 #include "../../runner/check.c"
 #include "../../runner/timed.c"
+#include "../../runner/watch.c"
 
 int runner_emit(json_t *ev)
 {

@@ -222,6 +222,8 @@ Test(llm, test_llm__alarms_key_required_from_version_4)
 	text = insert_after(text, "\ngates:\n", "  clocks: {floor_ratio: 0.75, max_share_below: 0.1,"
 			    " max_arm_rel_difference: 0.02}\n");
 	text = insert_after(text, "    margin: 0.9", "\n    cache_allowance: 2");
+	text = insert_after(text, "\ngates:\n", "  hang: {startup_s: 120, min_s: 20, factor: 10,"
+			    " progress_ms: 250}\n  background: {max_cpu_share: 0.02, abs_slack_ms: 20}\n");
 	snprintf(path, sizeof(path), "%s/v4.yaml", dir);
 	f = fopen(path, "w");
 	fputs(text, f);

@@ -547,3 +547,67 @@ Test(measure, clock_state_pairs_markers_with_samples_and_sums_groups)
 	json_decref(b);
 	json_decref(lone);
 }
+
+/* PROTO: gates.background -- the judgement on one group's facts */
+Test(measure, background_refuses_cpu_beside_the_group_and_names_it)
+{
+	struct atb_protocol p;
+	struct atbi_background_limits l;
+	char why[1024];
+	json_t *ok = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:i, s:i, s:i, s:i}", "event",
+			       "background", "seed", (json_int_t)7, "group", "paired", "wall_ns",
+			       (json_int_t)1000000000, "other_threads_cpu_ns", (json_int_t)15000000,
+			       "other_processes_cpu_ns", (json_int_t)24000000, "threads_at_start", 1,
+			       "threads_group_start", 1, "threads_group_end", 1,
+			       "processes_group_end", 8);
+	json_t *bad = json_deep_copy(ok);
+
+	memset(&p, 0, sizeof(p));
+	atbi_background_limits(&p, &l);  /* no gates.background: the defaults */
+	cr_assert_float_eq(l.max_cpu_share, 0.02, 1e-15);
+	cr_assert_eq(l.slack_ns, 20000000);
+	/* 39 ms in 1 s: under 2% + 20 ms; 8 idle processes are not refused */
+	cr_assert_not(atbi_gate_background(ok, &l, why, sizeof(why)));
+	json_object_set_new(bad, "other_processes_cpu_ns", json_integer(26000000));
+	cr_assert(atbi_gate_background(bad, &l, why, sizeof(why)));
+	cr_assert(strstr(why, "seed 7 (group paired)"), "%s", why);
+	cr_assert(strstr(why, "other threads used 15.0 ms and other processes 26.0 ms of CPU "
+			      "in 1000.0 ms"), "%s", why);
+	cr_assert(strstr(why, "8 processes beside the runner"), "%s", why);
+	/* the protocol's values when it has them; other events never refuse */
+	p.gates.has_background = 1;
+	p.gates.background_max_cpu_share = 0.5;
+	p.gates.background_abs_slack_ms = 0;
+	atbi_background_limits(&p, &l);
+	cr_assert_not(atbi_gate_background(bad, &l, why, sizeof(why)));
+	json_object_set_new(bad, "event", json_string("samples"));
+	p.gates.background_max_cpu_share = 0;
+	atbi_background_limits(&p, &l);
+	cr_assert_not(atbi_gate_background(bad, &l, why, sizeof(why)));
+	json_decref(ok);
+	json_decref(bad);
+}
+
+/* PROTO: gates.hang -- the watchdog's values: the protocol's, else the defaults */
+Test(measure, hang_watch_takes_the_protocol_or_the_defaults)
+{
+	struct atb_protocol p;
+	struct atb_runner_watch w;
+
+	memset(&p, 0, sizeof(p));
+	atbi_hang_watch(&p, &w);
+	cr_assert_float_eq(w.startup_s, 120, 1e-12);
+	cr_assert_float_eq(w.min_s, 20, 1e-12);
+	cr_assert_float_eq(w.factor, 10, 1e-12);
+	cr_assert_eq(w.progress_ms, 250);
+	p.gates.has_hang = 1;
+	p.gates.hang_startup_s = 5;
+	p.gates.hang_min_s = 2;
+	p.gates.hang_factor = 3;
+	p.gates.hang_progress_ms = 50;
+	atbi_hang_watch(&p, &w);
+	cr_assert_float_eq(w.startup_s, 5, 1e-12);
+	cr_assert_float_eq(w.min_s, 2, 1e-12);
+	cr_assert_float_eq(w.factor, 3, 1e-12);
+	cr_assert_eq(w.progress_ms, 50);
+}

@@ -73,6 +73,9 @@ static const struct {
 	{"llm.alarms", "  request_timeout_s: 600\n",
 	 "  alarms: {min_calls: 4, empty_rate: 0.05, unparsable_rate: 0.1, failed_rate: 0.1}\n"},
 	{"gates.physical_floor.cache_allowance", "    margin: 0.9", "\n    cache_allowance: 2"},
+	{"gates.hang", "\ngates:\n",
+	 "  hang: {startup_s: 120, min_s: 20, factor: 10, progress_ms: 250}\n"},
+	{"gates.background", "\ngates:\n", "  background: {max_cpu_share: 0.02, abs_slack_ms: 20}\n"},
 };
 
 static char *v4_text(const char *v3, const char *omit)
@@ -823,6 +826,58 @@ Test(protocol, floor_cache_allowance_is_required_from_version_4, .fini = remove_
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.physical_floor.cache_allowance");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
+/* PROTO: gates.hang, gates.background -- absent before version 4 (defaults), required from it. */
+Test(protocol, hang_and_background_are_required_from_version_4, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	const char *keys[] = {"gates.hang", "gates.background"};
+	char cand[512], *text, *t2, *t3;
+	size_t i;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	cr_assert_eq(atb_protocol_load_file(V3, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_hang);        /* the watchdog uses its defaults */
+	cr_expect_not(p->gates.has_background);
+	atb_protocol_free(p);
+	text = slurp(V3);
+	for (i = 0; i < 2; i++) {
+		t2 = v4_text(text, keys[i]);
+		spit(cand, t2);
+		cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA, "%s", keys[i]);
+		cr_expect_str_eq(err.field, keys[i]);
+		cr_expect(strstr(err.msg, "required from version 4"), "%s", err.msg);
+		atb_free(t2);
+	}
+	t3 = v4_text(text, "");
+	t2 = replace(t3, "hang: {startup_s: 120, min_s: 20, factor: 10, progress_ms: 250}",
+		     "hang: {startup_s: 60, min_s: 5, factor: 4, progress_ms: 100}");
+	atb_free(t3);
+	t3 = replace(t2, "background: {max_cpu_share: 0.02, abs_slack_ms: 20}",
+		     "background: {max_cpu_share: 0.05, abs_slack_ms: 10}");
+	atb_free(t2);
+	t2 = t3;
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_hang && p->gates.has_background);
+	cr_expect_float_eq(p->gates.hang_startup_s, 60, 1e-15);
+	cr_expect_float_eq(p->gates.hang_min_s, 5, 1e-15);
+	cr_expect_float_eq(p->gates.hang_factor, 4, 1e-15);
+	cr_expect_eq(p->gates.hang_progress_ms, 100);
+	cr_expect_float_eq(p->gates.background_max_cpu_share, 0.05, 1e-15);
+	cr_expect_float_eq(p->gates.background_abs_slack_ms, 10, 1e-15);
+	atb_protocol_free(p);
+	/* a bad value names its field */
+	t3 = replace(t2, "progress_ms: 100", "progress_ms: 0");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.hang.progress_ms");
 	atb_free(t3);
 	atb_free(t2);
 	atb_free(text);

@@ -26,6 +26,7 @@
  * as source, with the event channel stubbed below. */
 #include "../../runner/check.c"
 #include "../../runner/timed.c"
+#include "../../runner/watch.c"
 #include "banned.h"
 
 #define FIX ATB_SOURCE_DIR "/tests/fixtures/runner"
@@ -480,6 +481,151 @@ Test(runner, hang_with_closed_channels_still_times_out, .init = make_tmp, .fini 
 	cr_assert_eq(run_fake("exec >&- 2>&- <&-; sleep 30", 0.5, &out, &e), ATB_ERR_SYSTEM);
 	cr_assert_eq(out.end, ATB_RUNNER_TIMEOUT);
 	cr_assert(out.wall_ns < 5000000000LL);
+}
+
+/* PROTO: gates.hang -- the watchdog, on runners that go silent */
+static enum atb_status run_watched(const char *body, const struct atb_runner_watch *w,
+				   struct atb_runner_outcome *out, struct atb_error *e)
+{
+	json_t *job = json_pack("{s:i}", "abi", 1);
+	enum atb_status st;
+
+	atb_error_clear(e);
+	st = atb_runner_run_watched(fake_runner(body), job, 60, w, NULL, NULL, out, e);
+	json_decref(job);
+	return st;
+}
+
+Test(runner, a_silent_runner_is_killed_by_the_watchdog_long_before_the_timeout,
+     .init = make_tmp, .fini = cleanup_tmp)
+{
+	/* events every 0.1 s for a second, then silence: the limit is min_s */
+	static const char body[] =
+		"cat >/dev/null; echo '{\"event\":\"hello\"}'; echo '{\"event\":\"env\"}'; "
+		"for i in 1 2 3 4 5 6 7 8 9 10; do echo '{\"event\":\"progress\"}'; sleep 0.1; done; "
+		"echo '{\"event\":\"timed_begin\",\"seed\":7}'; sleep 30";
+	struct atb_runner_watch w = {.startup_s = 10, .min_s = 1.5, .factor = 2, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched(body, &w, &out, &e), ATB_ERR_SYSTEM);
+	cr_assert_eq(out.end, ATB_RUNNER_HANG, "%s", atb_runner_end_name(out.end));
+	cr_assert_str_eq(atb_runner_end_name(out.end), "hang");
+	cr_assert(out.wall_ns < 15000000000LL, "%lld ns", (long long)out.wall_ns);
+	cr_assert(out.stall_s >= out.stall_limit_s, "%g < %g", out.stall_s, out.stall_limit_s);
+	cr_assert(out.stall_limit_s >= 1.5, "%g", out.stall_limit_s);
+	cr_assert_eq(out.stall_in_startup, 0);
+	cr_assert_str_eq(out.stalled_after, "timed_begin seed 7");
+	cr_assert_geq(out.nprogress, 5, "%zu", out.nprogress);
+	cr_assert_eq(out.nevents, 3, "progress events are the watchdog's: %zu", out.nevents);
+	cr_assert(strstr(e.msg, "made no progress"), "%s", e.msg);
+	cr_assert_eq(kill(out.pid, 0), -1, "the runner is gone");
+}
+
+Test(runner, the_watchdog_gives_startup_its_own_budget, .init = make_tmp, .fini = cleanup_tmp)
+{
+	struct atb_runner_watch w = {.startup_s = 1, .min_s = 30, .factor = 10, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched("cat >/dev/null; echo '{\"event\":\"hello\"}'; sleep 30", &w,
+				 &out, &e), ATB_ERR_SYSTEM);
+	cr_assert_eq(out.end, ATB_RUNNER_HANG);
+	cr_assert_eq(out.stall_in_startup, 1);
+	cr_assert(out.wall_ns < 10000000000LL, "%lld ns", (long long)out.wall_ns);
+	/* a slow first candidate call (a compile) is startup too, however quick the rest */
+	w.startup_s = 4;
+	w.min_s = 0.5;
+	cr_assert_eq(run_watched("cat >/dev/null; echo '{\"event\":\"env\"}'; "
+				 "echo '{\"event\":\"correctness\",\"arm\":\"baseline\"}'; "
+				 "sleep 2; echo '{\"event\":\"correctness\",\"arm\":\"candidate\"}'; "
+				 "echo '{\"event\":\"done\"}'", &w, &out, &e), ATB_OK, "%s", e.msg);
+	cr_assert(out.longest_gap_s >= 1.9, "%g", out.longest_gap_s);
+}
+
+Test(runner, the_watchdog_limit_grows_with_the_slowest_silence, .init = make_tmp,
+     .fini = cleanup_tmp)
+{
+	/* a 1 s silence after startup, then 2 s ones: 2 s < factor 3 x 1 s */
+	static const char body[] =
+		"cat >/dev/null; echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\"}'; "
+		"sleep 1; echo '{\"event\":\"progress\"}'; sleep 2; echo '{\"event\":\"progress\"}'; "
+		"sleep 2; echo '{\"event\":\"done\"}'";
+	struct atb_runner_watch w = {.startup_s = 5, .min_s = 1.5, .factor = 3, .progress_ms = 100};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	cr_assert_eq(run_watched(body, &w, &out, &e), ATB_OK, "%s", e.msg);
+	cr_assert_eq(out.end, ATB_RUNNER_DONE);
+	cr_assert(out.longest_gap_s >= 1.9, "%g", out.longest_gap_s);
+}
+
+Test(runner, the_job_gets_the_progress_interval, .init = make_tmp, .fini = cleanup_tmp)
+{
+	struct atb_runner_watch w = {.startup_s = 5, .min_s = 5, .factor = 3, .progress_ms = 123};
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	/* the fake runner answers with the job's progress_ms as an error reason */
+	cr_assert_eq(run_watched("j=$(cat); case $j in *'\"progress_ms\":123'*) r=yes;; *) r=no;; "
+				 "esac; echo \"{\\\"event\\\":\\\"error\\\",\\\"reason\\\":\\\"$r\\\",\\\"message\\\":\\\"x\\\"}\"",
+				 &w, &out, &e), ATB_ERR_CHECK);
+	cr_assert_str_eq(out.reason, "yes");
+}
+
+/* PROTO: gates.background -- the harness reads the job tree's CPU time itself */
+static enum atb_status keep_hb(const json_t *ev, void *ctx)
+{
+	json_t **hb = ctx;
+	const json_t *o = json_object_get(ev, "harness_background");
+
+	if (o && !*hb)
+		*hb = json_deep_copy(o);
+	return ATB_OK;
+}
+
+static json_t *harness_background_of(const char *work)
+{
+	char body[1024];
+	json_t *job = json_pack("{s:i}", "abi", 1), *hb = NULL;
+	struct atb_runner_outcome out;
+	struct atb_error e;
+
+	/* the hello's pid is the runner's own (in its namespace when sandboxed);
+	   it lives on after the samples, as the real one does (a runner gone
+	   before the harness reads it leaves the group without the fact) */
+	snprintf(body, sizeof(body),
+		 "cat >/dev/null; echo \"{\\\"event\\\":\\\"hello\\\",\\\"pid\\\":$$}\"; "
+		 "echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\",\"seed\":1}'; "
+		 "%s; echo '{\"event\":\"samples\",\"seed\":1,\"group\":\"paired\"}'; "
+		 "sleep 0.5; echo '{\"event\":\"done\"}'", work);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_runner_run(fake_runner(body), job, 60, keep_hb, &hb, &out, &e), ATB_OK,
+		     "%s", e.msg);
+	json_decref(job);
+	cr_assert_not_null(hb, "no harness_background on the samples event");
+	return hb;
+}
+
+Test(runner, the_harness_sees_cpu_burned_beside_a_timed_group, .init = make_tmp,
+     .fini = cleanup_tmp)
+{
+	/* a child that burns for 1.2 s beside the group, killed and reaped in it */
+	json_t *hb = harness_background_of("(while :; do :; done) & b=$!; sleep 1.2; kill $b; "
+					   "wait $b 2>/dev/null");
+	json_int_t other = json_integer_value(json_object_get(hb, "other_cpu_ns"));
+	json_int_t wall = json_integer_value(json_object_get(hb, "wall_ns"));
+
+	cr_assert(wall >= 1100000000LL, "wall %lld", (long long)wall);
+	/* a loaded 2-core box still gives it a good share of a second */
+	cr_assert(other >= 200000000LL, "other %lld of wall %lld", (long long)other,
+		  (long long)wall);
+	json_decref(hb);
+	/* and an idle one, nothing */
+	hb = harness_background_of("sleep 1");
+	other = json_integer_value(json_object_get(hb, "other_cpu_ns"));
+	cr_assert(other <= 30000000LL, "other %lld", (long long)other);
+	json_decref(hb);
 }
 
 Test(runner, abort_is_named, .init = make_tmp, .fini = cleanup_tmp)

@@ -466,22 +466,37 @@ static int h_after(void *ctx, int round)
 	return 0;
 }
 
+/* PROTO: gates.hang -- the progress hook has no context: it counts here */
+static struct fake *progress_fake;
+static int progress_calls, progress_in_window;
+
+static void h_progress(void)
+{
+	progress_calls++;
+	progress_in_window |= progress_fake->running;
+}
+
 Test(timing, round_hooks_run_around_every_round_outside_the_timed_window)
 {
 	struct fake f = {0};
 	struct atb_timer t = {.ops = &fake_ops, .state = &f};
 	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
 	struct hook_log h = {.fake = &f, .s = &s, .fail_before = -1};
-	struct atb_timing_hooks hooks = {.before_round = h_before, .after_round = h_after, .ctx = &h};
+	struct atb_timing_hooks hooks = {.before_round = h_before, .after_round = h_after, .ctx = &h,
+					 .progress = h_progress};
 	struct atb_timing_config c;
 	struct atb_timing_seed r, plain;
 	struct atb_error e;
 	int k;
 
 	setup_cfg(&c);
+	progress_fake = &f;
 	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
 		     ATB_OK);
 	cr_assert_eq(r.rounds, 10);
+	/* after every round and every warm-up batch (at least one per arm), never timed */
+	cr_assert_geq(progress_calls, 10 + 2, "%d progress calls", progress_calls);
+	cr_assert_not(progress_in_window, "the progress hook ran inside the timed window");
 	cr_assert_eq(h.nbefore, 10);
 	cr_assert_eq(h.nafter, 10);
 	cr_assert_not(h.in_window, "a hook ran inside the timed window");
