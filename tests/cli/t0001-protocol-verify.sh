@@ -8,18 +8,19 @@ test_expect "verify passes on the shipped protocol" '
 	expect_exit 0 "$ATB" protocol verify &&
 	expect_grep "ok  version 1" "$TRASH/out" &&
 	expect_grep "ok  version 2" "$TRASH/out" &&
-	grep "ok  version 3" "$TRASH/out" | grep -qF "(current)"
+	expect_grep "ok  version 3" "$TRASH/out" &&
+	grep "ok  version 4" "$TRASH/out" | grep -qF "(current)"
 '
 
 test_expect "verify --json lists every version" '
 	expect_exit 0 "$ATB" protocol verify --json &&
-	expect_grep "\"current\": 3" "$TRASH/out" &&
+	expect_grep "\"current\": 4" "$TRASH/out" &&
 	expect_grep "\"ok\": true" "$TRASH/out"
 '
 
-test_expect "digest of the current protocol equals the digest of v3.yaml" '
+test_expect "digest of the current protocol equals the digest of v4.yaml" '
 	expect_exit 0 "$ATB" protocol digest && cur=$(cut -d" " -f1 "$TRASH/out") &&
-	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v3.yaml" &&
+	expect_exit 0 "$ATB" protocol digest "$ATB_HOME/protocol/v4.yaml" &&
 	file=$(cut -d" " -f1 "$TRASH/out") &&
 	[ ${#cur} = 64 ] && [ "$cur" = "$file" ] &&
 	expect_grep "$cur" "$ATB_HOME/protocol/protocol.lock"
@@ -35,7 +36,7 @@ test_expect "digest ignores comments and key order" '
 
 test_expect "show prints sections, version and digest" '
 	expect_exit 0 "$ATB" protocol show &&
-	expect_grep "protocol 3: " "$TRASH/out" &&
+	expect_grep "protocol 4: " "$TRASH/out" &&
 	expect_grep "digest   " "$TRASH/out" &&
 	expect_grep "stats.cv_cap" "$TRASH/out" &&
 	expect_grep "gates.anomaly_breaker.factor" "$TRASH/out" &&

@@ -15,7 +15,7 @@ test_expect "db --help documents every subcommand" '
 test_expect "db init creates the store with the frozen protocols" '
 	expect_exit 0 "$ATB" --db s.db db init &&
 	expect_grep "schema 3" "$TRASH/out" &&
-	expect_grep "3 frozen protocols (3 new), current v3" "$TRASH/out" &&
+	expect_grep "4 frozen protocols (4 new), current v4" "$TRASH/out" &&
 	test -f s.db && test -f s.db.audit.jsonl
 '
 
@@ -33,9 +33,9 @@ test_expect "application_id and user_version are set" '
 test_expect "db info --json reports schema, rows and protocols" '
 	expect_exit 0 "$ATB" --db s.db db info --json &&
 	expect_grep "\"schema\": 3" "$TRASH/out" &&
-	expect_grep "\"frozen_protocol\": 3" "$TRASH/out" &&
+	expect_grep "\"frozen_protocol\": 4" "$TRASH/out" &&
 	expect_exit 0 "$ATB" --json --db s.db db info &&
-	expect_grep "\"audit\": 3" "$TRASH/out"
+	expect_grep "\"audit\": 4" "$TRASH/out"
 '
 
 test_expect "a text file is not an atb store and is left alone" '

@@ -24,6 +24,7 @@
 #define V1 SRC "/protocol/v1.yaml"
 #define V2 SRC "/protocol/v2.yaml"
 #define V3 SRC "/protocol/v3.yaml"
+#define V4 SRC "/protocol/v4.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -142,12 +143,14 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V3, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 3);
+	cr_assert_eq(atb_protocol_digest_file(V4, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 4);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "56a2bc911cd5de41f5aea1110f2fa38423f248a1098e9c286073c62d89bb5c61");
+			 "923b9c0ebae66b60f082db5405df6806ccd17f46b980456ed4689f317bba69a3");
 	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V3, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "56a2bc911cd5de41f5aea1110f2fa38423f248a1098e9c286073c62d89bb5c61");
 	cr_assert_eq(atb_protocol_digest_file(V2, digest, &err), ATB_OK, "%s", err.msg);
 	cr_assert_str_eq(digest, "76414dedb4d5e8345a93b257564223928be092e41e9696480e2b94f8e7afd49e");
 	cr_assert(atbi_is_sha256_hex(p->digest));
@@ -383,37 +386,38 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
 	struct atb_frozen_protocol *list = NULL;
-	char v1digest[65], v4digest[65], cand[512], *text, *t2, *t3;
+	char v1digest[65], v5digest[65], cand[512], *text, *t2;
 	size_t n = 0;
 	int version = 0, current = 0;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (3), one value changed */
-	text = slurp(V3);
-	/* a complete version 4 (every key it requires), one value changed */
-	t2 = v4_text(text, "");
-	t3 = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
+	/* the next version after the current one (4), one value changed */
+	text = slurp(V4);
+	t2 = replace(text, "\nversion: 4", "\nversion: 5");
+	atb_free(text);
+	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
-	spit(cand, t3);
+	spit(cand, text);
 	atb_free(text);
 	atb_free(t2);
-	atb_free(t3);
 
-	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v4digest, &err), ATB_OK, "%s",
+	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v5digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 4);
-	cr_assert_str_neq(v4digest, v1digest);
-	/* PROTO: gates.clock, gates.timed_correctness (version 3 on) */
+	cr_assert_eq(version, 5);
+	cr_assert_str_neq(v5digest, v1digest);
+	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p->gates.has_clock);
 	cr_expect_float_eq(p->gates.clock_rel_tolerance, 0.01, 1e-15);
-	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 25.0, 1e-15);
+	cr_expect_float_eq(p->gates.clock_abs_slack_ms, 50.0, 1e-15);
 	cr_expect(p->gates.has_timed_correctness);
 	cr_expect_float_eq(p->gates.floor_cache_allowance, 2.0, 1e-15);
-	cr_assert_eq(p->version, 4);
+	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
+	cr_expect_str_eq(p->timing.placement, "shuffled");
+	cr_assert_eq(p->version, 5);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
-	cr_assert_str_eq(p->digest, v4digest);
+	cr_assert_str_eq(p->digest, v5digest);
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_OK, "%s", err.msg);
@@ -427,21 +431,21 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 4);
-	cr_assert_eq(current, 4);
+	cr_assert_eq(n, 5);
+	cr_assert_eq(current, 5);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[3].digest, v4digest);
-	cr_assert(strstr(list[3].file, "/protocol/v4.yaml"));
-	cr_assert(strstr(list[3].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[3].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[4].digest, v5digest);
+	cr_assert(strstr(list[4].file, "/protocol/v5.yaml"));
+	cr_assert(strstr(list[4].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[4].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 5"), "%s", err.msg);
-	edit_home_file("v4.yaml", "version: 4", "version: 6");
+	cr_assert(strstr(err.msg, "the next version is 6"), "%s", err.msg);
+	edit_home_file("v5.yaml", "version: 5", "version: 7");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -455,7 +459,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 4"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 5"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -466,8 +470,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 4, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 4 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 5, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 5 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */
