@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "atb/alloc.h"
 #include "atb/cuda.h"
@@ -88,6 +90,59 @@ static enum atb_status load_symbols(void)
 	return ATB_OK;
 }
 
+/*
+ * The driver table's guard (PROTO: gates.clock, on the device's clock): a
+ * candidate runs in atb-runner's address space and can replace the
+ * cuEventElapsedTime the timer calls through atbi_cu with one that scales
+ * its own trials (tests/fixtures/cheats/cuda_relu/clock: the word holding
+ * the address, found by scanning the runner's writable segments).  A copy
+ * of every entry, XOR-ed with a key drawn when the driver is loaded (so a
+ * scan for the address does not find it), is compared with the table
+ * before every elapsed-time query, and every entry must still lie in
+ * libcuda.so.1.  An attacker who has read this can still defeat it (find
+ * the key, patch the check); it raises the bar, it does not seal.
+ */
+#define CU_ENTRIES ((sizeof(atbi_cu) - sizeof(void *)) / sizeof(void (*)(void)))
+static uintptr_t cu_guard[CU_ENTRIES];
+static uintptr_t cu_key;
+static int cu_guarded;
+
+static uintptr_t cu_entry(size_t i)
+{
+	uintptr_t v;
+
+	memcpy(&v, (const char *)&atbi_cu + sizeof(void *) + i * sizeof(v), sizeof(v));
+	return v;
+}
+
+static void guard_take(void)
+{
+	size_t i;
+
+	if (getrandom(&cu_key, sizeof(cu_key), 0) != (ssize_t)sizeof(cu_key))
+		cu_key = (uintptr_t)&cu_key ^ (uintptr_t)atbi_monotonic_ns();
+	for (i = 0; i < CU_ENTRIES; i++)
+		cu_guard[i] = cu_entry(i) ^ cu_key;
+	cu_guarded = 1;
+}
+
+int atbi_cuda_table_intact(char *why, size_t why_size)
+{
+	size_t i;
+
+	if (!cu_guarded)
+		return 1;
+	for (i = 0; i < CU_ENTRIES; i++)
+		if (cu_entry(i) != (cu_guard[i] ^ cu_key)) {
+			snprintf(why, why_size,
+				 "the cuda driver's function table in atb-runner was changed after "
+				 "the driver was loaded (entry %zu of %zu points elsewhere): the device "
+				 "clock was forged", i, (size_t)CU_ENTRIES);
+			return 0;
+		}
+	return 1;
+}
+
 static void load_once_fn(void)
 {
 	const char *name = "libcuda.so.1";
@@ -104,6 +159,7 @@ static void load_once_fn(void)
 	}
 	if ((load_status = load_symbols()))
 		return;
+	guard_take();
 	r = atbi_cu.cuInit(0);
 	if (r) {
 		snprintf(load_msg, sizeof(load_msg), "no cuda driver: cuInit failed: %s (%d)",
@@ -422,7 +478,12 @@ enum atb_status atb_cuda_events_elapsed_ns(struct atb_cuda_events *e, int64_t *n
 {
 	float ms = 0;
 
+	char why[256];
+
 	*ns = -1;
+	/* PROTO: gates.clock -- the table the query goes through is the one loaded */
+	if (!atbi_cuda_table_intact(why, sizeof(why)))
+		return atb_error_set(err, ATB_ERR_CHECK, "%s", why);
 	ATB_CU(cuEventSynchronize(e->stop), err);
 	ATB_CU(cuEventElapsedTime(&ms, e->start, e->stop), err);
 	*ns = (int64_t)((double)ms * 1e6 + 0.5);

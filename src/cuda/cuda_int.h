@@ -82,6 +82,12 @@ struct atb_cuda {
 	cu_handle spin_mod, spin_fn;
 };
 
+/*
+ * 1 when every entry of atbi_cu is what the loader put there and lies in
+ * libcuda; 0 with the reason in why (a candidate forged the device clock).
+ */
+ATBI_FUNC int atbi_cuda_table_intact(char *why, size_t why_size);
+
 /* "CUDA_ERROR_INVALID_VALUE" for r, through cuGetErrorName. */
 ATBI_FUNC const char *atbi_cuda_error_name(int r);
 
