@@ -202,3 +202,41 @@ Test(cuda, gpu_sample_never_fails)
 	atb_cuda_gpu_sample(NULL, &s);
 	cr_assert_eq(s.valid, 0);
 }
+
+/* PROTO: gates.clock -- a replaced cuEventElapsedTime entry fails the query (the cuda_relu/clock attack). */
+static cu_result (*real_elapsed)(float *, cu_handle, cu_handle);
+
+static cu_result forged_elapsed(float *ms, cu_handle a, cu_handle b)
+{
+	cu_result r = real_elapsed(ms, a, b);
+
+	*ms *= 0.5f;
+	return r;
+}
+
+Test(cuda, a_replaced_driver_entry_fails_the_elapsed_query)
+{
+	struct atb_cuda *c = open_or_skip();
+	struct atb_cuda_events *e = NULL;
+	struct atb_error err;
+	char why[256];
+	int64_t ns = 0;
+
+	atb_error_clear(&err);
+	cr_assert(atbi_cuda_table_intact(why, sizeof(why)), "%s", why);
+	cr_assert_eq(atb_cuda_events_new(c, &e, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_cuda_events_record_start(e, &err), ATB_OK);
+	cr_assert_eq(atb_cuda_spin(c, 100000, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_cuda_events_record_stop(e, &err), ATB_OK);
+	real_elapsed = atbi_cu.cuEventElapsedTime;
+	atbi_cu.cuEventElapsedTime = forged_elapsed;
+	cr_assert_not(atbi_cuda_table_intact(why, sizeof(why)));
+	cr_assert_eq(atb_cuda_events_elapsed_ns(e, &ns, &err), ATB_ERR_CHECK);
+	cr_assert(strstr(err.msg, "function table in atb-runner was changed"), "%s", err.msg);
+	cr_assert_eq(ns, -1);
+	atbi_cu.cuEventElapsedTime = real_elapsed;   /* restored: intact again */
+	cr_assert(atbi_cuda_table_intact(why, sizeof(why)), "%s", why);
+	cr_assert_eq(atb_cuda_events_elapsed_ns(e, &ns, &err), ATB_OK, "%s", err.msg);
+	atb_cuda_events_free(e);
+	atb_cuda_close(c);
+}
