@@ -24,6 +24,10 @@ export ATB_DB=$TRASH/store/base.db
 	"$ATB" review 2 --reject --reason "identity kernel" --reviewer t >/dev/null &&
 	"$ATB" db ingest-json "$FX/ok-engine.json" >/dev/null || exit 1
 HEAD=$("$ATB" audit head) || exit 1
+# The head's seq: one entry per frozen protocol, then the six above
+# (box, ingest, rejection, ingest, review, ingest).
+N=${HEAD%%:*}
+JOB1=$((N - 4)) REJ=$((N - 3)) PREV=$((N - 1))
 unset ATB_AUDIT_WITNESS
 cp "$W" witness.base
 export ATB_DB=$TRASH/store/a.db
@@ -45,14 +49,14 @@ test_expect "the base store checks clean, with every entry's rows re-hashed" '
 	fresh &&
 	expect_exit 0 "$ATB" db check &&
 	expect_exit 0 "$ATB" audit verify --witness "$W" --head "$HEAD" &&
-	expect_grep "rows of 9 entries re-hashed; head 9 matches; 9 witness lines match" "$TRASH/out"
+	expect_grep "rows of $N entries re-hashed; head $N matches; $N witness lines match" "$TRASH/out"
 '
 
 test_expect "audit head prints SEQ:HASH of the last entry" '
 	fresh &&
-	test "$HEAD" = "9:$(sqlite3 store/a.db "SELECT hash FROM audit WHERE seq = 9")" &&
+	test "$HEAD" = "$N:$(sqlite3 store/a.db "SELECT hash FROM audit WHERE seq = $N")" &&
 	expect_exit 0 "$ATB" audit head --json &&
-	expect_grep "\"seq\": 9" "$TRASH/out"
+	expect_grep "\"seq\": $N" "$TRASH/out"
 '
 
 test_expect "a forged ingest (per-seed ratios 1.5, speedup 9.5) is refused at ingest" '
@@ -118,7 +122,7 @@ test_expect "a renamed task is found" '
 	$REWRITE store/a.db "UPDATE job SET task = '"'"'softmax'"'"' WHERE id = 1" &&
 	check_finds "job 1: its rows differ" &&
 	expect_exit 1 "$ATB" audit verify &&
-	expect_grep "audit entry 5 (store): job 1: its rows differ" "$TRASH/err"
+	expect_grep "audit entry $JOB1 (store): job 1: its rows differ" "$TRASH/err"
 '
 
 test_expect "edited stats are found" '
@@ -147,29 +151,29 @@ test_expect "an edited review is found" '
 
 test_expect "a deleted result with its tail entry, in both copies, is found" '
 	fresh &&
-	$REWRITE store/a.db "DELETE FROM result WHERE id = 3; DELETE FROM seed_result WHERE job = 3" --truncate 8 &&
+	$REWRITE store/a.db "DELETE FROM result WHERE id = 3; DELETE FROM seed_result WHERE job = 3" --truncate $PREV &&
 	check_finds "audit chain (store): job " "has no audit entry" &&
 	expect_exit 1 "$ATB" audit verify --witness "$W" &&
-	expect_grep "the chain ends at entry 8 but the witness saw entry 9 (truncated)" "$TRASH/err"
+	expect_grep "the chain ends at entry $PREV but the witness saw entry $N (truncated)" "$TRASH/err"
 '
 
 test_expect "a whole job deleted with its tail entry in both copies: only the anchors find it" '
 	fresh &&
 	$REWRITE store/a.db "DELETE FROM result WHERE id = 3; DELETE FROM seed_result WHERE job = 3;
-		DELETE FROM sample WHERE job = 3; DELETE FROM job WHERE id = 3" --truncate 8 &&
+		DELETE FROM sample WHERE job = 3; DELETE FROM job WHERE id = 3" --truncate $PREV &&
 	expect_exit 0 "$ATB" audit verify &&
 	expect_exit 1 "$ATB" audit verify --head "$HEAD" &&
-	expect_grep "the chain ends at entry 8, before the published head 9 (truncated)" "$TRASH/err" &&
+	expect_grep "the chain ends at entry $PREV, before the published head $N (truncated)" "$TRASH/err" &&
 	expect_exit 1 "$ATB" audit verify --witness "$W" &&
-	expect_grep "witness saw entry 9 (truncated)" "$TRASH/err" &&
+	expect_grep "witness saw entry $N (truncated)" "$TRASH/err" &&
 	ATB_AUDIT_WITNESS=$W expect_exit 1 "$ATB" db check &&
 	expect_grep "truncated" "$TRASH/out"
 '
 
 test_expect "the last audit row deleted from the store while its job stays is found" '
 	fresh &&
-	$REWRITE store/a.db "DELETE FROM audit WHERE seq = 9" &&
-	check_finds "audit entry 9 (db): entry missing from the store though its subject is there"
+	$REWRITE store/a.db "DELETE FROM audit WHERE seq = $N" &&
+	check_finds "audit entry $N (db): entry missing from the store though its subject is there"
 '
 
 test_expect "a chain rewritten consistently in both copies passes alone, fails the head and the witness" '
@@ -178,11 +182,11 @@ test_expect "a chain rewritten consistently in both copies passes alone, fails t
 		--sub "atb-rule:cv_over_cap: the cross-run cv is over the protocol'"'"'s stats.cv_cap" fine --rechain &&
 	expect_exit 0 "$ATB" db check &&
 	expect_exit 1 "$ATB" audit verify --witness "$W" &&
-	expect_grep "audit entry 6 (witness): hash " "$TRASH/err" &&
+	expect_grep "audit entry $REJ (witness): hash " "$TRASH/err" &&
 	expect_grep "(the chain was rewritten)" "$TRASH/err" &&
 	expect_exit 1 "$ATB" audit verify --head "$HEAD" &&
-	expect_grep "audit entry 9 (db): hash " "$TRASH/err" &&
-	expect_grep "is not the published head 9:" "$TRASH/err"
+	expect_grep "audit entry $N (db): hash " "$TRASH/err" &&
+	expect_grep "is not the published head $N:" "$TRASH/err"
 '
 
 test_expect "a box inserted by SQL is found" '
