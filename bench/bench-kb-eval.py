@@ -181,6 +181,8 @@ def run_kb(py, task, cand, device, timeout):
 
 
 def run_atb(atb, py, task, cand, device, work, timeout):
+    # a fresh store (and its audit mirror) for every measurement
+    shutil.rmtree(work, ignore_errors=True)
     store = os.path.join(work, "atb.db")
     os.makedirs(work, exist_ok=True)
     # the runner runs as nobody in its sandbox (src/proc/sandbox.c): the
@@ -189,9 +191,6 @@ def run_atb(atb, py, task, cand, device, work, timeout):
     os.makedirs(pdir, exist_ok=True)
     os.chmod(pdir, 0o1777)
     phases = os.path.join(pdir, "phases.log")
-    for f in (store, phases):
-        if os.path.exists(f):
-            os.unlink(f)
     env = dict(os.environ, ATB_DB=store, ATB_RUNNER_PHASES_LOG=phases, ATB_PYTHON=py)
     env.setdefault("ATB_HOME", ROOT)
     t0 = time.monotonic()
@@ -301,8 +300,8 @@ def print_side(name, side, r):
         print("  %-28s %-3s  failed: %s (%.1f s)" % (name, side, r["error"], r.get("wall", 0)),
               flush=True)
     elif side == "kb":
-        print("  %-28s kb   %6.1f s (+%.1f s ref timing)  correct %d/5  mean %.0f ns  std/mean %.4f"
-              "  speedup %.4f [%.4f, %.4f]" % (name, r["wall"], r["s_time_ref"], r["correct"],
+        print("  %-28s kb   %6.1f s (+%.1f s ref timing, import %.1f s)  correct %d/5  mean %.0f ns  std/mean %.4f"
+              "  speedup %.4f [%.4f, %.4f]" % (name, r["wall"], r["s_time_ref"], r["s_import"], r["correct"],
                                               r["mean_ns"], r["cv"], r["speedup"], r["ci_low"],
                                               r["ci_high"]), flush=True)
     else:
@@ -349,8 +348,13 @@ def report(rows, a, stopped, wall):
             "%.4f" % w if w is not None else "-", k["cv"], k["rel_width"]))
     if tk > 0:
         med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
+        ti = sum(r["kb"]["s_import"] for r in rows if "error" not in r["kb"] and
+                 "error" not in r["atb"])
         print("total: atb %.1f s, kb %.1f s (kb+ref %.1f s): atb / kb %.2f, atb / (kb+ref) %.2f"
               % (ta, tk, tkr, ta / tk, ta / tkr))
+        if tk > ti > 0:
+            print("       kb without its process's import of torch (%.1f s): atb / kb %.2f"
+                  % (ti, ta / (tk - ti)))
         print("interval: atb's 95%% width / speedup, median %.4f; kb's std/mean median %.4f; "
               "kb's 95%% width of mean(ref)/mean(new), median %.4f" % (
                   med(ws_atb), med(cvs), med(ws_kb)))
