@@ -41,6 +41,7 @@ spread), and the phases where atb's wall went, largest first.
 --deadline SECONDS: start no new measurement past that wall time from the
 start (one in progress finishes; atb's job timeouts bound it).
 --max-tasks N: at most N tasks.  --rounds N: N alternations (default 1).
+--kb-only: KernelBench's side alone (no atb: checks the bench itself).
 Exit 0 when every measurement ran (whatever the ratios), 1 when one failed
 to run, 2 on bad usage.  Prints figures measured in this run only.
 """
@@ -244,8 +245,10 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=900, help="per measurement, seconds")
     ap.add_argument("--json", default="")
+    ap.add_argument("--kb-only", action="store_true",
+                    help="only KernelBench's eval (checks the bench's own side, no atb needed)")
     a = ap.parse_args()
-    if not os.access(a.atb, os.X_OK):
+    if not a.kb_only and not os.access(a.atb, os.X_OK):
         ap.error("no atb at '%s' (--atb)" % a.atb)
     if not os.path.isdir(a.suite):
         ap.error("no task folder '%s' (--suite)" % a.suite)
@@ -268,6 +271,8 @@ def main():
                 with open(cand, "w") as f:
                     f.write(copy_source(task))
                 order = ["kb", "atb"] if (i + rnd) % 2 == 0 else ["atb", "kb"]
+                if a.kb_only:
+                    order = ["kb"]
                 row = {"task": name, "round": rnd, "order": order}
                 for side in order:
                     if a.deadline and time.monotonic() - t_begin > a.deadline:
@@ -282,7 +287,7 @@ def main():
                         row["atb"] = run_atb(a.atb, a.python, task, cand, a.device,
                                              os.path.join(work, "atb"), a.timeout)
                     print_side(name, side, row[side])
-                if "kb" in row and "atb" in row:
+                if "kb" in row and ("atb" in row or a.kb_only):
                     rows.append(row)
                 failed += sum(1 for s in ("kb", "atb") if "error" in row.get(s, {}))
                 if stopped:
@@ -326,7 +331,14 @@ def report(rows, a, stopped, wall):
     ws_atb, ws_kb, cvs = [], [], []
     phases = {}
     for r in rows:
-        k, t = r["kb"], r["atb"]
+        k, t = r["kb"], r.get("atb")
+        if t is None:  # --kb-only
+            if "error" not in k:
+                print("%-24s %8.1f %8.1f %8s %7s  %-30s %8s %8.4f %8.4f" % (
+                    r["task"][:24], k["wall"], k["wall_total"], "-", "-",
+                    "kb %.4f [%.4f, %.4f]" % (k["speedup"], k["ci_low"], k["ci_high"]), "-",
+                    k["cv"], k["rel_width"]))
+            continue
         if "error" in k or "error" in t:
             print("%-24s %s" % (r["task"][:24], "failed: " + (k.get("error") or t.get("error"))))
             continue
@@ -349,7 +361,7 @@ def report(rows, a, stopped, wall):
     if tk > 0:
         med = lambda v: sorted(v)[len(v) // 2] if v else float("nan")
         ti = sum(r["kb"]["s_import"] for r in rows if "error" not in r["kb"] and
-                 "error" not in r["atb"])
+                 "error" not in r.get("atb", {}))
         print("total: atb %.1f s, kb %.1f s (kb+ref %.1f s): atb / kb %.2f, atb / (kb+ref) %.2f"
               % (ta, tk, tkr, ta / tk, ta / tkr))
         if tk > ti > 0:
