@@ -208,27 +208,32 @@ def run_atb(atb, py, task, cand, device, work, timeout):
         return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1],
                 "wall": wall}
     r["wall"] = wall
-    ph = {}
+    ph, runs = {}, []
     nrun = 0
     if os.path.exists(phases):
         # a runner's last line is its total: partial lines precede it
-        last = {}
+        runs, open_at = [], {}  # every runner's last line; a job's runner still open
         with open(phases) as f:
-            for n, line in enumerate(f):
+            for line in f:
                 try:
                     ev = json.loads(line)
                 except ValueError:
                     continue
                 key = (ev.get("job"), ev.get("alone"))
-                if key in last and not last[key].get("partial"):
-                    key = (key, n)  # a re-run of the same job: another runner
-                last[key] = ev
-        for ev in last.values():
+                if key in open_at:
+                    runs[open_at[key]] = ev
+                else:
+                    open_at[key] = len(runs)
+                    runs.append(ev)
+                if not ev.get("partial"):
+                    del open_at[key]  # the runner's total: a re-run is another runner
+        for ev in runs:
             nrun += 1
             for k, v in (ev.get("seconds") or {}).items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     ph[k] = ph.get(k, 0.0) + v
     r["phases"], r["runners"] = ph, nrun
+    r["runner_phases"] = runs
     return r
 
 
