@@ -38,6 +38,11 @@ the two means, 100 trials each).  Totals: sum of atb walls / sum of KB
 walls (target from issue 15: at most 0.5 at a narrower interval than KB's
 spread), and the phases where atb's wall went, largest first.
 
+Tasks run in the order of their leading number (1_, 2_, ..., 100_).  Leave
+the tree alone while it runs: atb's surface gate watches its trusted files
+(a file added under protocol/ mid-run refused a copy as `surface`).
+--atb PATH: the atb to measure with (default $ATB, else build/dev/atb).
+
 --deadline SECONDS: start no new measurement past that wall time from the
 start (one in progress finishes; atb's job timeouts bound it).
 --max-tasks N: at most N tasks.  --rounds N: N alternations (default 1).
@@ -87,6 +92,13 @@ def to_dev(xs):
 def sync():
     if dev == "cuda":
         torch.cuda.synchronize(device)
+def same(a, b):
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(map(same, a, b))
+    if not torch.is_tensor(a):
+        return a == b
+    return torch.is_tensor(b) and a.shape == b.shape and \
+        torch.allclose(a, b.to(a.dtype), atol=1e-2, rtol=1e-2)
 with torch.no_grad():
     seed(42)
     init = ref_mod.get_init_inputs()
@@ -106,7 +118,7 @@ with torch.no_grad():
         o = ref(*xs)
         o_new = new(*xs)
         sync()
-        if o.shape == o_new.shape and torch.allclose(o, o_new, atol=1e-2, rtol=1e-2):
+        if same(o, o_new):
             correct += 1
     t_correct = time.perf_counter()
     xs = to_dev(ref_mod.get_inputs())
@@ -257,8 +269,10 @@ def main():
         ap.error("no atb at '%s' (--atb)" % a.atb)
     if not os.path.isdir(a.suite):
         ap.error("no task folder '%s' (--suite)" % a.suite)
-    tasks = sorted(f for f in os.listdir(a.suite)
-                   if f.endswith(".py") and fnmatch.fnmatch(f, a.filter))
+    # by their number first (KernelBench's 1_, 2_, ..., 100_), then by name
+    num = lambda f: (int(re.match(r"\d*", f).group() or 1 << 30), f)
+    tasks = sorted((f for f in os.listdir(a.suite)
+                    if f.endswith(".py") and fnmatch.fnmatch(f, a.filter)), key=num)
     if a.max_tasks > 0:
         tasks = tasks[:a.max_tasks]
     if not tasks:
