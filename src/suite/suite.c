@@ -1029,7 +1029,10 @@ static enum atb_status relocate(struct suite *S, struct atb_error *err)
 			st = atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
 					   S->runs_dir);
 		free(runs);   /* realpath's malloc, not ours */
-		if (!st && access(cands, F_OK))
+		/* the same machine, its runs folder not given again: the stored path */
+		if (!st && access(cands, F_OK) && !access(P->candidates_dir, F_OK))
+			snprintf(cands, sizeof(cands), "%s", P->candidates_dir);
+		else if (!st && access(cands, F_OK))
 			st = atb_error_set(err, ATB_ERR_NOT_FOUND,
 					   "candidates '%s' of run '%s' are not in the runs folder "
 					   "'%s'; give the runs folder copied with the store with "

@@ -40,8 +40,9 @@ test_expect "started in A, killed (SIGKILL) after its first task" '
 	test $rc -eq 137 &&
 	test "$(sqlite3 A/c.db "SELECT count(*) FROM iteration")" = 1 &&
 	sqlite3 A/c.db "SELECT id FROM run" >run_id &&
-	sqlite3 A/c.db "SELECT result_id FROM iteration WHERE k = 0" >rid0 &&
+	sqlite3 A/c.db "SELECT k, outcome, job_uuid, result, rejection, created FROM iteration WHERE k = 0" >row0 &&
 	sqlite3 A/c.db "SELECT outcome FROM iteration WHERE k = 0" >out0 &&
+	sqlite3 A/c.db "SELECT IFNULL(result, 0) FROM iteration WHERE k = 0" >rid0 &&
 	sqlite3 A/c.db "SELECT count(*) FROM job WHERE candidate LIKE '\''suite %level1/01_Add_Scale.py'\''" >jobs0 &&
 	test "$(cat jobs0)" -ge 1 &&
 	echo "# first task: $(cat out0), result $(cat rid0), $(cat jobs0) job(s)" &&
@@ -76,8 +77,9 @@ test_expect "resumed from the copies: the done task kept, the killed one measure
 		--min-admitted -1 --min-coverage -1 --max-median-dev -1 >r.json 2>r.err ||
 		{ cat r.err; exit 1; }
 	test "$(sqlite3 B/c.db "SELECT group_concat(k) FROM (SELECT k FROM iteration ORDER BY k)")" = "0,1" &&
-	test "$(sqlite3 B/c.db "SELECT result_id FROM iteration WHERE k = 0")" = "$(cat rid0)" &&
-	test "$(sqlite3 B/c.db "SELECT outcome FROM iteration WHERE k = 0")" = "$(cat out0)" &&
+	test "$(sqlite3 B/c.db "SELECT k, outcome, job_uuid, result, rejection, created FROM iteration WHERE k = 0")" = "$(cat row0)" &&
+	test "$(jq -r ".tasks[0].outcome" r.json)" = "$(cat out0)" &&
+	test "$(jq -r ".tasks[0].result_id // 0" r.json)" = "$(cat rid0)" &&
 	jq -e --arg b "$TRASH/B" "
 		.done == 2 and .planned == 2 and .interrupted == false
 		and ([.tasks[].task] == [\"level1/01_Add_Scale.py\", \"level1/05_Sum_Dim.py\"])
