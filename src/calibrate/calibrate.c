@@ -1111,7 +1111,7 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = boxes_load(&C, s, err);
 	if (!st)
-		st = atbi_this_box(s, C.proto, fp, &C.box, err);
+		st = atbi_this_box(NULL, C.proto, fp, &C.box, err);   /* registered once allowed */
 	if (!st)
 		st = fill_report(&C, s, err);
 	C.done = (int64_t)C.rep->nrows;
@@ -1125,6 +1125,8 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 				   run_id, C.run.box_fingerprint, fp);
 	if (!st && C.done < C.run.iterations)
 		st = atbi_runs_dir(o->runs_dir, db_path, C.runs_dir, sizeof(C.runs_dir), err);
+	if (!st && C.done < C.run.iterations && strcmp(fp, C.run.box_fingerprint))
+		st = atbi_this_box(s, C.proto, fp, NULL, err);
 	if (!st && C.done < C.run.iterations)
 		st = resume_entry(&C, s, fp, err);
 	if (st) {

@@ -1282,7 +1282,7 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 		goto out;
 	}
 	/* Tasks to run: this box, this machine's folders, and the entry that says so. */
-	st = this_box(&S, s, fp, err);
+	st = this_box(&S, NULL, fp, err);   /* registered below, once allowed */
 	if (!st && strcmp(fp, S.run.box_fingerprint) && !o->allow_other_box)
 		/* A suite's totals pool its tasks' speedups: one box unless asked. */
 		st = atb_error_set(err, ATB_ERR_USAGE,
@@ -1298,6 +1298,9 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 		st = runs_dir_of(&S, err);
 	if (!st)
 		st = relocate(&S, err);
+	/* nothing is written before every check has passed */
+	if (!st && strcmp(fp, S.run.box_fingerprint))
+		st = atbi_this_box(s, S.proto, fp, NULL, err);
 	if (!st)
 		st = resume_entry(s, &S, fp, err);
 	atb_store_close(s);

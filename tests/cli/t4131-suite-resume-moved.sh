@@ -10,8 +10,12 @@
 # --candidates and --python the suite goes on: the first row is kept, the
 # second task runs again from a clean folder (and is killed at its
 # --timeout-per-task: the planted hang), the resume is an audit entry with
-# the new paths, and db check and audit verify pass.  Seconds plus the
-# 15 s timeout; needs the torch venv (the runner loads the task).
+# the new paths, and db check and audit verify pass.  "Another box" is
+# planted with a cc on PATH that reports another version (the compiler's
+# version is part of the box fingerprint): refused, nothing stored, unless
+# --allow-other-box, when the new box is registered, the resume entry
+# names it and the report lists both boxes.  Seconds plus the 15 s timeout; needs the
+# torch venv (the runner loads the task).
 . "$(dirname "$0")/lib.sh"
 
 command -v sqlite3 >/dev/null || skip_all "sqlite3 is needed to read the store"
@@ -68,14 +72,34 @@ test_expect "a stored folder that is not here, or a changed candidate: refused, 
 	test "$(sqlite3 B/s.db "SELECT count(*) FROM iteration")" = 1
 '
 
-test_expect "resumed with the new paths: the first row kept, the second task run again" '
+# Another box: the same machine with a compiler that says it is another one.
+mkdir -p fakebin
+real_cc=$(command -v cc)
+printf '#!/bin/sh\n[ "$1" = --version ] && { echo "cc (atb-test other box) 99.1"; exit 0; }\nexec %s "$@"\n' \
+	"$real_cc" >fakebin/cc
+chmod +x fakebin/cc
+
+test_expect "another box: refused without --allow-other-box, naming both, nothing stored" '
+	nbox=$(sqlite3 B/s.db "SELECT count(*) FROM box") &&
+	PATH="$TRASH/fakebin:$PATH" expect_exit 2 "$ATB" --db B/s.db suite --resume "$run" \
+		--suite B/s --candidates B/c --quiet &&
+	grep -q "^atb: suite '\''$run'\'' was started on box [0-9a-f]\{12\}, this is box [0-9a-f]\{12\}; resume it on its own box, or give --allow-other-box" "$TRASH/err" ||
+		{ cat "$TRASH/err"; exit 1; }
+	test "$(sqlite3 B/s.db "SELECT count(*) FROM box")" = "$nbox" &&
+	test "$(sqlite3 B/s.db "SELECT count(*) FROM iteration")" = 1 &&
+	test "$(sqlite3 B/s.db "SELECT count(*) FROM audit WHERE kind = '\''suite.resume'\''")" = 0
+'
+
+test_expect "resumed with the new paths on the other box: the first row kept, the second task run again" '
 	mkdir -p B/runs/"$run"/task-1 && echo stale >B/runs/"$run"/task-1/stale &&
-	"$ATB" --db B/s.db --json suite --resume "$run" --suite B/s --candidates B/c \
-		--python "$PY" --quiet >r.json 2>r.err || { cat r.err; exit 1; }
+	PATH="$TRASH/fakebin:$PATH" "$ATB" --db B/s.db --json suite --resume "$run" --suite B/s \
+		--candidates B/c --python "$PY" --allow-other-box --quiet >r.json 2>r.err ||
+		{ cat r.err; exit 1; }
 	test "$(sqlite3 B/s.db "SELECT group_concat(k || \":\" || outcome) FROM (SELECT * FROM iteration ORDER BY k)")" = "0:no_candidate,1:timeout" &&
 	[ ! -e B/runs/"$run"/task-1/stale ] &&
-	jq -e --arg b "$TRASH/B" ".done == 2 and .suite == (\$b + \"/s\")
-		and .candidates == (\$b + \"/c\") and (.boxes | length) == 1
+	first=$(sqlite3 B/s.db "SELECT box_fingerprint FROM run") &&
+	jq -e --arg b "$TRASH/B" --arg first "$first" ".done == 2 and .suite == (\$b + \"/s\")
+		and .candidates == (\$b + \"/c\") and (.boxes | length) == 2 and .boxes[0] == \$first
 		and .tasks[1].candidate == (\$b + \"/c/02_ReLU.py\")" r.json >/dev/null ||
 		{ cat r.json; exit 1; }
 	sqlite3 B/s.db "SELECT payload FROM audit WHERE kind = '\''suite.resume'\''" >resume.json &&
@@ -83,7 +107,12 @@ test_expect "resumed with the new paths: the first row kept, the second task run
 	jq -e --arg b "$TRASH/B" --arg run "$run" --arg py "$PY" \
 		".run == \$run and .k == 1 and .task == \"02_ReLU.py\" and .suite == (\$b + \"/s\")
 		 and .candidates == (\$b + \"/c\") and .runs == (\$b + \"/runs\") and .python == \$py
-		 and .other_box == false" resume.json >/dev/null || { cat resume.json; exit 1; }
+		 and .other_box == true and .box == \"$(jq -r ".boxes[1]" r.json)\"" resume.json >/dev/null ||
+		{ cat resume.json; exit 1; }
+	# the other box is registered (its jobs name it; the planted hang leaves none)
+	test "$(sqlite3 B/s.db "SELECT count(*) FROM box WHERE fingerprint = '\''$(jq -r ".boxes[1]" r.json)'\''")" = 1 &&
+	PATH="$TRASH/fakebin:$PATH" "$ATB" --db B/s.db suite --resume "$run" --quiet >table &&
+	expect_grep "the run spans 2 boxes: ${first:0:12} $(jq -r ".boxes[1][:12]" r.json)" table &&
 	"$ATB" --db B/s.db db check >/dev/null && "$ATB" --db B/s.db audit verify >/dev/null
 '
 
