@@ -1104,6 +1104,11 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
 				   "run '%s' is not a calibration (proposer '%s')", run_id,
 				   C.run.proposer);
+	if (!st && (o->suite_dir || o->python))
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "calibration '%s' is of bundled or named tasks: --suite and "
+				   "--python are for a calibration of a KernelBench-format folder",
+				   run_id);
 	if (!st)
 		st = plan_load(&C, s, err);
 	if (!st)

@@ -43,9 +43,9 @@ test_expect "started in A, killed (SIGKILL) after its first task" '
 	sqlite3 A/c.db "SELECT k, outcome, job_uuid, result, rejection, created FROM iteration WHERE k = 0" >row0 &&
 	sqlite3 A/c.db "SELECT outcome FROM iteration WHERE k = 0" >out0 &&
 	sqlite3 A/c.db "SELECT IFNULL(result, 0) FROM iteration WHERE k = 0" >rid0 &&
-	sqlite3 A/c.db "SELECT count(*) FROM job WHERE candidate LIKE '\''suite %level1/01_Add_Scale.py'\''" >jobs0 &&
-	test "$(cat jobs0)" -ge 1 &&
-	echo "# first task: $(cat out0), result $(cat rid0), $(cat jobs0) job(s)" &&
+	sqlite3 A/c.db "SELECT count(*) FROM audit WHERE payload LIKE '\''%level1/01_Add_Scale.py%'\''" >aud0 &&
+	test "$(cat aud0)" -ge 2 &&
+	echo "# first task: $(cat out0), result $(cat rid0), $(cat aud0) audit entries name it" &&
 	ls A/c.db.audit.jsonl A/runs/calibrate-*/copies/level1/01_Add_Scale.py >/dev/null
 '
 
@@ -86,9 +86,10 @@ test_expect "resumed from the copies: the done task kept, the killed one measure
 		and (.copies | startswith(\$b + \"/runs/calibrate-\"))
 		and .set == (\$b + \"/kb\") and (.boxes | length) == 1" r.json >/dev/null ||
 		{ cat r.json; exit 1; }
-	# the first task was not measured again: no job of it since the kill
-	test "$(sqlite3 B/c.db "SELECT count(*) FROM job WHERE candidate LIKE '\''suite %level1/01_Add_Scale.py'\''")" = "$(cat jobs0)" &&
-	test "$(sqlite3 B/c.db "SELECT count(*) FROM job WHERE candidate LIKE '\''suite %level1/05_Sum_Dim.py'\''")" -ge 1 &&
+	# the first task was not measured again: no audit entry names it since the
+	# kill (a measurement, a gate decision, an ingest or a rejection would)
+	test "$(sqlite3 B/c.db "SELECT count(*) FROM audit WHERE payload LIKE '\''%level1/01_Add_Scale.py%'\''")" = "$(cat aud0)" &&
+	test "$(sqlite3 B/c.db "SELECT count(*) FROM audit WHERE payload LIKE '\''%level1/05_Sum_Dim.py%'\''")" -ge 3 &&
 	sqlite3 B/c.db "SELECT payload FROM audit WHERE kind = '\''suite.resume'\''" >resume.json &&
 	test "$(wc -l <resume.json)" = 1 &&
 	jq -e --arg b "$TRASH/B" --arg run "$run" \
