@@ -28,7 +28,8 @@ static const char usage_text[] =
 	"       atb calibrate TASK... [options]\n"
 	"       atb calibrate --suite DIR [--filter GLOB] [--python PY] [--device cuda|cpu]\n"
 	"                     [--timeout-per-task S] [options]\n"
-	"       atb calibrate --resume RUN_ID [options]\n"
+	"       atb calibrate --resume RUN_ID [--suite DIR] [--python PY] [--runs-dir DIR]\n"
+	"                     [--allow-other-box] [options]\n"
 	"\n"
 	"The A/A self-test: is this box, and this build of atb, fit to judge?  For\n"
 	"every task of the set atb writes a candidate that is a copy of the task's\n"
@@ -81,7 +82,22 @@ static const char usage_text[] =
 	"  --device cuda|cpu    (--suite) where tensors live (default: cuda when torch\n"
 	"                       sees a GPU)\n"
 	"  --timeout-per-task S (--suite) seconds one task may take (the suite's default)\n"
-	"  --resume RUN_ID      continue an interrupted calibration (or show a done one)\n"
+	"  --resume RUN_ID      continue an interrupted calibration (or show a done one),\n"
+	"                       here or on another machine: copy the store's files\n"
+	"                       (STORE, STORE-wal when there, STORE.audit.jsonl) and\n"
+	"                       the runs folder there, anywhere; give --runs-dir when\n"
+	"                       the runs folder is not runs/ beside the store, and for\n"
+	"                       --suite the suite folder (--suite DIR) and the\n"
+	"                       interpreter (--python) when they moved.  The copies\n"
+	"                       are found in the runs folder; each KernelBench task\n"
+	"                       still to run is matched by the SHA-256 of its file as\n"
+	"                       planned (a changed one is refused, naming it); done\n"
+	"                       copies are not measured again, the one in progress\n"
+	"                       when it was killed is (docs/calibrate.md, \"Resuming\n"
+	"                       elsewhere\")\n"
+	"  --allow-other-box    (--resume) go on on a box other than the run's: each\n"
+	"                       copy keeps its own box and the report says the run\n"
+	"                       spans boxes (refused without it)\n"
 	"  --runs-dir DIR       where copies and builds go (default: runs/ beside the\n"
 	"                       store)\n"
 	"  --runner PATH        the atb-runner binary (default: next to atb)\n"
@@ -183,6 +199,13 @@ static int print_json(const struct atb_calibrate_report *r, const struct atb_cal
 		      "max_median_dev", t->max_median_dev,
 		      "verdict", "pass", v->pass, "admitted_ok", v->admitted_ok, "coverage_ok",
 		      v->coverage_ok, "median_ok", v->median_ok, "line", v->line);
+	if (o) {
+		json_t *boxes = json_array();
+
+		for (i = 0; boxes && i < r->nboxes; i++)
+			json_array_append_new(boxes, json_string(r->boxes[i]));
+		json_object_set_new(o, "boxes", boxes);
+	}
 	return cli_print_json("calibrate", o);
 }
 
@@ -216,6 +239,12 @@ static void print_table(const struct atb_calibrate_report *r,
 	       r->run_id, r->set, r->nrows, r->planned, r->protocol_version, r->paired_seeds);
 	if (r->copies_dir[0])
 		printf("copies in %s\n", r->copies_dir);
+	if (r->nboxes > 1) {
+		printf("the run spans %zu boxes:", r->nboxes);
+		for (i = 0; i < r->nboxes; i++)
+			printf(" %.12s", r->boxes[i]);
+		printf(" (each copy's result records its own box; the totals pool them)\n");
+	}
 	printf("%4s  %-32s %-16s %9s  %-20s %-8s %s\n", "k", "task", "outcome", "speedup",
 	       "interval", "covers 1", "reason");
 	for (i = 0; i < r->nrows; i++) {
@@ -290,6 +319,10 @@ int cmd_calibrate(int argc, char **argv, struct cli_ctx *ctx)
 			quiet = 1;
 			continue;
 		}
+		if (!strcmp(a, "--allow-other-box")) {
+			o.allow_other_box = 1;
+			continue;
+		}
 		if (a[0] != '-' || !a[1]) {
 			names[nnames++] = a;
 			continue;
@@ -353,8 +386,17 @@ int cmd_calibrate(int argc, char **argv, struct cli_ctx *ctx)
 	}
 	o.tasks = names;
 	o.ntasks = nnames;
-	if (resume && (o.kind || nnames || o.suite_dir)) {
+	if (resume && (o.kind || nnames)) {
 		rc = cli_usage_error("calibrate", "give a task set or --resume RUN_ID, not both");
+		goto out_names;
+	}
+	if (resume && (o.filter || o.device || o.timeout_per_task_s)) {
+		rc = cli_usage_error("calibrate", "--filter, --device and --timeout-per-task are "
+				     "the stored plan's on --resume");
+		goto out_names;
+	}
+	if (!resume && o.allow_other_box) {
+		rc = cli_usage_error("calibrate", "--allow-other-box is for --resume");
 		goto out_names;
 	}
 	if (!resume && !o.kind && !nnames && !o.suite_dir) {

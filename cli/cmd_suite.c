@@ -26,7 +26,9 @@ static const char usage_text[] =
 	"                 [--device cuda|cpu] [--baseline eager|compile] [--seeds N]\n"
 	"                 [--seed S] [--timeout-per-task S] [--runs-dir DIR]\n"
 	"                 [--runner PATH] [--quiet] [--json]\n"
-	"       atb suite --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
+	"       atb suite --resume RUN_ID [--suite DIR] [--candidates DIR] [--python PY]\n"
+	"                 [--runs-dir DIR] [--allow-other-box] [--runner PATH] [--quiet]\n"
+	"                 [--json]\n"
 	"\n"
 	"Measure a KernelBench-format task set: every DIR/NN_Name.py and\n"
 	"DIR/SUB/NN_Name.py (a PyTorch reference: class Model, get_inputs(),\n"
@@ -82,6 +84,21 @@ static const char usage_text[] =
 	"'atb suite --resume RUN_ID' skips the done tasks and continues under the\n"
 	"stored plan, protocol and box.  'atb report RUN_ID' lists the rows too.\n"
 	"\n"
+	"Resuming on another machine: copy the store's files (STORE, STORE-wal\n"
+	"when there: after a kill the last rows may be only in it, and the audit\n"
+	"mirror STORE.audit.jsonl) and the runs folder there, anywhere.  The runs\n"
+	"folder is runs/ beside the store unless --runs-dir says; the suite\n"
+	"folder, the candidates folder and the interpreter are the stored ones\n"
+	"unless --suite, --candidates and --python say where they are now (a\n"
+	"calibration's copies are found in the runs folder).  Each task still to\n"
+	"run is matched by the SHA-256 of its file and of its candidate as\n"
+	"planned: a changed file is refused, naming it (exit 2), a moved task is\n"
+	"found by its content.  The task that was in progress when the machine\n"
+	"was lost left no row: it is measured again from a clean folder.  A\n"
+	"resume is an audit entry 'suite.resume'.  A box other than the run's is\n"
+	"refused unless --allow-other-box: each task's jobs keep their own box,\n"
+	"and the report lists the run's boxes ('the run spans 2 boxes').\n"
+	"\n"
 	"options:\n"
 	"  --candidates DIR       the candidates folder (required to start)\n"
 	"  --filter GLOB          only tasks whose relative path or file name\n"
@@ -120,7 +137,10 @@ static const char usage_text[] =
 	"  --seed S               the first paired seed and the bootstrap seed, an\n"
 	"                         integer >= 0 (default 0)\n"
 	"  --timeout-per-task S   seconds one task may take, all of it (default 1800)\n"
-	"  --resume RUN_ID        continue an interrupted suite\n"
+	"  --resume RUN_ID        continue an interrupted suite (here or on another\n"
+	"                         machine, see above)\n"
+	"  --suite DIR            (--resume) the suite folder on this machine\n"
+	"  --allow-other-box      (--resume) go on on a box other than the run's\n"
 	"  --runs-dir DIR         where candidate folders go (default: runs/ beside\n"
 	"                         the store)\n"
 	"  --runner PATH          the atb-runner binary (default: next to atb)\n"
@@ -132,7 +152,8 @@ static const char usage_text[] =
 	"far and an ETA from the mean task time.  The store is --db PATH, $ATB_DB\n"
 	"or ./atb.db (created when absent).\n"
 	"exit codes: 0 the suite finished (whatever its outcomes and bars); 2 bad\n"
-	"usage, no such folder or run, no task matches, a suite of another box;\n"
+	"usage, no such folder or run, no task matches, a suite of another box, a\n"
+	"task or candidate changed since the suite was planned;\n"
 	"3 store, i/o or system failure (the suite stays resumable); 130\n"
 	"interrupted (resumable)\n";
 
@@ -235,6 +256,13 @@ static int print_json(const struct atb_suite_report *r)
 		      stat_json(&st->median_compile), "ci_level", st->ci_level,
 		      "bootstrap_resamples", st->bootstrap_resamples, "bootstrap_seed",
 		      (json_int_t)st->bootstrap_seed);
+	if (o) {
+		json_t *boxes = json_array();
+
+		for (i = 0; boxes && i < r->nboxes; i++)
+			json_array_append_new(boxes, json_string(r->boxes[i]));
+		json_object_set_new(o, "boxes", boxes);
+	}
 	return cli_print_json("suite", o);
 }
 
@@ -266,6 +294,12 @@ static int print_table(const struct atb_suite_report *r)
 	       "baseline %s, %" PRId64 " paired seeds)\n",
 	       r->run_id, r->suite_dir, (int64_t)r->nrows, r->ntasks, r->protocol_version,
 	       r->device, r->baseline, r->paired_seeds);
+	if (r->nboxes > 1) {
+		printf("the run spans %zu boxes:", r->nboxes);
+		for (i = 0; i < r->nboxes; i++)
+			printf(" %.12s", r->boxes[i]);
+		printf(" (each task's result records its own box; the totals pool them)\n");
+	}
 	printf("%4s  %-32s %-16s %9s  %-20s %s\n", "k", "task", "outcome", "speedup", "95% CI",
 	       "findings");
 	for (i = 0; i < r->nrows; i++) {
@@ -337,6 +371,10 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 			quiet = 1;
 			continue;
 		}
+		if (!strcmp(a, "--allow-other-box")) {
+			o.allow_other_box = 1;
+			continue;
+		}
 		if (a[0] != '-' || !a[1]) {
 			if (dir)
 				return cli_usage_error("suite", "unexpected argument '%s'", a);
@@ -346,7 +384,7 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 		if (strcmp(a, "--candidates") && strcmp(a, "--filter") && strcmp(a, "--python") &&
 		    strcmp(a, "--device") && strcmp(a, "--baseline") && strcmp(a, "--seeds") &&
 		    strcmp(a, "--seed") && strcmp(a, "--timeout-per-task") && strcmp(a, "--resume") &&
-		    strcmp(a, "--runs-dir") && strcmp(a, "--runner"))
+		    strcmp(a, "--runs-dir") && strcmp(a, "--runner") && strcmp(a, "--suite"))
 			return cli_usage_error("suite", "unknown option '%s'", a);
 		if (!v)
 			return cli_usage_error("suite", "option '%s' needs a value", a);
@@ -380,9 +418,14 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 			resume = v;
 		else if (!strcmp(a, "--runs-dir"))
 			o.runs_dir = v;
+		else if (!strcmp(a, "--suite"))
+			o.suite_dir = v;
 		else
 			o.runner_path = v;
 	}
+	if (!resume && (o.suite_dir || o.allow_other_box))
+		return cli_usage_error("suite", "--suite and --allow-other-box are for --resume "
+				       "(to start, the suite folder is DIR)");
 	if (resume && dir)
 		return cli_usage_error("suite", "give DIR or --resume RUN_ID, not both");
 	if (!resume && !dir)

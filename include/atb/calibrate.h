@@ -172,15 +172,20 @@ struct atb_calibrate_opts {
 	const char *kind;           /* "cpu" | "cuda": every bundled task of that kind */
 	const char *const *tasks;   /* bundled task names or task folders (cpu, cuda) */
 	size_t ntasks;
-	const char *suite_dir;      /* a KernelBench-format folder (atb suite's DIR) */
+	const char *suite_dir;      /* a KernelBench-format folder (atb suite's DIR);
+				       resume: where the suite's folder is now (NULL:
+				       the stored one) */
 	/* For suite_dir, as atb suite takes them: */
 	const char *filter;         /* NULL: every task */
-	const char *python;
+	const char *python;         /* resume: the interpreter here (NULL: the stored one) */
 	const char *device;         /* "cpu" | "cuda"; NULL: auto */
 	double timeout_per_task_s;  /* 0: the suite's default */
 	int64_t seed;               /* first paired seed, >= 0 */
 	int64_t paired_seeds;       /* 0: the protocol's stats.min_paired_seeds */
 	double ci_level;            /* of the summary's Wilson intervals; 0: the protocol's */
+	/* Resume only: go on on a box other than the run's (each result keeps
+	   its own box; the report lists the run's boxes). */
+	int allow_other_box;
 	void (*progress)(void *ctx, const struct atb_calibrate_progress *p);
 	void *progress_ctx;
 	/* Non-zero: stop after the task in progress (suite: without recording it). */
@@ -199,6 +204,10 @@ struct atb_calibrate_report {
 	struct atb_calibrate_row *rows;   /* done tasks, in order; owned */
 	size_t nrows;
 	int interrupted;             /* *stop was set: resume it */
+	/* The boxes the run was measured on, the run's first; nboxes > 1: it
+	   spans boxes (resumed elsewhere with allow_other_box) */
+	char boxes[8][65];
+	size_t nboxes;
 	struct atb_calibrate_summary summary;
 	double wall_s;
 };
@@ -221,9 +230,13 @@ enum atb_status atb_calibrate_start(const char *db_path, const struct atb_calibr
 
 /*
  * Continue the calibration run_id from its first missing task under its
- * stored plan and protocol (o's task set and seeds are ignored).
+ * stored plan and protocol (o's task set and seeds are ignored; o->runs_dir,
+ * and for a suite calibration o->suite_dir and o->python, say where things
+ * are on this machine: the store and runs folder may have been copied from
+ * another one, see atb_suite_resume).  Each resume that runs a task is an
+ * audit entry ("calibrate.resume", or the suite's "suite.resume").
  * ATB_ERR_NOT_FOUND: no such run, or one that is not a calibration;
- * ATB_ERR_USAGE: this box is not the run's.
+ * ATB_ERR_USAGE: this box is not the run's and o->allow_other_box is 0.
  */
 enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 				     const struct atb_calibrate_opts *o,

@@ -176,20 +176,32 @@ struct atb_suite_opts {
 	const char *home;            /* NULL: atb_home() */
 	const char *runner_path;     /* NULL: atb-runner as measure finds it */
 	const char *runs_dir;        /* NULL: "runs" beside the store */
-	/* The plan (start only; a resumed suite uses its stored plan): */
-	const char *candidates_dir;  /* required */
+	/* The plan (start only; a resumed suite uses its stored plan, except
+	   where a field below says what it means on resume): */
+	const char *candidates_dir;  /* required to start; resume: the candidates
+					folder here (NULL: the stored one, or the
+					runs folder's copy of it) */
 	const char *filter;          /* NULL: every task */
-	const char *python;          /* NULL: $ATB_PYTHON, else python3 */
+	const char *python;          /* NULL: $ATB_PYTHON, else python3; resume:
+					the interpreter here (NULL: the stored one) */
 	const char *device;          /* "cpu" | "cuda"; NULL: "auto" (cuda when there is one) */
 	const char *baseline;        /* "eager" | "compile"; NULL: "eager" */
 	int64_t seed;                /* first paired seed, >= 0 */
 	int64_t paired_seeds;        /* 0: the protocol's stats.min_paired_seeds */
 	double timeout_per_task_s;   /* > 0; 0: 1800 */
+	/* Resume only: the suite folder here (NULL: the stored one). */
+	const char *suite_dir;
+	/* Resume only: go on on a box other than the run's (each task's result
+	   records its own box; the report lists the run's boxes). */
+	int allow_other_box;
 	void (*progress)(void *ctx, const struct atb_suite_progress *p);
 	void *progress_ctx;
 	/* Non-zero: stop the task in progress (not recorded) and start no other. */
 	volatile sig_atomic_t *stop;
 };
+
+/* The most boxes a report lists (a run resumed on more is refused). */
+#define ATB_SUITE_MAX_BOXES 8
 
 /* A suite's state as stored: its plan, its rows and their statistics. */
 struct atb_suite_report {
@@ -208,6 +220,11 @@ struct atb_suite_report {
 	struct atb_suite_row *rows;  /* done tasks, in order; owned */
 	size_t nrows;
 	int interrupted;             /* *stop was set: resume with atb_suite_resume */
+	/* The boxes the run was measured on: the run's first, then each box a
+	   resume went on on (--allow-other-box), in order; nboxes > 1: the run
+	   spans boxes */
+	char boxes[ATB_SUITE_MAX_BOXES][65];
+	size_t nboxes;
 	struct atb_suite_stats stats;
 	double wall_s;               /* this call's */
 };
@@ -230,10 +247,22 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 
 /*
  * Continue the suite run_id from its first missing task under its stored
- * plan and protocol (o's plan fields are ignored).  ATB_ERR_NOT_FOUND for
- * an unknown run or one that is not a suite; ATB_ERR_USAGE when this box
- * is not the run's.  A complete suite returns ATB_OK at once with *out
- * filled.
+ * plan and protocol (o's plan fields are ignored but for suite_dir,
+ * candidates_dir and python, which say where the plan's folders and
+ * interpreter are on this machine).  The store and the runs folder may
+ * have been copied from another machine: the candidates of a calibration
+ * (kept under the runs folder) are found under this runs folder, and each
+ * task still to run is matched by the SHA-256 of its file and of its
+ * candidate as planned (a task file that moved inside the suite folder is
+ * found by its content), so a changed file is refused, not measured.  The
+ * task that was in progress when the suite was killed left no row: its
+ * folder is removed and it is measured again.  Every resume that runs a
+ * task is an audit entry "suite.resume" (where the folders and the box
+ * were).  ATB_ERR_NOT_FOUND for an unknown run or one that is not a suite,
+ * a folder that is not there; ATB_ERR_USAGE when this box is not the run's
+ * and o->allow_other_box is 0, and for a task or candidate whose content
+ * changed or is gone (named).  A complete suite returns ATB_OK at
+ * once with *out filled.
  */
 enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 				 const struct atb_suite_opts *o, struct atb_suite_report *out,

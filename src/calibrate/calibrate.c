@@ -246,7 +246,22 @@ struct cal {
 	char last_outcome[64];
 	double spent_s;
 	int64_t finished;
+	char boxes[8][65];
+	size_t nboxes;
 };
+
+#define RESUME_KIND "calibrate.resume"
+
+static void add_box(struct cal *C, const char *fp)
+{
+	size_t i;
+
+	for (i = 0; i < C->nboxes; i++)
+		if (!strcmp(C->boxes[i], fp))
+			return;
+	if (C->nboxes < sizeof(C->boxes) / sizeof(C->boxes[0]))
+		snprintf(C->boxes[C->nboxes++], sizeof(C->boxes[0]), "%s", fp);
+}
 
 static void plan_free(struct cal *C)
 {
@@ -423,6 +438,8 @@ static enum atb_status fill_report(struct cal *C, struct atb_store *s, struct at
 	R->protocol_version = C->proto ? C->proto->version : 0;
 	R->paired_seeds = C->run.paired_seeds;
 	R->planned = C->run.iterations;
+	memcpy(R->boxes, C->boxes, sizeof(R->boxes));
+	R->nboxes = C->nboxes;
 	atb_free(R->rows);
 	R->rows = NULL;
 	R->nrows = 0;
@@ -680,6 +697,9 @@ static enum atb_status from_suite(const struct atb_suite_report *sr,
 	out->planned = sr->ntasks;
 	out->interrupted = sr->interrupted;
 	out->wall_s = sr->wall_s;
+	for (i = 0; i < sr->nboxes && i < sizeof(out->boxes) / sizeof(out->boxes[0]); i++)
+		snprintf(out->boxes[i], sizeof(out->boxes[0]), "%s", sr->boxes[i]);
+	out->nboxes = i;
 	atb_free(out->rows);
 	out->rows = NULL;
 	out->nrows = 0;
@@ -874,6 +894,9 @@ static enum atb_status suite_resume(const char *db_path, const char *run_id,
 	so.home = o->home;
 	so.runner_path = o->runner_path;
 	so.runs_dir = o->runs_dir;
+	so.suite_dir = o->suite_dir;
+	so.python = o->python;
+	so.allow_other_box = o->allow_other_box;
 	so.progress = suite_progress;
 	so.progress_ctx = &x;
 	so.stop = o->stop;
@@ -895,6 +918,56 @@ static enum atb_status suite_resume(const char *db_path, const char *run_id,
 }
 
 /* ---- start, resume ---- */
+
+/* The run's boxes: its own, then those of its "calibrate.resume" entries. */
+static enum atb_status boxes_load(struct cal *C, struct atb_store *s, struct atb_error *err)
+{
+	struct atb_audit_entry *e = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	C->nboxes = 0;
+	add_box(C, C->run.box_fingerprint);
+	st = atb_audit_list(s, 0, &e, &n, err);
+	for (i = 0; !st && i < n; i++) {
+		json_t *o;
+		const char *run, *box;
+
+		if (strcmp(e[i].kind, RESUME_KIND))
+			continue;
+		o = json_loads(e[i].payload, 0, NULL);
+		run = json_string_value(json_object_get(o, "run"));
+		box = json_string_value(json_object_get(o, "box"));
+		if (run && box && !strcmp(run, C->run.id))
+			add_box(C, box);
+		json_decref(o);
+	}
+	atb_audit_entries_free(e, n);
+	return st;
+}
+
+/* The "calibrate.resume" audit entry: where the runs folder and the box are now. */
+static enum atb_status resume_entry(struct cal *C, struct atb_store *s, const char *fp,
+				    struct atb_error *err)
+{
+	char *payload = NULL, *runs = realpath(C->runs_dir, NULL);
+	json_t *o;
+	enum atb_status st;
+
+	o = json_pack("{s:s, s:I, s:I, s:s, s:s, s:s, s:b}", "run", C->run.id, "k",
+		      (json_int_t)C->done, "planned", (json_int_t)C->ntasks, "task",
+		      C->tasks[C->done].task, "runs", runs ? runs : C->runs_dir, "box", fp,
+		      "other_box", strcmp(fp, C->run.box_fingerprint) != 0);
+	free(runs);   /* realpath's malloc, not ours */
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	st = atbi_json_canonical(o, &payload, err);
+	json_decref(o);
+	if (!st)
+		st = atb_store_audit_event(s, RESUME_KIND, payload, NULL, err);
+	atb_free(payload);
+	return st;
+}
 
 static void cal_init(struct cal *C, const char *db_path, const struct atb_calibrate_opts *o,
 		     struct atb_calibrate_report *out)
@@ -991,6 +1064,7 @@ enum atb_status atb_calibrate_start(const char *db_path, const struct atb_calibr
 		C.run.id[0] = '\0';   /* nothing of the run to report */
 		return cal_finish(&C, s, st, t0, err);
 	}
+	add_box(&C, C.run.box_fingerprint);
 	st = fill_report(&C, s, err);
 	if (!st)
 		st = run_tasks(&C, s, err);
@@ -1030,25 +1104,41 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
 				   "run '%s' is not a calibration (proposer '%s')", run_id,
 				   C.run.proposer);
+	if (!st && (o->suite_dir || o->python))
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "calibration '%s' is of bundled or named tasks: --suite and "
+				   "--python are for a calibration of a KernelBench-format folder",
+				   run_id);
 	if (!st)
 		st = plan_load(&C, s, err);
 	if (!st)
 		st = atb_protocol_load_digest(C.home, C.run.protocol_digest, &C.proto, err);
 	if (!st)
-		st = atbi_this_box(s, C.proto, fp, &C.box, err);
-	if (!st && strcmp(fp, C.run.box_fingerprint))
-		st = atb_error_set(err, ATB_ERR_USAGE,
-				   "calibration '%s' was started on box %.12s, this is box %.12s; "
-				   "resume it on its own box", run_id, C.run.box_fingerprint, fp);
+		st = boxes_load(&C, s, err);
 	if (!st)
-		st = atbi_runs_dir(o->runs_dir, db_path, C.runs_dir, sizeof(C.runs_dir), err);
+		st = atbi_this_box(NULL, C.proto, fp, &C.box, err);   /* registered once allowed */
 	if (!st)
 		st = fill_report(&C, s, err);
+	C.done = (int64_t)C.rep->nrows;
+	if (!st && C.done < C.run.iterations && strcmp(fp, C.run.box_fingerprint) &&
+	    !o->allow_other_box)
+		/* the summary pools the copies: one box unless asked */
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "calibration '%s' was started on box %.12s, this is box %.12s; "
+				   "resume it on its own box, or give --allow-other-box (each copy "
+				   "keeps its own box; the report then says the run spans boxes)",
+				   run_id, C.run.box_fingerprint, fp);
+	if (!st && C.done < C.run.iterations)
+		st = atbi_runs_dir(o->runs_dir, db_path, C.runs_dir, sizeof(C.runs_dir), err);
+	if (!st && C.done < C.run.iterations && strcmp(fp, C.run.box_fingerprint))
+		st = atbi_this_box(s, C.proto, fp, NULL, err);
+	if (!st && C.done < C.run.iterations)
+		st = resume_entry(&C, s, fp, err);
 	if (st) {
 		C.run.id[0] = '\0';   /* nothing ran: no "continue it" hint */
 		return cal_finish(&C, s, st, t0, err);
 	}
-	C.done = (int64_t)C.rep->nrows;
+	add_box(&C, fp);
 	st = run_tasks(&C, s, err);
 	return cal_finish(&C, s, st, t0, err);
 }

@@ -46,17 +46,27 @@
 
 #define SUITE_DEFAULT_TIMEOUT_S 1800.0
 
+/* A planned task's content: SHA-256 of its file and of its candidate ("" none). */
+struct plan_sha {
+	char task[ATB_SHA256_HEX_LEN + 1];
+	char cand[ATB_SHA256_HEX_LEN + 1];
+};
+
 /* The plan of a suite, as stored in its "suite.plan" audit entry. */
 struct plan {
 	char run_id[ATB_RUN_ID_MAX];
 	char suite_dir[1024];
 	char candidates_dir[1024];
+	/* the candidates folder relative to the runs folder when it is inside
+	   it (a calibration's copies), so a copied runs folder carries it */
+	char candidates_in_runs[1024];
 	char filter[256];
 	char device[16];
 	char baseline[16];
 	char python[1024];
 	double timeout_s;
 	struct atb_suite_task *tasks;
+	struct plan_sha *sha;     /* ntasks; "" where the plan (an older one) has none */
 	size_t ntasks;
 };
 
@@ -75,13 +85,62 @@ struct suite {
 	char last_outcome[64];
 	double spent_s;           /* this call's finished tasks */
 	int64_t finished;
+	char boxes[ATB_SUITE_MAX_BOXES][65];   /* the run's boxes (atb_suite_report) */
+	size_t nboxes;
 };
 
 static void plan_release(struct plan *p)
 {
 	atb_suite_tasks_free(p->tasks, p->ntasks);
+	atb_free(p->sha);
 	p->tasks = NULL;
+	p->sha = NULL;
 	p->ntasks = 0;
+}
+
+/* SHA-256 of the file at path, hex. */
+static enum atb_status file_sha(const char *path, char out[ATB_SHA256_HEX_LEN + 1],
+				struct atb_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	enum atb_status st;
+
+	st = atbi_read_file(path, &text, &len, err);
+	if (!st && (st = atbi_sha256_hex(text, len, out)))
+		atb_error_set(err, st, "cannot hash '%s'", path);
+	atb_free(text);
+	return st;
+}
+
+/* Every planned task's and candidate's content digest, for a resume elsewhere. */
+static enum atb_status plan_digest(struct plan *p, struct atb_error *err)
+{
+	enum atb_status st = ATB_OK;
+	size_t i;
+
+	p->sha = atb_calloc(p->ntasks + 1, sizeof(*p->sha));
+	if (!p->sha)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	for (i = 0; !st && i < p->ntasks; i++) {
+		st = file_sha(p->tasks[i].path, p->sha[i].task, err);
+		if (!st && p->tasks[i].candidate)
+			st = file_sha(p->tasks[i].candidate, p->sha[i].cand, err);
+	}
+	return st;
+}
+
+/* p->candidates_in_runs: the candidates folder relative to runs_dir, when inside it. */
+static void plan_in_runs(struct plan *p, const char *runs_dir)
+{
+	char *abs = realpath(runs_dir, NULL);
+	size_t n = abs ? strlen(abs) : 0;
+
+	p->candidates_in_runs[0] = '\0';
+	if (abs && !strncmp(p->candidates_dir, abs, n) && p->candidates_dir[n] == '/')
+		snprintf(p->candidates_in_runs, sizeof(p->candidates_in_runs), "%s",
+			 p->candidates_dir + n + 1);
+	free(abs);   /* realpath's malloc, not ours */
 }
 
 /* ---- progress ---- */
@@ -164,15 +223,19 @@ static enum atb_status plan_json(const struct plan *p, char **out, struct atb_er
 	atb_alloc_install_json();
 	tasks = json_array();
 	for (i = 0; tasks && i < p->ntasks; i++)
-		json_array_append_new(tasks,
-				      json_pack("{s:s, s:o}", "task", p->tasks[i].rel, "candidate",
-						p->tasks[i].candidate
-							? json_string(p->tasks[i].candidate)
-							: json_null()));
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:f, s:o}", "run", p->run_id, "suite",
-		      p->suite_dir, "candidates", p->candidates_dir, "filter", p->filter,
-		      "device", p->device, "baseline", p->baseline, "python", p->python,
-		      "timeout_per_task_s", p->timeout_s, "tasks", tasks);
+		json_array_append_new(
+			tasks, json_pack("{s:s, s:o, s:s, s:o}", "task", p->tasks[i].rel, "candidate",
+					 p->tasks[i].candidate ? json_string(p->tasks[i].candidate)
+							       : json_null(),
+					 "task_sha256", p->sha[i].task, "candidate_sha256",
+					 p->sha[i].cand[0] ? json_string(p->sha[i].cand)
+							   : json_null()));
+	o = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:f, s:o}", "run", p->run_id,
+		      "suite", p->suite_dir, "candidates", p->candidates_dir,
+		      "candidates_in_runs",
+		      p->candidates_in_runs[0] ? json_string(p->candidates_in_runs) : json_null(),
+		      "filter", p->filter, "device", p->device, "baseline", p->baseline, "python",
+		      p->python, "timeout_per_task_s", p->timeout_s, "tasks", tasks);
 	if (!o)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot write the suite plan: out of memory");
 	st = atbi_json_canonical(o, out, err);
@@ -198,13 +261,16 @@ static enum atb_status plan_parse(const char *text, struct plan *p, struct atb_e
 	}
 	copy_str(p->suite_dir, sizeof(p->suite_dir), json_object_get(o, "suite"));
 	copy_str(p->candidates_dir, sizeof(p->candidates_dir), json_object_get(o, "candidates"));
+	copy_str(p->candidates_in_runs, sizeof(p->candidates_in_runs),
+		 json_object_get(o, "candidates_in_runs"));
 	copy_str(p->filter, sizeof(p->filter), json_object_get(o, "filter"));
 	copy_str(p->device, sizeof(p->device), json_object_get(o, "device"));
 	copy_str(p->baseline, sizeof(p->baseline), json_object_get(o, "baseline"));
 	copy_str(p->python, sizeof(p->python), json_object_get(o, "python"));
 	p->timeout_s = json_number_value(json_object_get(o, "timeout_per_task_s"));
 	p->tasks = atb_calloc(json_array_size(tasks), sizeof(*p->tasks));
-	if (!p->tasks) {
+	p->sha = atb_calloc(json_array_size(tasks), sizeof(*p->sha));
+	if (!p->tasks || !p->sha) {
 		json_decref(o);
 		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
 	}
@@ -225,6 +291,9 @@ static enum atb_status plan_parse(const char *text, struct plan *p, struct atb_e
 		if (p->tasks[i].path)
 			snprintf(p->tasks[i].path, len, "%s/%s", p->suite_dir, rel);
 		p->tasks[i].candidate = cand ? atb_strdup(cand) : NULL;
+		copy_str(p->sha[i].task, sizeof(p->sha[i].task), json_object_get(t, "task_sha256"));
+		copy_str(p->sha[i].cand, sizeof(p->sha[i].cand),
+			 json_object_get(t, "candidate_sha256"));
 		if (!p->tasks[i].rel || !p->tasks[i].path || (cand && !p->tasks[i].candidate)) {
 			json_decref(o);
 			return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
@@ -680,6 +749,8 @@ static enum atb_status fill_report(struct suite *S, struct atb_error *err)
 	R->timeout_per_task_s = S->plan.timeout_s;
 	R->paired_seeds = S->run.paired_seeds;
 	R->ntasks = S->run.iterations;
+	memcpy(R->boxes, S->boxes, sizeof(R->boxes));
+	R->nboxes = S->nboxes;
 	atb_free(R->rows);
 	R->rows = NULL;
 	R->nrows = 0;
@@ -804,6 +875,253 @@ static enum atb_status abs_path(const char *path, char *out, size_t size, struct
 	return ATB_OK;
 }
 
+/* ---- a resume, maybe on another machine ---- */
+
+static int add_box(struct suite *S, const char *fp)
+{
+	size_t i;
+
+	for (i = 0; i < S->nboxes; i++)
+		if (!strcmp(S->boxes[i], fp))
+			return 0;
+	if (S->nboxes == ATB_SUITE_MAX_BOXES)
+		return -1;
+	snprintf(S->boxes[S->nboxes++], sizeof(S->boxes[0]), "%s", fp);
+	return 0;
+}
+
+/* The run's boxes: its own, then those of its "suite.resume" entries. */
+static enum atb_status boxes_load(struct atb_store *s, struct suite *S, struct atb_error *err)
+{
+	struct atb_audit_entry *e = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	S->nboxes = 0;
+	add_box(S, S->run.box_fingerprint);
+	st = atb_audit_list(s, 0, &e, &n, err);
+	for (i = 0; !st && i < n; i++) {
+		json_t *o;
+		const char *run, *box;
+
+		if (strcmp(e[i].kind, "suite.resume"))
+			continue;
+		o = json_loads(e[i].payload, 0, NULL);
+		run = json_string_value(json_object_get(o, "run"));
+		box = json_string_value(json_object_get(o, "box"));
+		if (run && box && !strcmp(run, S->run.id))
+			add_box(S, box);
+		json_decref(o);
+	}
+	atb_audit_entries_free(e, n);
+	return st;
+}
+
+/* Is there a plain file at path? */
+static int is_file(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The file of the folder dir (a suite's tasks, found as discovery finds them) with this digest. */
+static char *find_by_sha(struct atb_suite_task **found, size_t *nfound, int *listed,
+			 const char *dir, const char *sha)
+{
+	struct atb_error ignored;
+	char h[ATB_SHA256_HEX_LEN + 1];
+	size_t i;
+
+	if (!*listed) {
+		*listed = 1;
+		atb_error_clear(&ignored);
+		if (atb_suite_discover(dir, NULL, NULL, found, nfound, &ignored))
+			return NULL;
+	}
+	for (i = 0; i < *nfound; i++) {
+		atb_error_clear(&ignored);
+		if (!file_sha((*found)[i].path, h, &ignored) && !strcmp(h, sha))
+			return (*found)[i].path;
+	}
+	return NULL;
+}
+
+static enum atb_status set_path(char **slot, const char *dir, const char *rel,
+				struct atb_error *err)
+{
+	size_t len = strlen(dir) + strlen(rel) + 2;
+	char *p = atb_malloc(len);
+
+	if (!p)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	snprintf(p, len, "%s/%s", dir, rel);
+	atb_free(*slot);
+	*slot = p;
+	return ATB_OK;
+}
+
+/*
+ * Point the tasks still to run at this machine's folders: the suite folder
+ * (o->suite_dir, else the stored one), the candidates folder (o's, else
+ * the runs folder's copy of a calibration's copies, else the stored one),
+ * each task and candidate checked against its planned digest.
+ */
+static enum atb_status relocate(struct suite *S, struct atb_error *err)
+{
+	struct plan *P = &S->plan;
+	struct atb_suite_task *found = NULL;
+	char suite[1024], cands[1024], h[ATB_SHA256_HEX_LEN + 1];
+	size_t nfound = 0, k;
+	int listed = 0;
+	enum atb_status st = ATB_OK;
+
+	if (S->o->suite_dir)
+		st = abs_path(S->o->suite_dir, suite, sizeof(suite), err);
+	else if (access(P->suite_dir, F_OK))
+		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
+				   "suite folder '%s' of run '%s' is not here; give it with --suite "
+				   "DIR", P->suite_dir, S->run.id);
+	else
+		snprintf(suite, sizeof(suite), "%s", P->suite_dir);
+	if (st)
+		return st;
+	if (S->o->candidates_dir) {
+		st = abs_path(S->o->candidates_dir, cands, sizeof(cands), err);
+	} else if (P->candidates_in_runs[0]) {
+		char *runs = realpath(S->runs_dir, NULL);
+
+		if (!runs ||
+		    (size_t)snprintf(cands, sizeof(cands), "%s/%s", runs, P->candidates_in_runs) >=
+			    sizeof(cands))
+			st = atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
+					   S->runs_dir);
+		free(runs);   /* realpath's malloc, not ours */
+		/* the same machine, its runs folder not given again: the stored path */
+		if (!st && access(cands, F_OK) && !access(P->candidates_dir, F_OK))
+			snprintf(cands, sizeof(cands), "%s", P->candidates_dir);
+		else if (!st && access(cands, F_OK))
+			st = atb_error_set(err, ATB_ERR_NOT_FOUND,
+					   "candidates '%s' of run '%s' are not in the runs folder "
+					   "'%s'; give the runs folder copied with the store with "
+					   "--runs-dir DIR", P->candidates_in_runs, S->run.id,
+					   S->runs_dir);
+	} else if (access(P->candidates_dir, F_OK)) {
+		st = atb_error_set(err, ATB_ERR_NOT_FOUND,
+				   "candidates folder '%s' of run '%s' is not here; give it with "
+				   "--candidates DIR", P->candidates_dir, S->run.id);
+	} else {
+		snprintf(cands, sizeof(cands), "%s", P->candidates_dir);
+	}
+	for (k = (size_t)S->done; !st && k < P->ntasks; k++) {
+		struct atb_suite_task *t = &P->tasks[k];
+		const struct plan_sha *d = &P->sha[k];
+		size_t clen = strlen(P->candidates_dir);
+		const char *crel, *other;
+		int there;
+
+		h[0] = '\0';
+		st = set_path(&t->path, suite, t->rel, err);
+		if (st)
+			break;
+		there = is_file(t->path);
+		atb_error_clear(err);
+		if (d->task[0] && (!there || file_sha(t->path, h, err) || strcmp(h, d->task))) {
+			atb_error_clear(err);
+			other = find_by_sha(&found, &nfound, &listed, suite, d->task);
+			if (other) {
+				char *copy = atb_strdup(other);
+
+				if (!copy) {
+					st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+					break;
+				}
+				atb_free(t->path);
+				t->path = copy;
+			} else if (there) {
+				st = atb_error_set(err, ATB_ERR_USAGE,
+						   "task file '%s' changed since suite '%s' was planned "
+						   "(sha256 %.12s, planned %.12s): restore it or start a "
+						   "new suite", t->path, S->run.id, h, d->task);
+			} else {
+				st = atb_error_set(err, ATB_ERR_USAGE,
+						   "task '%s' of suite '%s' is not in '%s', and no task "
+						   "there has its content (sha256 %.12s); give the suite "
+						   "folder with --suite DIR", t->rel, S->run.id, suite,
+						   d->task);
+			}
+		} else if (!d->task[0] && !there) {
+			st = atb_error_set(err, ATB_ERR_NOT_FOUND, "no task file '%s' (suite '%s')",
+					   t->path, S->run.id);
+		}
+		if (st || !t->candidate)
+			continue;
+		/* the candidate's place inside its folder is kept; its folder may move */
+		crel = !strncmp(t->candidate, P->candidates_dir, clen) && t->candidate[clen] == '/'
+			       ? t->candidate + clen + 1
+			       : strrchr(t->candidate, '/') ? strrchr(t->candidate, '/') + 1
+							    : t->candidate;
+		{
+			char *was = atb_strdup(crel);
+
+			if (!was) {
+				st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+				break;
+			}
+			st = set_path(&t->candidate, cands, was, err);
+			atb_free(was);
+		}
+		if (st)
+			break;
+		if (!is_file(t->candidate))
+			st = atb_error_set(err, ATB_ERR_USAGE,
+					   "candidate '%s' of task '%s' (suite '%s') is not here; give "
+					   "the candidates folder with --candidates DIR", t->candidate,
+					   t->rel, S->run.id);
+		else if (d->cand[0] && (file_sha(t->candidate, h, err) || strcmp(h, d->cand)))
+			st = err->status ? err->status
+					 : atb_error_set(err, ATB_ERR_USAGE,
+							 "candidate file '%s' of task '%s' changed "
+							 "since suite '%s' was planned (sha256 %.12s, "
+							 "planned %.12s): restore it or start a new "
+							 "suite", t->candidate, t->rel, S->run.id, h,
+							 d->cand);
+	}
+	atb_suite_tasks_free(found, nfound);
+	if (st)
+		return st;
+	snprintf(P->suite_dir, sizeof(P->suite_dir), "%s", suite);
+	snprintf(P->candidates_dir, sizeof(P->candidates_dir), "%s", cands);
+	if (S->o->python)
+		snprintf(P->python, sizeof(P->python), "%s", S->o->python);
+	return ATB_OK;
+}
+
+/* The "suite.resume" audit entry: where the folders, the interpreter and the box are now. */
+static enum atb_status resume_entry(struct atb_store *s, const struct suite *S, const char *fp,
+				    struct atb_error *err)
+{
+	char *payload = NULL, *runs = realpath(S->runs_dir, NULL);
+	json_t *o;
+	enum atb_status st;
+
+	o = json_pack("{s:s, s:I, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "run", S->run.id,
+		      "k", (json_int_t)S->done, "planned", (json_int_t)S->plan.ntasks, "task",
+		      S->plan.tasks[S->done].rel, "suite", S->plan.suite_dir, "candidates",
+		      S->plan.candidates_dir, "runs", runs ? runs : S->runs_dir, "python",
+		      S->plan.python, "box", fp, "other_box",
+		      strcmp(fp, S->run.box_fingerprint) != 0);
+	free(runs);   /* realpath's malloc, not ours */
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	st = atbi_json_canonical(o, &payload, err);
+	json_decref(o);
+	if (!st)
+		st = atb_store_audit_event(s, "suite.resume", payload, NULL, err);
+	atb_free(payload);
+	return st;
+}
+
 enum atb_status atb_suite_start(const char *db_path, const char *dir,
 				const struct atb_suite_opts *o, struct atb_suite_report *out,
 				struct atb_error *err)
@@ -826,6 +1144,8 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 	if (!st)
 		st = atb_suite_discover(S.plan.suite_dir, S.plan.candidates_dir, o->filter,
 					&S.plan.tasks, &S.plan.ntasks, err);
+	if (!st)
+		st = plan_digest(&S.plan, err);
 	if (!st)
 		st = atb_protocol_load_current(S.home, &S.proto, err);
 	if (st)
@@ -873,6 +1193,8 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 	if (!st)
 		st = runs_dir_of(&S, err);
 	if (!st)
+		plan_in_runs(&S.plan, S.runs_dir);
+	if (!st)
 		st = plan_json(&S.plan, &plan, err);
 	if (!st)
 		st = atb_store_add_run(s, &S.run, err);
@@ -883,6 +1205,7 @@ enum atb_status atb_suite_start(const char *db_path, const char *dir,
 	if (st)
 		goto out;
 	snprintf(out->run_id, sizeof(out->run_id), "%s", S.run.id);
+	add_box(&S, S.run.box_fingerprint);
 	st = run_tasks(&S, err);
 out:
 	return suite_finish(&S, st, err);
@@ -916,25 +1239,40 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = atb_protocol_load_digest(S.home, S.run.protocol_digest, &S.proto, err);
 	if (!st)
-		st = this_box(&S, NULL, fp, err);
-	atb_store_close(s);
-	if (st)
-		goto out;
-	if (strcmp(fp, S.run.box_fingerprint)) {
-		st = atb_error_set(err, ATB_ERR_USAGE,
-				   "suite '%s' was started on box %.12s, this is box %.12s; resume it "
-				   "on its own box", run_id, S.run.box_fingerprint, fp);
-		goto out;
-	}
-	if ((int64_t)S.plan.ntasks != S.run.iterations) {
+		st = boxes_load(s, &S, err);
+	if (!st && (int64_t)S.plan.ntasks != S.run.iterations)
 		st = atb_error_set(err, ATB_ERR_CHECK,
 				   "suite '%s' plans %" PRId64 " tasks but its plan lists %zu", run_id,
 				   S.run.iterations, S.plan.ntasks);
+	S.done = (int64_t)n;
+	if (st || S.done >= S.run.iterations) {
+		atb_store_close(s);
 		goto out;
 	}
-	S.done = (int64_t)n;
-	st = runs_dir_of(&S, err);
-	if (!st && S.done < S.run.iterations)
+	/* Tasks to run: this box, this machine's folders, and the entry that says so. */
+	st = this_box(&S, NULL, fp, err);   /* registered below, once allowed */
+	if (!st && strcmp(fp, S.run.box_fingerprint) && !o->allow_other_box)
+		/* A suite's totals pool its tasks' speedups: one box unless asked. */
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "suite '%s' was started on box %.12s, this is box %.12s; resume it "
+				   "on its own box, or give --allow-other-box (each task keeps its "
+				   "own box; the report then says the run spans boxes)",
+				   run_id, S.run.box_fingerprint, fp);
+	if (!st && add_box(&S, fp))
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "suite '%s' already spans %d boxes, the most one run may",
+				   run_id, ATB_SUITE_MAX_BOXES);
+	if (!st)
+		st = runs_dir_of(&S, err);
+	if (!st)
+		st = relocate(&S, err);
+	/* nothing is written before every check has passed */
+	if (!st && strcmp(fp, S.run.box_fingerprint))
+		st = atbi_this_box(s, S.proto, fp, NULL, err);
+	if (!st)
+		st = resume_entry(s, &S, fp, err);
+	atb_store_close(s);
+	if (!st)
 		st = run_tasks(&S, err);
 out:
 	return suite_finish(&S, st, err);

@@ -204,6 +204,10 @@ test_expect "--resume of another run's kind or of no run is refused" '
 	expect_exit 2 "$ATB" calibrate --resume nope &&
 	[ "$(head -1 "$TRASH/err")" = "atb: no run '\''nope'\'' in store '\''$ATB_DB'\''" ] &&
 	expect_exit 2 "$ATB" calibrate --resume "$(cat run_id)" relu &&
-	[ "$(head -1 "$TRASH/err")" = "atb calibrate: give a task set or --resume RUN_ID, not both" ]
+	[ "$(head -1 "$TRASH/err")" = "atb calibrate: give a task set or --resume RUN_ID, not both" ] &&
+	expect_exit 2 "$ATB" calibrate --resume "$(cat run_id)" --suite "$TRASH" &&
+	[ "$(head -1 "$TRASH/err")" = "atb: calibration '\''$(cat run_id)'\'' is of bundled or named tasks: --suite and --python are for a calibration of a KernelBench-format folder" ] &&
+	expect_exit 2 "$ATB" calibrate relu --allow-other-box &&
+	[ "$(head -1 "$TRASH/err")" = "atb calibrate: --allow-other-box is for --resume" ]
 '
 test_done
