@@ -203,6 +203,22 @@ struct atb_suite_opts {
 /* The most boxes a report lists (a run resumed on more is refused). */
 #define ATB_SUITE_MAX_BOXES 8
 
+/*
+ * A run's list of boxes, shared by the suite and the calibration: add fp
+ * unless it is there (0), or -1 when the list holds ATB_SUITE_MAX_BOXES.
+ */
+int atb_suite_boxes_add(char boxes[][65], size_t *nboxes, const char *fp);
+
+/*
+ * The run's boxes: own (the run's first box), then the box of each audit
+ * entry of kind resume_kind ("suite.resume", "calibrate.resume") for run_id,
+ * in order.  Errors: the store's.
+ */
+struct atb_store;
+enum atb_status atb_suite_boxes_load(struct atb_store *s, const char *run_id, const char *own,
+				     const char *resume_kind, char boxes[][65], size_t *nboxes,
+				     struct atb_error *err);
+
 /* A suite's state as stored: its plan, its rows and their statistics. */
 struct atb_suite_report {
 	char run_id[65];

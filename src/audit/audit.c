@@ -32,6 +32,7 @@
 #include "atb/audit.h"
 #include "proc/proc_int.h"
 #include "store/store_int.h"
+#include "util.h"
 #include "banned.h"
 
 extern char **environ;
@@ -262,22 +263,6 @@ enum atb_status atbi_redact_json(json_t *v)
 
 /* ---- append ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static enum atb_status open_mirror(struct atb_store *s, struct atb_error *err)
 {
 	if (s->mirror_fd >= 0)
@@ -382,7 +367,7 @@ enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
 		goto out;
 	}
 	s->mirror_pending = sb.st_size;
-	if (write_all(s->mirror_fd, line, llen) || fdatasync(s->mirror_fd)) {
+	if (atbi_write_all(s->mirror_fd, line, llen) || fdatasync(s->mirror_fd)) {
 		st = atb_error_set(err, ATB_ERR_IO, "cannot write audit mirror '%s': %s",
 				   s->mirror_path, strerror(errno));
 		goto out;
@@ -401,7 +386,7 @@ enum atb_status atbi_audit_append(struct atb_store *s, const char *kind,
 			goto out;
 		}
 		s->witness_pending = sb.st_size;
-		if (write_all(s->witness_fd, wl, (size_t)wn) || fdatasync(s->witness_fd)) {
+		if (atbi_write_all(s->witness_fd, wl, (size_t)wn) || fdatasync(s->witness_fd)) {
 			st = atb_error_set(err, ATB_ERR_IO, "cannot write audit witness '%s': %s",
 					   s->witness_path, strerror(errno));
 			goto out;

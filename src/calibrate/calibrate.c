@@ -246,21 +246,15 @@ struct cal {
 	char last_outcome[64];
 	double spent_s;
 	int64_t finished;
-	char boxes[8][65];
+	char boxes[ATB_SUITE_MAX_BOXES][65];
 	size_t nboxes;
 };
 
 #define RESUME_KIND "calibrate.resume"
 
-static void add_box(struct cal *C, const char *fp)
+static int add_box(struct cal *C, const char *fp)
 {
-	size_t i;
-
-	for (i = 0; i < C->nboxes; i++)
-		if (!strcmp(C->boxes[i], fp))
-			return;
-	if (C->nboxes < sizeof(C->boxes) / sizeof(C->boxes[0]))
-		snprintf(C->boxes[C->nboxes++], sizeof(C->boxes[0]), "%s", fp);
+	return atb_suite_boxes_add(C->boxes, &C->nboxes, fp);
 }
 
 static void plan_free(struct cal *C)
@@ -919,32 +913,6 @@ static enum atb_status suite_resume(const char *db_path, const char *run_id,
 
 /* ---- start, resume ---- */
 
-/* The run's boxes: its own, then those of its "calibrate.resume" entries. */
-static enum atb_status boxes_load(struct cal *C, struct atb_store *s, struct atb_error *err)
-{
-	struct atb_audit_entry *e = NULL;
-	size_t n = 0, i;
-	enum atb_status st;
-
-	C->nboxes = 0;
-	add_box(C, C->run.box_fingerprint);
-	st = atb_audit_list(s, 0, &e, &n, err);
-	for (i = 0; !st && i < n; i++) {
-		json_t *o;
-		const char *run, *box;
-
-		if (strcmp(e[i].kind, RESUME_KIND))
-			continue;
-		o = json_loads(e[i].payload, 0, NULL);
-		run = json_string_value(json_object_get(o, "run"));
-		box = json_string_value(json_object_get(o, "box"));
-		if (run && box && !strcmp(run, C->run.id))
-			add_box(C, box);
-		json_decref(o);
-	}
-	atb_audit_entries_free(e, n);
-	return st;
-}
 
 /* The "calibrate.resume" audit entry: where the runs folder and the box are now. */
 static enum atb_status resume_entry(struct cal *C, struct atb_store *s, const char *fp,
@@ -1114,7 +1082,8 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = atb_protocol_load_digest(C.home, C.run.protocol_digest, &C.proto, err);
 	if (!st)
-		st = boxes_load(&C, s, err);
+		st = atb_suite_boxes_load(s, C.run.id, C.run.box_fingerprint, RESUME_KIND, C.boxes,
+					  &C.nboxes, err);
 	if (!st)
 		st = atbi_this_box(NULL, C.proto, fp, &C.box, err);   /* registered once allowed */
 	if (!st)
@@ -1128,6 +1097,10 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 				   "resume it on its own box, or give --allow-other-box (each copy "
 				   "keeps its own box; the report then says the run spans boxes)",
 				   run_id, C.run.box_fingerprint, fp);
+	if (!st && C.done < C.run.iterations && add_box(&C, fp))
+		st = atb_error_set(err, ATB_ERR_USAGE,
+				   "calibration '%s' already spans %d boxes, the most one run may",
+				   run_id, ATB_SUITE_MAX_BOXES);
 	if (!st && C.done < C.run.iterations)
 		st = atbi_runs_dir(o->runs_dir, db_path, C.runs_dir, sizeof(C.runs_dir), err);
 	if (!st && C.done < C.run.iterations && strcmp(fp, C.run.box_fingerprint))
@@ -1138,7 +1111,6 @@ enum atb_status atb_calibrate_resume(const char *db_path, const char *run_id,
 		C.run.id[0] = '\0';   /* nothing ran: no "continue it" hint */
 		return cal_finish(&C, s, st, t0, err);
 	}
-	add_box(&C, fp);
 	st = run_tasks(&C, s, err);
 	return cal_finish(&C, s, st, t0, err);
 }

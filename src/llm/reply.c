@@ -20,6 +20,7 @@
 
 #include "atb/alloc.h"
 #include "llm/llm_int.h"
+#include "util.h"
 #include "banned.h"
 
 void atb_llm_reply_release(struct atb_llm_reply *r)
@@ -213,22 +214,6 @@ enum atb_status atb_llm_reply_parse(const char *content, enum atb_llm_reply_form
 	return st;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *dir,
 				    struct atb_error *err)
 {
@@ -260,7 +245,7 @@ enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *d
 			break;
 		}
 		made++;
-		if (write_all(fd, r->files[i].text, r->files[i].len) || fsync(fd))
+		if (atbi_write_all(fd, r->files[i].text, r->files[i].len) || fsync(fd))
 			st = atb_error_set(err, ATB_ERR_IO, "cannot write '%s' into '%s': %s",
 					   r->files[i].name, dir, strerror(errno));
 		if (close(fd) && !st)

@@ -877,44 +877,50 @@ static enum atb_status abs_path(const char *path, char *out, size_t size, struct
 
 /* ---- a resume, maybe on another machine ---- */
 
-static int add_box(struct suite *S, const char *fp)
+int atb_suite_boxes_add(char boxes[][65], size_t *nboxes, const char *fp)
 {
 	size_t i;
 
-	for (i = 0; i < S->nboxes; i++)
-		if (!strcmp(S->boxes[i], fp))
+	for (i = 0; i < *nboxes; i++)
+		if (!strcmp(boxes[i], fp))
 			return 0;
-	if (S->nboxes == ATB_SUITE_MAX_BOXES)
+	if (*nboxes == ATB_SUITE_MAX_BOXES)
 		return -1;
-	snprintf(S->boxes[S->nboxes++], sizeof(S->boxes[0]), "%s", fp);
+	snprintf(boxes[(*nboxes)++], sizeof(boxes[0]), "%s", fp);
 	return 0;
 }
 
-/* The run's boxes: its own, then those of its "suite.resume" entries. */
-static enum atb_status boxes_load(struct atb_store *s, struct suite *S, struct atb_error *err)
+enum atb_status atb_suite_boxes_load(struct atb_store *s, const char *run_id, const char *own,
+				     const char *resume_kind, char boxes[][65], size_t *nboxes,
+				     struct atb_error *err)
 {
 	struct atb_audit_entry *e = NULL;
 	size_t n = 0, i;
 	enum atb_status st;
 
-	S->nboxes = 0;
-	add_box(S, S->run.box_fingerprint);
+	*nboxes = 0;
+	atb_suite_boxes_add(boxes, nboxes, own);
 	st = atb_audit_list(s, 0, &e, &n, err);
 	for (i = 0; !st && i < n; i++) {
 		json_t *o;
 		const char *run, *box;
 
-		if (strcmp(e[i].kind, "suite.resume"))
+		if (strcmp(e[i].kind, resume_kind))
 			continue;
 		o = json_loads(e[i].payload, 0, NULL);
 		run = json_string_value(json_object_get(o, "run"));
 		box = json_string_value(json_object_get(o, "box"));
-		if (run && box && !strcmp(run, S->run.id))
-			add_box(S, box);
+		if (run && box && !strcmp(run, run_id))
+			atb_suite_boxes_add(boxes, nboxes, box);
 		json_decref(o);
 	}
 	atb_audit_entries_free(e, n);
 	return st;
+}
+
+static int add_box(struct suite *S, const char *fp)
+{
+	return atb_suite_boxes_add(S->boxes, &S->nboxes, fp);
 }
 
 /* Is there a plain file at path? */
@@ -1239,7 +1245,8 @@ enum atb_status atb_suite_resume(const char *db_path, const char *run_id,
 	if (!st)
 		st = atb_protocol_load_digest(S.home, S.run.protocol_digest, &S.proto, err);
 	if (!st)
-		st = boxes_load(s, &S, err);
+		st = atb_suite_boxes_load(s, S.run.id, S.run.box_fingerprint, "suite.resume",
+					  S.boxes, &S.nboxes, err);
 	if (!st && (int64_t)S.plan.ntasks != S.run.iterations)
 		st = atb_error_set(err, ATB_ERR_CHECK,
 				   "suite '%s' plans %" PRId64 " tasks but its plan lists %zu", run_id,

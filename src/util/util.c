@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 
@@ -196,6 +197,22 @@ void atbi_format_time(int64_t realtime_ns, char *buf, size_t size)
 	gmtime_r(&secs, &tm);
 	strftime(tmp, sizeof(tmp), "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(buf, size, "%s.%06ldZ", tmp, us);
+}
+
+int atbi_write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
 }
 
 enum atb_status atbi_random_id(char out[33])

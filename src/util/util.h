@@ -40,6 +40,9 @@ ATBI_FUNC enum atb_status atbi_json_canonical(const json_t *v, char **out,
 ATBI_FUNC enum atb_status atbi_read_file(const char *path, char **out,
 					 size_t *len, struct atb_error *err);
 
+/* Write all n bytes of p to fd, again after EINTR or a short write.  0, or -1 with errno. */
+ATBI_FUNC int atbi_write_all(int fd, const char *p, size_t n);
+
 /* Wall-clock time (CLOCK_REALTIME) in ns since the epoch: for timestamps only. */
 ATBI_FUNC int64_t atbi_realtime_ns(void);
 /* CLOCK_MONOTONIC in ns: for every duration. */
