@@ -30,20 +30,8 @@ tasks=${T2220_TASKS:-$(grep -l '^kind: cuda' "$ATB_HOME"/tasks/*/task.yaml |
 seeds=()
 [ -n "${T2220_SEEDS:-}" ] && seeds=(--seeds "$T2220_SEEDS")
 
-# inline_local FILE.cu: FILE with each '#include "X"' of a file X in its own
-# folder replaced by X's text (the candidate folder holds only the surface
-# file; cuda_merge_attn_states' baseline includes the task's common.cuh).
-inline_local() {
-	python3 - "$1" <<'PY'
-import os, re, sys
-src = sys.argv[1]
-for line in open(src):
-    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-    local = m and os.path.join(os.path.dirname(src), m.group(1))
-    sys.stdout.write(open(local).read() if local and os.path.isfile(local) else line)
-PY
-}
-
+# The candidate is the baseline with its local includes inlined (cuda_common.sh's
+# inline_local: cuda_merge_attn_states' baseline includes the task's common.cuh).
 # admitted TASK: the baseline copied as the candidate is admitted.
 admitted() {
 	local surf base
