@@ -42,22 +42,61 @@ expect_exit() {
 	fi
 }
 
+# A real timing verdict on a shared 2-core box: the gates a loaded box can
+# trip for an honest candidate (BOX_GATES), and how many independent tries
+# a test gets before a refusal by them counts (ATB_TEST_BOX_TRIES, 3).  A
+# defect of atb or of the candidate fails every try; a refusal by load alone
+# (t4010 and t6100 were refused twice in a row at load 10 and above) fails
+# three in a row far more rarely.
+BOX_GATES='.gate == "baseline_drift" or .gate == "noise" or .gate == "client_lag" or .gate == "clock"'
+: "${ATB_TEST_BOX_TRIES:=3}"
+
+# verdict_line FILE: one line with a --json verdict's numbers, for the log.
+verdict_line() {
+	jq -c '{verdict, gate, speedup, ci_low, ci_high, cv, reason}' "$1" 2>/dev/null ||
+		echo "(no JSON verdict)"
+}
+
 # expect_exit_past_box WANT atb measure|engine ab --json ...: expect_exit,
-# but a first run the box refused (exit 2, gate baseline_drift, noise or
-# client_lag: the load of a shared machine, not the candidate) gets one
-# more try.  Needs jq.
+# but a run the box refused (exit 2 by one of BOX_GATES) is tried again, up
+# to ATB_TEST_BOX_TRIES runs in all.  Needs jq.
 expect_exit_past_box() {
-	local want=$1 got; shift
-	"$@" >"$TRASH/out" 2>"$TRASH/err" && got=0 || got=$?
-	if [ "$got" = 2 ] && [ "$want" != 2 ] &&
-		jq -e '.gate == "baseline_drift" or .gate == "noise" or .gate == "client_lag"' "$TRASH/out" >/dev/null 2>&1; then
-		echo "# first try refused by the box: $(jq -r .reason "$TRASH/out")"
-		expect_exit "$want" "$@"
-		return
-	fi
-	[ "$got" = "$want" ] && return 0
+	local want=$1 got try; shift
+	for ((try = 1; try <= ATB_TEST_BOX_TRIES; try++)); do
+		"$@" >"$TRASH/out" 2>"$TRASH/err" && got=0 || got=$?
+		[ "$got" = "$want" ] && return 0
+		[ "$got" = 2 ] && [ "$want" != 2 ] && jq -e "$BOX_GATES" "$TRASH/out" >/dev/null 2>&1 ||
+			break
+		echo "# try $try of $ATB_TEST_BOX_TRIES refused by the box: $(verdict_line "$TRASH/out")"
+	done
 	echo "expected exit $want, got $got from: $*"
-	echo "--- stdout"; cat "$TRASH/out"; echo "--- stderr"; cat "$TRASH/err"
+	echo "--- stdout"; cat "$TRASH/out"; echo "--- stderr"; tail -40 "$TRASH/err"
+	return 1
+}
+
+# expect_verdict FILTER atb ... --json ...: the run exits 0 and its JSON
+# verdict satisfies the jq FILTER.  For the statistical claims on an honest
+# candidate (a copy's 95% interval covers 1: it misses 1 time in 20 by
+# design, however right atb is), a try that was admitted but misses FILTER,
+# or that the box refused, is followed by an independent one, up to
+# ATB_TEST_BOX_TRIES in all; any other outcome (another gate, a crash)
+# fails at once.  Every try's numbers are printed.  Needs jq.
+expect_verdict() {
+	local filter=$1 got try; shift
+	for ((try = 1; try <= ATB_TEST_BOX_TRIES; try++)); do
+		"$@" >"$TRASH/out" 2>"$TRASH/err" && got=0 || got=$?
+		if [ "$got" = 0 ] && jq -e "$filter" "$TRASH/out" >/dev/null 2>&1; then
+			return 0
+		fi
+		echo "# try $try of $ATB_TEST_BOX_TRIES: exit $got: $(verdict_line "$TRASH/out")"
+		if [ "$got" = 0 ] && jq -e '.verdict == "admitted"' "$TRASH/out" >/dev/null 2>&1; then
+			continue
+		fi
+		[ "$got" = 2 ] && jq -e "$BOX_GATES" "$TRASH/out" >/dev/null 2>&1 || break
+	done
+	echo "not satisfied: $filter"
+	echo "from: $*"
+	echo "--- stdout"; cat "$TRASH/out"; echo "--- stderr"; tail -40 "$TRASH/err"
 	return 1
 }
 

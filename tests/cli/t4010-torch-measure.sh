@@ -47,15 +47,14 @@ test_expect "a bad --device is refused (exit 2)" '
 	expect_grep "--device must be auto, cpu or cuda" "$TRASH/err"
 '
 
-# A refusal by the box (baseline_drift or noise: the CPU torch baseline read
-# 0.88x beside / alone under ctest -j2 with other torch tests, 0.98x alone)
-# is the load, not the candidate: one more try (expect_exit_past_box), and the copy must then be
-# admitted.
+# A copy's 95% interval misses 1 one time in 20 by design, and the box can
+# refuse a try (baseline_drift, noise: the CPU torch baseline read 0.88x
+# beside / alone under ctest -j2 with other torch tests): expect_verdict
+# gives such a try an independent successor (lib.sh); a bias fails them all.
 test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI covering 1" '
-	expect_exit_past_box 0 "$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" &&
-	jq -e ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
+	expect_verdict ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
 		.ci_high>=1 and .speedup>0.9 and .speedup<1.1 and .floor_ns==0" \
-		"$TRASH/out" >/dev/null
+		"$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py"
 '
 
 test_expect "the task folder is as it was (no bytecode, nothing written)" '
