@@ -10,10 +10,11 @@
  * mean, bootstrap CI, Wilcoxon, cv), both arms of every seed re-run, in
  * the seed's paired order, at most twice when the cv is over the cap (so
  * every stored pair is two measurements adjacent in time), and the result
- * through the store's validator, kind "engine".
+ * through the judge (gates/: statistics, noise gate, re-run bound,
+ * refusals, ingest), kind "engine".
  *
- * Does not: generate load itself (loadgen/), compute statistics (stats/),
- * or decide usability (loop/).
+ * Does not: generate load itself (loadgen/), compute statistics (the
+ * judge does, with stats/), or decide usability (loop/).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,6 +31,7 @@
 
 #include "atb/alloc.h"
 #include "atb/box.h"
+#include "atb/judge.h"
 #include "atb/protocol.h"
 #include "atb/stats.h"
 #include "atb/store.h"
@@ -39,13 +41,12 @@
 enum { ARM_A = 0, ARM_B = 1 };   /* A: the default configuration; B: the candidate */
 
 /*
- * The first run plus at most 2 re-runs (PROTO: stats.cv_cap), as measure/.
- * A re-run measures both arms of every seed again, in the seed's paired
- * order: re-measuring only the noisier side would pair its new values with
- * the other side's older ones, and drift of the box between the two would
- * read as a speedup or a slowdown (docs/engine.md).
+ * Re-runs: at most gates.rerun.max_runs runs in all (the judge's bound,
+ * as for kernels).  A re-run measures both arms of every seed again, in
+ * the seed's paired order: re-measuring only the noisier side would pair
+ * its new values with the other side's older ones, and drift of the box
+ * between the two would read as a speedup or a slowdown (docs/engine.md).
  */
-#define NOISE_ATTEMPTS 3
 
 /* Latency metrics kept per seed and arm, ratio'd like the rate (lower is better). */
 #define NLAT 4
@@ -60,7 +61,6 @@ struct ab {
 	const struct atb_engine_ab_opts *o;
 	struct atb_measure_outcome *out;
 	struct atb_error *err;
-	char fingerprint[ATB_BOX_FINGERPRINT_LEN + 1];
 	size_t nseeds;
 	double *rate[2];               /* [arm][seed] requests/s */
 	double *lat[2][NLAT];          /* [arm][metric][seed] */
@@ -76,6 +76,7 @@ struct ab {
 	json_t *reruns;                /* each re-run: the cvs that caused it, values replaced */
 	json_t *counters;              /* metric counter differences, summed per arm */
 	char *config_json;
+	struct atb_judge judge;        /* refusals, statistics, ingest (gates/) */
 };
 
 static void phase(struct ab *A, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -99,63 +100,10 @@ static void phase(struct ab *A, const char *fmt, ...)
 	A->o->progress(A->o->progress_ctx, buf);
 }
 
-/* Store a rejection "gate:<gate>" and fill the outcome. */
+/* Store a rejection "gate:<gate>" through the judge and fill the outcome. */
 static enum atb_status refuse(struct ab *A, const char *gate, const char *reason, json_t *extra)
 {
-	char rule[64], *text = NULL;
-	json_t *d = json_object();
-	enum atb_status st;
-
-	snprintf(rule, sizeof(rule), "gate:%s", gate);
-	if (d) {
-		json_object_set_new(d, "task", json_string(A->t->name));
-		json_object_set_new(d, "engine", json_string(A->t->spec->name));
-		json_object_set_new(d, "config", json_loads(A->config_json, 0, NULL));
-		json_object_set_new(d, "protocol_digest", json_string(A->p->digest));
-		json_object_set_new(d, "engine_cpus", atb_engine_task_cpus_json(A->t));
-		if (extra)
-			json_object_update(d, extra);
-	}
-	json_decref(extra);
-	if (!d || atbi_json_canonical(d, &text, A->err)) {
-		json_decref(d);
-		return atb_error_set(A->err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
-	}
-	json_decref(d);
-	st = atb_store_reject(A->store, A->out->job_uuid, A->p->digest, rule, ATB_ERR_CHECK,
-			      reason, text, &A->out->rejection_id, A->err);
-	atb_free(text);
-	A->out->verdict = ATB_MEASURE_REJECTED;
-	A->out->status = ATB_ERR_CHECK;
-	snprintf(A->out->gate, sizeof(A->out->gate), "%s", gate);
-	snprintf(A->out->reason, sizeof(A->out->reason), "%s", reason);
-	return st;
-}
-
-static enum atb_status register_box(struct ab *A)
-{
-	struct atb_box *box = NULL;
-	json_t *j = NULL;
-	char *desc = NULL;
-	enum atb_status st;
-
-	if (A->o->box_fingerprint) {
-		snprintf(A->fingerprint, sizeof(A->fingerprint), "%s", A->o->box_fingerprint);
-		return ATB_OK;
-	}
-	st = atb_box_probe_with_compiler(&box, A->p->build.cpu_compiler, A->err);
-	if (!st)
-		st = atb_box_fingerprint(box, A->fingerprint, A->err);
-	if (!st)
-		st = atb_box_to_json(box, 0, &j, A->err);
-	if (!st)
-		st = atbi_json_canonical(j, &desc, A->err);
-	if (!st)
-		st = atb_store_register_box(A->store, A->fingerprint, desc, A->err);
-	json_decref(j);
-	atb_free(desc);
-	atb_box_free(box);
-	return st;
+	return atb_judge_refuse(&A->judge, gate, ATB_ERR_CHECK, reason, extra, A->err);
 }
 
 /* The engine's counters now; NAN where absent. */
@@ -519,8 +467,10 @@ out:
 	return st;
 }
 
-static void paired_input(struct ab *A, struct atb_paired_input *in, struct atb_paired_seed *ps,
-			 const double *base, const double *cand, int higher)
+/* The judge's statistics of per-seed values (one a seed and arm). */
+static enum atb_status paired_values(struct ab *A, struct atb_paired_seed *ps, const double *base,
+				     const double *cand, struct atb_paired_result *r,
+				     struct atb_error *e)
 {
 	size_t i;
 
@@ -531,17 +481,8 @@ static void paired_input(struct ab *A, struct atb_paired_input *in, struct atb_p
 		ps[i].candidate = &cand[i];
 		ps[i].ncandidate = 1;
 	}
-	memset(in, 0, sizeof(*in));
-	in->seeds = ps;
-	in->nseeds = A->nseeds;
-	in->ci_level = A->p->stats.ci_level;
-	in->bootstrap_resamples = A->p->stats.bootstrap_resamples;
-	in->significance_alpha = A->p->stats.significance_alpha;
-	in->cv_cap = A->p->stats.cv_cap;
-	in->bootstrap_seed = A->o->seed_base;
-	in->higher_is_better = higher;
-	/* PROTO: stats.cv_of */
-	in->cv_of_ratio = !strcmp(A->p->stats.cv_of, "per_seed_ratio");
+	return atb_judge_stats_of(&A->judge, ps, A->nseeds,
+				  atb_judge_bootstrap_seed(A->o->seed_base, A->nseeds), r, e);
 }
 
 /* Latency ratios (default / candidate, > 1: candidate faster) with CIs. */
@@ -550,8 +491,9 @@ static json_t *latency_json(struct ab *A, struct atb_paired_seed *ps)
 	json_t *o = json_object();
 	size_t m, i;
 
+	/* latencies are costs: lower is better, whatever the headline's metric */
+	A->judge.higher_is_better = 0;
 	for (m = 0; o && m < NLAT; m++) {
-		struct atb_paired_input in;
 		struct atb_paired_result r;
 		struct atb_error e;
 
@@ -560,15 +502,15 @@ static json_t *latency_json(struct ab *A, struct atb_paired_seed *ps)
 				break;
 		if (i < A->nseeds)
 			continue;   /* e.g. tpot with one-token answers */
-		paired_input(A, &in, ps, A->lat[ARM_A][m], A->lat[ARM_B][m], 0);
 		memset(&r, 0, sizeof(r));
-		if (atb_stats_paired(&in, &r, &e) == ATB_OK)
+		if (paired_values(A, ps, A->lat[ARM_A][m], A->lat[ARM_B][m], &r, &e) == ATB_OK)
 			json_object_set_new(o, lat_names[m],
 					    json_pack("{s:f,s:f,s:f,s:f}", "ratio", r.geomean_ratio,
 						      "ci_low", r.ci_lo, "ci_high", r.ci_hi, "p_value",
 						      r.wilcoxon.p_value));
 		atb_stats_paired_release(&r);
 	}
+	A->judge.higher_is_better = 1;
 	return o;
 }
 
@@ -612,30 +554,33 @@ static void latency_note(struct ab *A, struct atb_paired_seed *ps)
 	json_decref(lat);
 }
 
+/* The noise gate's wording (PROTO: stats.cv_cap), from the judge's statistics. */
+static void noise_words(void *ctx, const struct atb_paired_result *r, char *reason, size_t size,
+			json_t **detail)
+{
+	struct ab *A = ctx;
+
+	snprintf(reason, size, "cv %.4f of the per-seed requests/s over the protocol's cap "
+		 "%.4f after %d runs (%d re-runs of both arms on every seed; cv of the "
+		 "per-seed ratios %.4f, per arm: baseline %.4f, candidate %.4f)", r->cv,
+		 r->cv_cap, A->attempts, A->attempts - 1, r->cv_ratio, r->cv_baseline,
+		 r->cv_candidate);
+	*detail = json_pack("{s:f,s:f,s:f,s:f,s:f,s:i,s:O,s:O}", "cv", r->cv, "cv_cap", r->cv_cap,
+			    "cv_ratio", r->cv_ratio, "cv_baseline", r->cv_baseline,
+			    "cv_candidate", r->cv_candidate, "attempts", A->attempts, "reruns",
+			    A->reruns, "per_seed", A->per_seed);
+}
+
 /*
- * The per-seed values over the cv cap.  Before the last attempt: record
- * the re-run (the cvs that caused it and the pairs it replaces), drop
- * every per-seed entry and ask for both arms of every seed to be measured
- * again, in the paired order (NOISE_ATTEMPTS says why both).  On the last:
- * refuse as noise with every cv.
+ * The judge asked for another run (the cv over the cap before the last):
+ * record the re-run (the cvs that caused it and the pairs it replaces),
+ * drop every per-seed entry and measure both arms of every seed again, in
+ * the paired order (see above for why both).
  */
-static enum atb_status noisy(struct ab *A, const struct atb_paired_result *r, char *reason,
-			     size_t size)
+static enum atb_status again(struct ab *A, const struct atb_paired_result *r)
 {
 	json_t *e;
 
-	if (A->attempts >= NOISE_ATTEMPTS) {
-		snprintf(reason, size, "cv %.4f of the per-seed requests/s over the protocol's cap "
-			 "%.4f after %d runs (%d re-runs of both arms on every seed; cv of the "
-			 "per-seed ratios %.4f, per arm: baseline %.4f, candidate %.4f)", r->cv,
-			 r->cv_cap, A->attempts, A->attempts - 1, r->cv_ratio, r->cv_baseline,
-			 r->cv_candidate);
-		return refuse(A, ATB_GATE_NOISE, reason,
-			      json_pack("{s:f,s:f,s:f,s:f,s:f,s:i,s:O,s:O}", "cv", r->cv, "cv_cap",
-					r->cv_cap, "cv_ratio", r->cv_ratio, "cv_baseline",
-					r->cv_baseline, "cv_candidate", r->cv_candidate, "attempts",
-					A->attempts, "reruns", A->reruns, "per_seed", A->per_seed));
-	}
 	e = json_pack("{s:i,s:s,s:f,s:f,s:f,s:f,s:O}", "after_attempt", A->attempts, "side",
 		      "both", "cv", r->cv, "cv_ratio", r->cv_ratio, "cv_baseline", r->cv_baseline,
 		      "cv_candidate", r->cv_candidate, "replaced", A->per_seed);
@@ -651,117 +596,74 @@ static enum atb_status noisy(struct ab *A, const struct atb_paired_result *r, ch
 	return ATB_OK;
 }
 
+/*
+ * The attempt's per-seed requests/s to the judge, which computes the
+ * statistics, applies the noise gate with its re-run bound and ingests.
+ */
 static enum atb_status conclude(struct ab *A)
 {
 	struct atb_paired_seed *ps = atb_calloc(A->nseeds, sizeof(*ps));
-	struct atb_sample *samples = atb_calloc(2 * A->nseeds, sizeof(*samples));
-	struct atb_seed_result *seeds = atb_calloc(A->nseeds, sizeof(*seeds));
-	struct atb_paired_input in;
+	struct atb_judge_seed *js = atb_calloc(A->nseeds, sizeof(*js));
+	struct atb_judge_facts f;
+	struct atb_judge_noise noise = {noise_words, A};
 	struct atb_paired_result r;
-	struct atb_ingest ig;
-	struct atb_ingest_outcome io;
-	char *stats_text = NULL, reason[512];
 	json_t *sj = NULL;
 	enum atb_status st;
+	int rerun = 0;
 	size_t i;
 
 	memset(&r, 0, sizeof(r));
-	if (!ps || !samples || !seeds) {
+	A->rerun = 0;
+	if (!ps || !js) {
 		st = atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
 		goto out;
 	}
-	paired_input(A, &in, ps, A->rate[ARM_A], A->rate[ARM_B], 1);
-	st = atb_stats_paired(&in, &r, A->err);
-	if (st)
-		goto out;
-	A->out->nseeds = A->nseeds;
-	A->out->speedup = r.geomean_ratio;
-	A->out->ci_low = r.ci_lo;
-	A->out->ci_high = r.ci_hi;
-	A->out->p_value = r.wilcoxon.p_value;
-	A->out->cv = r.cv;
-	A->out->mde = r.mde_ratio;
-	A->out->attempts = A->attempts;
-	A->rerun = 0;
-	if (!r.cv_within_cap) {
-		/* PROTO: stats.cv_cap: re-run the noisy side within bounds, then refuse */
-		st = noisy(A, &r, reason, sizeof(reason));
-		goto out;
-	}
 	for (i = 0; i < A->nseeds; i++) {
-		/* trial: the attempt (0: first run, k: re-run k) whose pair is kept */
-		samples[2 * i] = (struct atb_sample){(int64_t)(A->o->seed_base + i), A->attempts - 1,
-						     ATB_ARM_BASELINE, A->rate[ARM_A][i]};
-		samples[2 * i + 1] = (struct atb_sample){(int64_t)(A->o->seed_base + i),
-							 A->attempts - 1, ATB_ARM_CANDIDATE,
-							 A->rate[ARM_B][i]};
-		seeds[i] = (struct atb_seed_result){(int64_t)(A->o->seed_base + i),
-						    r.seeds[i].baseline_median,
-						    r.seeds[i].candidate_median, r.seeds[i].ratio};
+		js[i].seed = A->o->seed_base + i;
+		js[i].v[ATB_ARM_BASELINE] = &A->rate[ARM_A][i];
+		js[i].n[ATB_ARM_BASELINE] = 1;
+		js[i].v[ATB_ARM_CANDIDATE] = &A->rate[ARM_B][i];
+		js[i].n[ATB_ARM_CANDIDATE] = 1;
 	}
-	sj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:O,s:O,s:f,s:f,s:s,s:s,s:b,s:i,s:O,s:s}", "engine",
-		       A->t->spec->name,
-		       "metric", "requests_per_s", "config", json_loads(A->config_json, 0, NULL),
-		       "requests_per_s", rate_json(A, &r),
-		       "latency", latency_json(A, ps), "per_seed", A->per_seed, "counters",
-		       A->counters, "p_value", r.wilcoxon.p_value, "mde_ratio", r.mde_ratio,
-		       "verdict", atb_stats_verdict_name(r.verdict), "paired_order",
-		       A->p->engine.paired_order, "fresh_engine_per_arm",
-		       A->p->engine.fresh_engine_per_arm, "attempts", A->attempts, "reruns",
-		       A->reruns, "rerun_arms", "both");
-	if (sj)
-		json_object_set_new(sj, "engine_cpus", atb_engine_task_cpus_json(A->t));
-	if (!sj || (st = atbi_json_canonical(sj, &stats_text, A->err))) {
-		st = st ? st : atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
-		goto out;
-	}
-	memset(&ig, 0, sizeof(ig));
-	ig.job_uuid = A->out->job_uuid;
-	ig.kind = "engine";
-	ig.task = A->t->name;
-	ig.candidate = A->o->candidate_label ? A->o->candidate_label : A->config_json;
-	ig.protocol_digest = A->p->digest;
-	ig.box_fingerprint = A->fingerprint;
-	ig.unit = "req/s";
-	ig.metric = "requests_per_s/paired";
-	ig.samples = samples;
-	ig.nsamples = 2 * A->nseeds;
-	ig.seeds = seeds;
-	ig.nseeds = A->nseeds;
-	ig.speedup = r.geomean_ratio;
-	ig.ci_low = r.ci_lo;
-	ig.ci_high = r.ci_hi;
-	ig.cv = r.cv;
-	ig.stats_json = stats_text;
-	memset(&io, 0, sizeof(io));
-	st = atb_store_ingest(A->store, &ig, &io, A->err);
-	if (ATB_PRIMARY(st) == ATB_ERR_REJECTED) {
-		/* The validator refused and recorded it. */
-		A->out->verdict = ATB_MEASURE_REJECTED;
-		A->out->status = st;
-		A->out->rejection_id = io.rejection_id;
-		snprintf(A->out->gate, sizeof(A->out->gate), "%s", atb_status_name(st));
-		snprintf(A->out->reason, sizeof(A->out->reason), "%.500s", A->err->msg);
-		atb_error_clear(A->err);
-		st = ATB_OK;
-		goto out;
-	}
+	memset(&f, 0, sizeof(f));
+	f.seeds = js;
+	f.nseeds = A->nseeds;
+	/* PROTO: stats.bootstrap_resamples -- seeded as measure's, kept in the stats */
+	f.bootstrap_seed = atb_judge_bootstrap_seed(A->o->seed_base, A->nseeds);
+	/* trial: the attempt (0: first run, k: re-run k) whose pair is kept */
+	f.trial_base = A->attempts - 1;
+	A->judge.attempts = A->attempts;
+	A->out->attempts = A->attempts;
+	/* the stats column's engine keys need the ratio's interval: the judge's */
+	st = atb_judge_stats(&A->judge, &f, &r, A->err);
 	if (st)
 		goto out;
-	latency_note(A, ps);
-	A->out->result_id = io.result_id;
-	A->out->verdict = io.quarantined ? ATB_MEASURE_QUARANTINED : ATB_MEASURE_ADMITTED;
-	if (io.quarantined)
-		snprintf(A->out->reason, sizeof(A->out->reason),
-			 "speedup %.3fx at or over the anomaly breaker's factor: quarantined for review",
-			 r.geomean_ratio);
+	sj = json_pack("{s:s,s:s,s:o,s:o,s:o,s:O,s:O,s:s,s:b,s:O,s:s}", "engine",
+		       A->t->spec->name, "metric", "requests_per_s", "config",
+		       json_loads(A->config_json, 0, NULL), "requests_per_s", rate_json(A, &r),
+		       "latency", latency_json(A, ps), "per_seed", A->per_seed, "counters",
+		       A->counters, "paired_order", A->p->engine.paired_order,
+		       "fresh_engine_per_arm", A->p->engine.fresh_engine_per_arm, "reruns",
+		       A->reruns, "rerun_arms", "both");
+	if (!sj) {
+		st = atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
+		goto out;
+	}
+	json_object_set_new(sj, "engine_cpus", atb_engine_task_cpus_json(A->t));
+	st = atb_judge_conclude(&A->judge, &f, sj, &noise, &rerun, NULL, A->err);
+	if (st)
+		goto out;
+	if (rerun) {
+		st = again(A, &r);
+		goto out;
+	}
+	if (A->out->verdict != ATB_MEASURE_REJECTED)
+		latency_note(A, ps);
 out:
 	json_decref(sj);
-	atb_free(stats_text);
 	atb_stats_paired_release(&r);
 	atb_free(ps);
-	atb_free(samples);
-	atb_free(seeds);
+	atb_free(js);
 	return st;
 }
 
@@ -804,6 +706,7 @@ static void ab_release(struct ab *A)
 	json_decref(A->per_seed);
 	json_decref(A->counters);
 	atb_free(A->config_json);
+	atb_judge_release(&A->judge);
 }
 
 enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol *p,
@@ -857,8 +760,29 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	}
 	if (!st && (!A.per_seed || !A.counters || !A.reruns))
 		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	A.judge.store = store;
+	A.judge.p = p;
+	A.judge.out = out;
+	A.judge.producer = ATB_JUDGE_ENGINE;
+	A.judge.kind = "engine";
+	A.judge.task = t->name;
+	A.judge.candidate = opts->candidate_label ? opts->candidate_label : A.config_json;
+	A.judge.unit = "req/s";
+	A.judge.metric = "requests_per_s/paired";
+	A.judge.higher_is_better = 1;   /* PROTO: engine -- requests/s, higher is better */
 	if (!st)
-		st = register_box(&A);
+		st = atb_judge_init(&A.judge, err);
+	if (!st) {
+		/* what every refusal's detail carries */
+		json_t *d = A.judge.detail;
+
+		json_object_set_new(d, "task", json_string(t->name));
+		json_object_set_new(d, "engine", json_string(t->spec->name));
+		json_object_set_new(d, "config", json_loads(A.config_json, 0, NULL));
+		json_object_set_new(d, "protocol_digest", json_string(p->digest));
+		json_object_set_new(d, "engine_cpus", atb_engine_task_cpus_json(t));
+		st = atb_judge_register_box(&A.judge, NULL, opts->box_fingerprint, err);
+	}
 	/*
 	 * PROTO: engine.paired_order (ABBA): baseline first on even seeds,
 	 * candidate first on odd ones, so drift over the run hits both arms.

@@ -28,6 +28,7 @@
 #include "atb/atb.h"
 #include "atb/box.h"
 #include "atb/floor.h"
+#include "atb/judge.h"
 #include "atb/measure.h"
 #include "atb/protocol.h"
 #include "atb/runner.h"
@@ -37,7 +38,6 @@
 #include "measure/measure_int.h"
 #include "banned.h"
 
-#define NOISE_ATTEMPTS 3   /* job 1 plus at most 2 re-runs (PROTO: stats.cv_cap) */
 #define SEED_MAX (UINT64_C(1) << 62)
 
 /* A_COMPILE: torch.compile of a torch task's reference, timed in the paired
@@ -130,6 +130,7 @@ struct measure {
 	const char *rerun_why;          /* set for the one announcing call */
 	char floor_why[256];            /* why a floor re-measure did not happen; "" */
 	int floor_gpu;                  /* the floor's caps are the GPU's (no cpu re-measure) */
+	struct atb_judge judge;         /* the refusals, statistics and ingest (gates/) */
 };
 
 static void progress(struct measure *m, const char *phase)
@@ -142,7 +143,7 @@ static void progress(struct measure *m, const char *phase)
 		return;
 	d.phase = phase;
 	d.attempt = m->out->attempts > 0 ? m->out->attempts : 1;
-	d.max_attempts = NOISE_ATTEMPTS;
+	d.max_attempts = atb_judge_max_runs(m->p);  /* PROTO: gates.rerun.max_runs */
 	d.fraction = m->nslots ? (double)m->slots_done / (double)m->nslots : 0.0;
 	d.rerun_why = m->rerun_why;
 	m->o->progress_detail(m->o->progress_ctx, &d);
@@ -154,7 +155,7 @@ static void progress_rerun(struct measure *m, const char *why)
 	char ph[600];
 
 	snprintf(ph, sizeof(ph), "attempt %d of %d: re-running because %s", m->out->attempts,
-		 NOISE_ATTEMPTS, why);
+		 atb_judge_max_runs(m->p), why);
 	m->rerun_why = why;
 	progress(m, ph);
 	m->rerun_why = NULL;
@@ -190,37 +191,24 @@ static enum atb_status reject(struct measure *m, const char *gate, enum atb_stat
 			      const char *reason, json_t *extra, struct atb_error *err)
 {
 	json_t *detail = json_object();
-	char rule[64], *text = NULL;
-	enum atb_status st;
 
-	snprintf(rule, sizeof(rule), "gate:%s", gate);
-	if (detail) {
-		json_object_set_new(detail, "gate", json_string(gate));
-		json_object_set_new(detail, "task", json_string(m->task->name));
-		json_object_set_new(detail, "candidate", json_string(m->candidate_label));
-		json_object_set_new(detail, "knobs", json_string(m->knobs_text));
-		json_object_set_new(detail, "protocol_digest", json_string(m->p->digest));
-		if (m->fingerprint[0])
-			json_object_set_new(detail, "box_fingerprint", json_string(m->fingerprint));
-		if (m->out->note[0])
-			json_object_set_new(detail, "note", json_string(m->out->note));
-		if (extra)
-			json_object_update(detail, extra);
-	}
-	json_decref(extra);
-	if (!detail || atbi_json_canonical(detail, &text, err)) {
-		json_decref(detail);
+	if (!detail) {
+		json_decref(extra);
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
 	}
-	json_decref(detail);
-	st = atb_store_reject(m->store, m->out->job_uuid, m->p->digest, rule, status, reason,
-			      text, &m->out->rejection_id, err);
-	atb_free(text);
-	m->out->verdict = ATB_MEASURE_REJECTED;
-	snprintf(m->out->gate, sizeof(m->out->gate), "%s", gate);
-	m->out->status = status;
-	snprintf(m->out->reason, sizeof(m->out->reason), "%s", reason);
-	return st;
+	json_object_set_new(detail, "gate", json_string(gate));
+	json_object_set_new(detail, "task", json_string(m->task->name));
+	json_object_set_new(detail, "candidate", json_string(m->candidate_label));
+	json_object_set_new(detail, "knobs", json_string(m->knobs_text));
+	json_object_set_new(detail, "protocol_digest", json_string(m->p->digest));
+	if (m->fingerprint[0])
+		json_object_set_new(detail, "box_fingerprint", json_string(m->fingerprint));
+	if (m->out->note[0])
+		json_object_set_new(detail, "note", json_string(m->out->note));
+	if (extra)
+		json_object_update(detail, extra);
+	json_decref(extra);
+	return atb_judge_refuse(&m->judge, gate, status, reason, detail, err);
 }
 
 /* ---- the static gate (kind torch) ---- */
@@ -1354,7 +1342,6 @@ static enum atb_status paired(struct measure *m, struct seed_times *base, struct
 			      uint64_t bseed, struct atb_paired_result *res, struct atb_error *err)
 {
 	struct atb_paired_seed *ps = atb_calloc(m->nseeds, sizeof(*ps));
-	struct atb_paired_input in;
 	enum atb_status st;
 	size_t i;
 
@@ -1367,18 +1354,8 @@ static enum atb_status paired(struct measure *m, struct seed_times *base, struct
 		ps[i].candidate = cand[i].t;
 		ps[i].ncandidate = cand[i].n;
 	}
-	memset(&in, 0, sizeof(in));
-	in.seeds = ps;
-	in.nseeds = m->nseeds;
-	in.ci_level = m->p->stats.ci_level;                      /* PROTO: stats.ci_level */
-	in.bootstrap_resamples = m->p->stats.bootstrap_resamples; /* PROTO: stats.bootstrap_resamples */
-	in.significance_alpha = m->p->stats.significance_alpha;  /* PROTO: stats.significance_alpha */
-	in.cv_cap = m->p->stats.cv_cap;                          /* PROTO: stats.cv_cap */
-	in.bootstrap_seed = bseed;
-	in.higher_is_better = 0;
-	/* PROTO: stats.cv_of (v2 on: the per-seed ratios; v1: per-arm medians) */
-	in.cv_of_ratio = !strcmp(m->p->stats.cv_of, "per_seed_ratio");
-	st = atb_stats_paired(&in, res, err);
+	/* PROTO: stats.* -- the judge's statistics, whoever compares */
+	st = atb_judge_stats_of(&m->judge, ps, m->nseeds, bseed, res, err);
 	atb_free(ps);
 	return st;
 }
@@ -1453,46 +1430,20 @@ static json_t *compile_json(const struct measure *m, const struct atb_paired_res
 	return c ? c : json_null();
 }
 
-static json_t *stats_json(struct measure *m, const struct atb_paired_result *res,
-			  const struct atb_paired_result *naive,
+/*
+ * The measurement's own keys of the result's stats; the statistics' keys
+ * (p_value, cv_*, bootstrap_*, seeds, attempts: atb_judge_stats_json) are
+ * the judge's, set when it concludes.
+ */
+static json_t *stats_json(struct measure *m, const struct atb_paired_result *naive,
 			  const struct atb_paired_result *cres, const struct atb_floor_caps *caps,
 			  const struct atb_task_instance *t0, double min_cand_ns,
 			  const struct job_result *j1, const struct job_result *j2)
 {
-	json_t *o = json_object(), *w, *seeds = json_array();
-	size_t i;
+	json_t *o = json_object();
 
-	if (!o || !seeds) {
-		json_decref(o);
-		json_decref(seeds);
+	if (!o)
 		return NULL;
-	}
-	for (i = 0; i < m->nseeds; i++)
-		json_array_append_new(seeds, json_integer((json_int_t)m->seeds[i]));
-	w = json_object();
-	json_object_set_new(w, "n_used", json_integer((json_int_t)res->wilcoxon.n_used));
-	json_object_set_new(w, "w_plus", jreal(res->wilcoxon.w_plus));
-	json_object_set_new(w, "w_minus", jreal(res->wilcoxon.w_minus));
-	json_object_set_new(w, "exact", json_boolean(res->wilcoxon.exact));
-	json_object_set_new(w, "min_p_value", jreal(res->wilcoxon.min_p_value));
-	json_object_set_new(o, "wilcoxon", w);
-	json_object_set_new(o, "p_value", jreal(res->wilcoxon.p_value));
-	json_object_set_new(o, "alpha", jreal(res->alpha));
-	json_object_set_new(o, "verdict", json_string(atb_stats_verdict_name(res->verdict)));
-	json_object_set_new(o, "mde_ratio", jreal(res->mde_ratio));
-	json_object_set_new(o, "log_ratio_sd", jreal(res->log_ratio_sd));
-	json_object_set_new(o, "cv_baseline", jreal(res->cv_baseline));
-	json_object_set_new(o, "cv_candidate", jreal(res->cv_candidate));
-	json_object_set_new(o, "cv_ratio", jreal(res->cv_ratio));
-	json_object_set_new(o, "cv_of", json_string(m->p->stats.cv_of[0] ? m->p->stats.cv_of
-								    : "per_seed_medians"));
-	json_object_set_new(o, "cv_cap", jreal(res->cv_cap));
-	json_object_set_new(o, "ci_level", jreal(res->ci_level));
-	json_object_set_new(o, "bootstrap_resamples", json_integer(res->bootstrap_resamples));
-	json_object_set_new(o, "bootstrap_seed", json_integer((json_int_t)res->bootstrap_seed));
-	json_object_set_new(o, "bootstrap_within_seed", json_boolean(res->bootstrap_within_seed));
-	json_object_set_new(o, "seeds", seeds);
-	json_object_set_new(o, "attempts", json_integer(m->out->attempts));
 	json_object_set_new(o, "baseline", json_pack("{s:s, s:s, s:f}", "label", m->task->baseline.label,
 						     "source", m->task->baseline.file, "median_ns",
 						     m->out->baseline_median_ns));
@@ -1576,96 +1527,70 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *res
 	return o;
 }
 
-static enum atb_status ingest(struct measure *m, const struct job_result *j1,
-			      const struct job_result *j2, const struct atb_paired_result *res,
-			      json_t *stats, struct atb_error *err)
+/* The noise gate's wording (PROTO: stats.cv_cap), from the judge's statistics. */
+struct noise_ctx {
+	struct measure *m;
+	const struct job_result *j1, *j2;
+};
+
+static void noise_words(void *vctx, const struct atb_paired_result *res, char *why, size_t size,
+			json_t **detail)
 {
-	struct atb_seed_result *sr = NULL;
-	struct atb_sample *smp = NULL;
-	struct atb_ingest in;
-	struct atb_ingest_outcome io;
-	size_t n = 0, k = 0, a, i, t;
-	char *stext = NULL;
+	struct noise_ctx *c = vctx;
+	struct measure *m = c->m;
+	struct atb_measure_outcome *out = m->out;
+
+	snprintf(why, size,
+		 "cross-run cv %.4f is over the cap %.3g after %d runs "
+		 "(per-seed ratios %.4f; per-seed medians: baseline %.4f, "
+		 "candidate %.4f; medians baseline %.0f ns, candidate %.0f ns; "
+		 "per-seed speedups %.3g to %.3g)",
+		 res->cv, res->cv_cap, out->attempts, res->cv_ratio, res->cv_baseline,
+		 res->cv_candidate, out->baseline_median_ns, out->candidate_median_ns,
+		 out->seed_speedup_min, out->seed_speedup_max);
+	*detail = json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "cv", res->cv, "cv_cap",
+			    res->cv_cap, "cv_ratio", res->cv_ratio, "cv_baseline", res->cv_baseline,
+			    "cv_candidate", res->cv_candidate, "attempts", out->attempts,
+			    "per_seed_medians_ns", per_seed_json(m, c->j1, c->j2));
+}
+
+/*
+ * The raw facts to the judge: every arm's samples per seed (the store has
+ * no arm for A_COMPILE); it computes the statistics, applies the noise gate
+ * and ingests.  *rerun 1: measure again (nothing stored).
+ */
+static enum atb_status conclude(struct measure *m, const struct job_result *j1,
+				const struct job_result *j2, uint64_t bseed, json_t *stats,
+				int *rerun, struct atb_error *err)
+{
+	struct atb_judge_seed *js = atb_calloc(m->nseeds, sizeof(*js));
+	struct atb_judge_facts f;
+	struct noise_ctx nc = {m, j1, j2};
+	struct atb_judge_noise noise = {noise_words, &nc};
 	enum atb_status st;
+	size_t a, i;
 
-	for (a = 0; a < A_COMPILE; a++) {  /* the store has no arm for A_COMPILE */
-		const struct job_result *r = a == A_ALONE ? j2 : j1;
-
-		if (r->arm[a])
-			for (i = 0; i < m->nseeds; i++)
-				n += r->arm[a][i].n;
-	}
-	smp = atb_calloc(n ? n : 1, sizeof(*smp));
-	sr = atb_calloc(m->nseeds, sizeof(*sr));
-	if (!smp || !sr || atbi_json_canonical(stats, &stext, err)) {
-		atb_free(smp);
-		atb_free(sr);
+	if (!js)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot ingest: out of memory");
-	}
-	for (a = 0; a < A_COMPILE; a++) {
-		const struct job_result *r = a == A_ALONE ? j2 : j1;
-
-		if (!r->arm[a])
-			continue;
-		for (i = 0; i < m->nseeds; i++)
-			for (t = 0; t < r->arm[a][i].n; t++) {
-				smp[k].seed = (int64_t)m->seeds[i];
-				smp[k].trial = (int32_t)t;
-				smp[k].arm = store_arm[a];
-				smp[k].value = r->arm[a][i].t[t];
-				k++;
-			}
-	}
 	for (i = 0; i < m->nseeds; i++) {
-		sr[i].seed = (int64_t)res->seeds[i].seed;
-		sr[i].baseline_median = res->seeds[i].baseline_median;
-		sr[i].candidate_median = res->seeds[i].candidate_median;
-		sr[i].ratio = res->seeds[i].ratio;
+		js[i].seed = m->seeds[i];
+		for (a = 0; a < A_COMPILE; a++) {
+			const struct job_result *r = a == A_ALONE ? j2 : j1;
+
+			if (r->arm[a]) {
+				js[i].v[store_arm[a]] = r->arm[a][i].t;
+				js[i].n[store_arm[a]] = r->arm[a][i].n;
+			}
+		}
 	}
-	memset(&in, 0, sizeof(in));
-	in.job_uuid = m->out->job_uuid;
-	in.kind = "kernel";
-	in.task = m->task->name;
-	in.candidate = m->candidate_label;
-	in.protocol_digest = m->p->digest;
-	in.box_fingerprint = m->fingerprint;
-	in.unit = "ns";
-	in.metric = "time_ns/median";
-	in.samples = smp;
-	in.nsamples = k;
-	in.seeds = sr;
-	in.nseeds = m->nseeds;
-	in.speedup = res->geomean_ratio;
-	in.ci_low = res->ci_lo;
-	in.ci_high = res->ci_hi;
-	in.cv = res->cv;
-	in.stats_json = stext;
+	memset(&f, 0, sizeof(f));
+	f.seeds = js;
+	f.nseeds = m->nseeds;
+	f.bootstrap_seed = bseed;
 	progress(m, "ingest");
-	memset(&io, 0, sizeof(io));
-	st = atb_store_ingest(m->store, &in, &io, err);
-	atb_free(smp);
-	atb_free(sr);
-	atb_free(stext);
-	if (st == ATB_OK) {
-		m->out->result_id = io.result_id;
-		m->out->verdict = io.quarantined ? ATB_MEASURE_QUARANTINED : ATB_MEASURE_ADMITTED;
-		if (io.quarantined)
-			snprintf(m->out->reason, sizeof(m->out->reason),
-				 "speedup %.3gx is at or over the anomaly factor %.3gx: quarantined "
-				 "for review (PROTO: gates.anomaly_breaker.factor)",
-				 res->geomean_ratio, m->p->gates.anomaly_factor);
-		return ATB_OK;
-	}
-	if (ATB_PRIMARY(st) == ATB_ERR_REJECTED && io.rejection_id > 0) {
-		/* the validator refused and recorded it */
-		m->out->verdict = ATB_MEASURE_REJECTED;
-		m->out->rejection_id = io.rejection_id;
-		m->out->status = st;
-		snprintf(m->out->gate, sizeof(m->out->gate), "validator");
-		snprintf(m->out->reason, sizeof(m->out->reason), "%.500s", err->msg);
-		atb_error_clear(err);
-		return ATB_OK;
-	}
+	m->judge.attempts = m->out->attempts;
+	st = atb_judge_conclude(&m->judge, &f, stats, &noise, rerun, NULL, err);
+	atb_free(js);
 	return st;
 }
 
@@ -1867,10 +1792,8 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 	struct atb_floor_caps caps;
 	struct atb_task_instance t0;
 	char why[1024], src[4200], csrc[4400], rerun[256] = "";
-	json_t *desc = NULL;
-	char *desc_text = NULL;
 	enum atb_status st;
-	int refused = 0, have_res = 0, have_nres = 0, have_cres = 0;
+	int refused = 0, have_nres = 0, have_cres = 0;
 	int64_t t_start, t_build = 0;
 	uint64_t bseed;
 	size_t i;
@@ -1957,17 +1880,23 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			return st;
 		m->box = probed;
 	}
-	st = atb_box_fingerprint(m->box, m->fingerprint, err);
+	/* the judge: every refusal, the statistics and the ingest from here on */
+	m->judge.store = store;
+	m->judge.p = p;
+	m->judge.out = out;
+	m->judge.producer = ATB_JUDGE_KERNEL;
+	m->judge.kind = "kernel";
+	m->judge.task = task->name;
+	m->judge.candidate = m->candidate_label;
+	m->judge.unit = "ns";
+	m->judge.metric = "time_ns/median";
+	m->judge.higher_is_better = 0;
+	st = atb_judge_init(&m->judge, err);
 	if (!st)
-		st = atb_box_to_json(m->box, 0, &desc, err);
-	if (!st)
-		st = atbi_json_canonical(desc, &desc_text, err);
-	json_decref(desc);
-	if (!st)
-		st = atb_store_register_box(store, m->fingerprint, desc_text, err);
-	atb_free(desc_text);
+		st = atb_judge_register_box(&m->judge, m->box, NULL, err);
 	if (st)
 		goto done;
+	snprintf(m->fingerprint, sizeof(m->fingerprint), "%s", m->judge.fingerprint);
 
 	m->seeds = atb_calloc(m->nseeds, sizeof(*m->seeds));
 	if (!m->seeds) {
@@ -2084,6 +2013,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 
 		m->slots_done = 0;
 		m->nslots = 0;
+		m->judge.attempts = out->attempts;
 		if (out->attempts > 1 && rerun[0])
 			progress_rerun(m, rerun);
 		rerun[0] = '\0';
@@ -2091,7 +2021,6 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		job_result_release(&j1);
 		job_result_release(&j2);
 		atb_stats_paired_release(&res);
-		have_res = 0;
 		st = run_interleaved(m, arms, m->with_naive ? 3 : 2, &j1, &j2, &refused, err);
 		if (st || refused)
 			goto done;
@@ -2153,7 +2082,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			atbi_gate_throttle(j1.throttled_trials, j1.trials, 1, &share);
 			if (share > out->throttled_share)
 				out->throttled_share = share;
-			if (over && out->attempts < NOISE_ATTEMPTS) {
+			if (over && atb_judge_rerun(&m->judge)) {
 				if (over == 1)
 					snprintf(rerun, sizeof(rerun), "the SM clock was below %u MHz "
 						 "in %.1f%% of the timed trials (at most %.0f%%)",
@@ -2177,7 +2106,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 
 			if (share > out->throttled_share)
 				out->throttled_share = share;
-			if (over && out->attempts < NOISE_ATTEMPTS) {
+			if (over && atb_judge_rerun(&m->judge)) {
 				snprintf(rerun, sizeof(rerun), "%.1f%% of the timed trials were "
 					 "throttled (at most %.0f%%)", 100 * share,
 					 100 * atbi_throttle_max_share(m->p));
@@ -2300,9 +2229,8 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			}
 		}
 
-		/* 6. statistics: honest baseline vs candidate */
-		bseed = (opts->seed_base * UINT64_C(6364136223846793005) + m->nseeds) &
-			(UINT64_MAX >> 1);
+		/* 6. statistics: honest baseline vs candidate (the judge's) */
+		bseed = atb_judge_bootstrap_seed(opts->seed_base, m->nseeds);
 		st = paired(m, j1.arm[A_BASE], j1.arm[A_CAND], bseed, &res, err);
 		if (st == ATB_ERR_USAGE) {
 			st = reject(m, ATB_GATE_RUNNER, ATB_ERR_CHECK, err->msg, NULL, err);
@@ -2310,11 +2238,11 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		}
 		if (st)
 			goto done;
-		have_res = 1;
 		out->cv = res.cv;
+		m->judge.attempts = out->attempts;
 		{
 			/* PROTO: gates.baseline_drift.tolerance, judged per seed (run_interleaved) */
-			int consistent;
+			int consistent, again = 0;
 			int drift_ok = atbi_gate_drift_paired(j1.median[A_BASE], j2.median[A_ALONE],
 							      m->nseeds, p->gates.drift_tolerance,
 							      &out->drift_ratio, &m->drift_spread,
@@ -2323,9 +2251,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			out->drift_spread = m->drift_spread;
 			seed_range(j1.median[A_BASE], j2.median[A_ALONE], m->nseeds, &out->drift_min,
 				   &out->drift_max);
-			/* PROTO: stats.cv_cap: re-run a noisy or drifting measurement, within
-			   bounds (a drift cheat drifts on every attempt) */
-			if ((!res.cv_within_cap || !drift_ok) && out->attempts < NOISE_ATTEMPTS) {
+			/* PROTO: gates.rerun.max_runs: re-run a drifting measurement, within
+			   bounds (a drift cheat drifts on every attempt); the cv is the
+			   judge's to re-run (atb_judge_conclude) */
+			if (!drift_ok && atb_judge_rerun(&m->judge)) {
 				if (!res.cv_within_cap)
 					snprintf(rerun, sizeof(rerun), "the cross-run cv %.4f is over "
 						 "the cap %.3g (per-seed speedups %.3g to %.3g)",
@@ -2382,68 +2311,63 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 					    err);
 				goto done;
 			}
-			if (!res.cv_within_cap) {
-				snprintf(why, sizeof(why),
-					 "cross-run cv %.4f is over the cap %.3g after %d runs "
-					 "(per-seed ratios %.4f; per-seed medians: baseline %.4f, "
-					 "candidate %.4f; medians baseline %.0f ns, candidate %.0f ns; "
-					 "per-seed speedups %.3g to %.3g)",
-					 res.cv, res.cv_cap, out->attempts, res.cv_ratio,
-					 res.cv_baseline, res.cv_candidate, out->baseline_median_ns,
-					 out->candidate_median_ns, out->seed_speedup_min,
+			if (!res.cv_within_cap && atb_judge_rerun(&m->judge))
+				snprintf(rerun, sizeof(rerun), "the cross-run cv %.4f is over "
+					 "the cap %.3g (per-seed speedups %.3g to %.3g)",
+					 res.cv, res.cv_cap, out->seed_speedup_min,
 					 out->seed_speedup_max);
-				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
-					    json_pack("{s:f, s:f, s:f, s:f, s:f, s:i, s:o}", "cv", res.cv,
-						      "cv_cap", res.cv_cap, "cv_ratio", res.cv_ratio,
-						      "cv_baseline", res.cv_baseline, "cv_candidate",
-						      res.cv_candidate, "attempts", out->attempts,
-						      "per_seed_medians_ns", per_seed_json(m, &j1, &j2)),
-					    err);
-				goto done;
+			out->mde = res.mde_ratio;
+			atb_stats_paired_release(&nres);
+			atb_stats_paired_release(&cres);
+			have_nres = have_cres = 0;
+			if (m->with_naive) {
+				/* vs the naive starting point: labelled, beside the honest one */
+				st = paired(m, j1.arm[A_NAIVE], j1.arm[A_CAND], bseed, &nres, err);
+				if (st && st != ATB_ERR_USAGE)
+					goto done;
+				if (st)
+					atb_error_clear(err);
+				have_nres = st == ATB_OK;
+				st = ATB_OK;
+				if (have_nres) {
+					out->naive_speedup = nres.geomean_ratio;
+					out->naive_ci_low = nres.ci_lo;
+					out->naive_ci_high = nres.ci_hi;
+				}
+			}
+			if (m->with_compile) {
+				st = compile_speedup(m, &j1, bseed, &cres, &have_cres, err);
+				if (st)
+					goto done;
+			}
+			{
+				json_t *stats = stats_json(m, have_nres ? &nres : NULL,
+							   have_cres ? &cres : NULL, &caps, &t0,
+							   atbi_median_of(j1.median[A_CAND],
+									  m->nseeds),
+							   &j1, &j2);
+
+				if (!stats) {
+					st = atb_error_set(err, ATB_ERR_NOMEM,
+							   "cannot measure: out of memory");
+					goto done;
+				}
+				/* the noise gate, its re-runs and the ingest: the judge's */
+				st = conclude(m, &j1, &j2, bseed, stats, &again, err);
+				json_decref(stats);
+				if (st)
+					goto done;
+				if (again)
+					continue;
 			}
 		}
 		break;
 	}
 	out->nseeds = m->nseeds;
-	out->speedup = res.geomean_ratio;
-	out->ci_low = res.ci_lo;
-	out->ci_high = res.ci_hi;
-	out->p_value = res.wilcoxon.p_value;
-	out->mde = res.mde_ratio;
-	if (m->with_naive) {
-		/* vs the naive starting point: labelled, beside the honest one */
-		st = paired(m, j1.arm[A_NAIVE], j1.arm[A_CAND], bseed, &nres, err);
-		if (st && st != ATB_ERR_USAGE)
-			goto done;
-		have_nres = st == ATB_OK;
-		if (have_nres) {
-			out->naive_speedup = nres.geomean_ratio;
-			out->naive_ci_low = nres.ci_lo;
-			out->naive_ci_high = nres.ci_hi;
-		}
-	}
-	if (m->with_compile) {
-		st = compile_speedup(m, &j1, bseed, &cres, &have_cres, err);
-		if (st)
-			goto done;
-	}
-	{
-		json_t *stats = stats_json(m, &res, have_nres ? &nres : NULL,
-					   have_cres ? &cres : NULL, &caps, &t0,
-					   atbi_median_of(j1.median[A_CAND], m->nseeds), &j1, &j2);
-
-		if (!stats) {
-			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot measure: out of memory");
-			goto done;
-		}
-		st = ingest(m, &j1, &j2, &res, stats, err);
-		json_decref(stats);
-	}
 done:
 	/* the measurement's wall time, whatever the verdict (bench-loop reads it) */
 	if (t_build && out)
 		out->run_s = (double)(atbi_monotonic_ns() - t_build) / 1e9;
-	(void)have_res;
 	atb_stats_paired_release(&res);
 	atb_stats_paired_release(&nres);
 	atb_stats_paired_release(&cres);
@@ -2451,6 +2375,7 @@ done:
 	job_result_release(&j1);
 	job_result_release(&j2);
 	atbi_hash_release(&m->before);
+	atb_judge_release(&m->judge);
 	json_decref(m->build_info);
 	atb_free(m->seeds);
 	atb_box_free(probed);

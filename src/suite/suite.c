@@ -35,6 +35,7 @@
 #include "atb/audit.h"
 #include "atb/box.h"
 #include "atb/loop.h"
+#include "atb/judge.h"
 #include "atb/measure.h"
 #include "atb/proc.h"
 #include "atb/store.h"
@@ -633,15 +634,12 @@ static enum atb_status parent_row(struct suite *S, const char *outcome, int time
 				      (json_int_t)S->k, "task", t->rel, "candidate", t->candidate,
 				      "timeout_s", S->plan.timeout_s, "protocol_digest",
 				      S->run.protocol_digest);
-		char *dt = NULL;
 
-		if (!d || atbi_json_canonical(d, &dt, err))
+		if (!d)
 			st = atb_error_set(err, ATB_ERR_NOMEM, "cannot record rejection: out of memory");
 		else
-			st = atb_store_reject(s, NULL, S->run.protocol_digest, "gate:" ATB_GATE_RUNNER,
-					      ATB_ERR_SYSTEM, reason, dt, &it.rejection_id, err);
-		json_decref(d);
-		atb_free(dt);
+			st = atb_judge_refuse_job(s, NULL, S->run.protocol_digest, ATB_GATE_RUNNER,
+						  ATB_ERR_SYSTEM, reason, d, &it.rejection_id, err);
 	}
 	if (!st)
 		st = store_row(s, S, NULL, &it, wall_s, err);
