@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "atb/audit.h"
+#include "atb/judge.h"
 #include "atb/protocol.h"
 #include "atb/store.h"
 #include "cli.h"
@@ -62,17 +63,20 @@ static const char usage_text[] =
 	"               $ATB_AUDIT_WITNESS when set).  One line per finding\n"
 	"               ('atb-rule:<rule>: <row>: <what>'), and exit 1\n"
 	"  ingest-json  ingest one job and its result described as JSON, through\n"
-	"               the same validator (for tests and tools).  FILE ('-' for\n"
-	"               stdin) holds an object with: kind (kernel|engine), task,\n"
-	"               candidate, unit, metric, samples (a list of {arm, seed,\n"
-	"               trial, value}; arm baseline|candidate|naive|baseline_alone),\n"
+	"               the judge and the same validator (for tests and tools).\n"
+	"               FILE ('-' for stdin) holds an object with: kind\n"
+	"               (kernel|engine), task, candidate, unit, metric, samples (a\n"
+	"               list of {arm, seed, trial, value}; arm baseline|candidate|\n"
+	"               naive|baseline_alone), box_fingerprint (64 hex), and\n"
+	"               optionally the numbers the judge derives from the samples:\n"
 	"               seeds (a list of {seed, baseline_median, candidate_median,\n"
-	"               ratio}), speedup, ci_low, ci_high, cv, box_fingerprint\n"
-	"               (64 hex), and optionally job_uuid, protocol_digest (default:\n"
-	"               the current frozen protocol), baseline_job_uuid, stats (an\n"
-	"               object), box_description (an object: registers the box).\n"
-	"               The medians, ratios, speedup and cv must follow from the\n"
-	"               samples (rule not_derived).  A refused ingest is stored as a\n"
+	"               ratio}), speedup, ci_low, ci_high, cv; and job_uuid,\n"
+	"               protocol_digest (default: the current frozen protocol),\n"
+	"               baseline_job_uuid, stats (an object; stats.bootstrap_seed\n"
+	"               seeds the interval), box_description (an object: registers\n"
+	"               the box).  Numbers given must be the derived ones (rule\n"
+	"               not_derived; an interval that is not the bootstrap of the\n"
+	"               samples: gate:derived).  A refused ingest is stored as a\n"
 	"               rejection with its reason and exits 2\n"
 	"\n"
 	"options:\n"
@@ -296,6 +300,8 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 	const char *key;
 	size_t i;
 	enum atb_status st;
+	struct atb_protocol *proto = NULL;
+	unsigned claimed = 0;
 	int rc = CLI_OK;
 
 	atb_error_clear(&err);
@@ -335,10 +341,20 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 	in.job_uuid = get_str(&r, root, "job_uuid", 0);
 	in.protocol_digest = get_str(&r, root, "protocol_digest", 0);
 	in.baseline_job_uuid = get_str(&r, root, "baseline_job_uuid", 0);
-	in.speedup = get_num(&r, root, "speedup", "speedup");
-	in.ci_low = get_num(&r, root, "ci_low", "ci_low");
-	in.ci_high = get_num(&r, root, "ci_high", "ci_high");
-	in.cv = get_num(&r, root, "cv", "cv");
+	/* the derived numbers are claims: optional, checked by the judge and the store */
+	if (json_object_get(root, "speedup")) {
+		in.speedup = get_num(&r, root, "speedup", "speedup");
+		claimed |= ATB_JUDGE_CLAIM_SPEEDUP;
+	}
+	if (json_object_get(root, "ci_low") || json_object_get(root, "ci_high")) {
+		in.ci_low = get_num(&r, root, "ci_low", "ci_low");
+		in.ci_high = get_num(&r, root, "ci_high", "ci_high");
+		claimed |= ATB_JUDGE_CLAIM_INTERVAL;
+	}
+	if (json_object_get(root, "cv")) {
+		in.cv = get_num(&r, root, "cv", "cv");
+		claimed |= ATB_JUDGE_CLAIM_CV;
+	}
 	if ((x = json_object_get(root, "stats"))) {
 		if (!json_is_object(x))
 			fail_field(&r, "stats", "expected an object");
@@ -391,9 +407,10 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 		in.samples = samples;
 	}
 	a = json_object_get(root, "seeds");
-	if (!json_is_array(a)) {
+	if (a && !json_is_array(a)) {
 		fail_field(&r, "seeds", "expected a list");
-	} else if (!r.st) {
+	} else if (a && !r.st) {
+		claimed |= ATB_JUDGE_CLAIM_SEEDS;
 		in.nseeds = json_array_size(a);
 		seeds = atb_calloc(in.nseeds ? in.nseeds : 1, sizeof(*seeds));
 		if (!seeds)
@@ -446,7 +463,16 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 		rc = cli_fail(&err);
 		goto out;
 	}
-	st = atb_store_ingest(s, &in, &o, &err);
+	/* PROTO: stats.* -- the judge derives every number under the job's protocol;
+	   one not frozen here derives nothing, and the store refuses it */
+	{
+		struct atb_error perr;
+
+		atb_error_clear(&perr);
+		if (atb_protocol_load_digest(atb_home(), in.protocol_digest, &proto, &perr))
+			proto = NULL;
+	}
+	st = atb_judge_ingest_samples(s, proto, &in, claimed, &o, &err);
 	if (json) {
 		json_t *v = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "status",
 				      atb_status_name(st), "job", o.job_uuid, "job_id",
@@ -465,9 +491,11 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 		snprintf(msg, sizeof(msg), "%s", err.msg);
 		atb_error_set_at(&err, st, file, 0, 0, NULL, "%s", msg);
 		rc = cli_fail(&err);
-		if (o.rejection_id)
+		if (o.rejection_id && o.audit_seq)
 			fprintf(stderr, "atb: stored as rejection %" PRId64 " (audit entry %" PRId64 ")\n",
 				o.rejection_id, o.audit_seq);
+		else if (o.rejection_id)
+			fprintf(stderr, "atb: stored as rejection %" PRId64 "\n", o.rejection_id);
 	} else {
 		printf("ingested job %s: result %" PRId64 " %s, speedup %.4gx over %zu paired seeds;"
 		       " audit entry %" PRId64 "\n", o.job_uuid, o.result_id,
@@ -475,6 +503,7 @@ static int db_ingest_json(struct cli_ctx *ctx, const char *file, int json)
 		       in.speedup, in.nseeds, o.audit_seq);
 	}
 out:
+	atb_protocol_free(proto);
 	atb_store_close(s);
 	atb_free(samples);
 	atb_free(seeds);

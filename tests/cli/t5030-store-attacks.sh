@@ -94,6 +94,27 @@ json.dump(d, open(\"median.json\", \"w\"))
 	expect_grep "atb-rule:not_derived: the candidate median is not the median" "$TRASH/err"
 '
 
+test_expect "a forged interval on honest samples is refused at ingest by the judge" '
+	fresh &&
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1])); d[\"ci_low\"] = d[\"speedup\"] * 0.999
+json.dump(d, open(\"interval.json\", \"w\"))
+d = json.load(open(sys.argv[1]))
+for k in (\"seeds\", \"speedup\", \"ci_low\", \"ci_high\", \"cv\"): del d[k]
+json.dump(d, open(\"samples.json\", \"w\"))
+" "$FX/ok-kernel.json" &&
+	jobs=$(sqlite3 store/a.db "SELECT count(*) FROM job") &&
+	expect_exit 2 "$ATB" db ingest-json interval.json &&
+	expect_grep "atb-rule:not_derived: the interval [" "$TRASH/err" &&
+	expect_grep "the bootstrap of its samples" "$TRASH/err" &&
+	test "$(sqlite3 store/a.db "SELECT count(*) FROM job")" = "$jobs" &&
+	test "$(sqlite3 store/a.db "SELECT rule FROM rejection ORDER BY id DESC LIMIT 1")" = gate:derived &&
+	expect_exit 0 "$ATB" db ingest-json samples.json &&
+	expect_grep "admitted, speedup 1.5x over 10 paired seeds" "$TRASH/out" &&
+	expect_exit 0 "$ATB" db check
+'
+
 test_expect "a changed interval is found" '
 	fresh &&
 	$REWRITE store/a.db "UPDATE result SET ci_low = 1.0 WHERE id = 1" &&
