@@ -165,6 +165,10 @@ struct atb_protocol {
 		int has_background;
 		double background_max_cpu_share;
 		double background_abs_slack_ms;
+		/* gates.rerun.max_runs (version 5 on; absent: has_rerun 0 and the
+		 * judge's default, 3 runs: atb/judge.h) */
+		int has_rerun;
+		int rerun_max_runs;
 	} gates;
 
 	double anchor_band;

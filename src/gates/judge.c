@@ -27,8 +27,8 @@
 int atb_judge_max_runs(const struct atb_protocol *p)
 {
 	/* PROTO: gates.rerun.max_runs (version 5 on; before, the default) */
-	(void)p;
-	return ATB_JUDGE_DEFAULT_MAX_RUNS;
+	return p && p->gates.has_rerun && p->gates.rerun_max_runs >= 1 ? p->gates.rerun_max_runs
+									: ATB_JUDGE_DEFAULT_MAX_RUNS;
 }
 
 uint64_t atb_judge_bootstrap_seed(uint64_t seed_base, size_t nseeds)

@@ -87,13 +87,24 @@ Test(gates, table_has_every_gate_once_with_a_protocol_key)
 	cr_assert_null(atb_judge_gate("made_up"));
 }
 
-/* PROTO: gates.rerun.max_runs -- absent before version 5: 3 runs */
-Test(gates, rerun_bound_defaults_to_three_runs)
+/* PROTO: gates.rerun.max_runs -- absent before version 5: 3 runs; the protocol's from 5 */
+Test(gates, rerun_bound_defaults_to_three_runs_and_follows_the_protocol)
 {
 	cr_assert_eq(atb_judge_max_runs(&P), 3);
 	J.attempts = 2;
 	cr_assert(atb_judge_rerun(&J));
 	J.attempts = 3;
+	cr_assert_not(atb_judge_rerun(&J));
+	/* version 5 on: the protocol's bound */
+	P.gates.has_rerun = 1;
+	P.gates.rerun_max_runs = 5;
+	cr_assert_eq(atb_judge_max_runs(&P), 5);
+	J.attempts = 4;
+	cr_assert(atb_judge_rerun(&J));
+	J.attempts = 5;
+	cr_assert_not(atb_judge_rerun(&J));
+	P.gates.rerun_max_runs = 1;
+	J.attempts = 1;
 	cr_assert_not(atb_judge_rerun(&J));
 }
 
