@@ -15,6 +15,7 @@
 
 #include "atb/audit.h"
 #include "atb/judge.h"
+#include "atb/llm.h"
 #include "atb/protocol.h"
 #include "atb/store.h"
 #include "cli.h"
@@ -132,6 +133,7 @@ static int db_info(struct cli_ctx *ctx, int json)
 	struct atb_store *s = NULL;
 	struct atb_store_info info;
 	struct atb_error err;
+	int64_t llm_calls = 0;
 	int i;
 
 	atb_error_clear(&err);
@@ -140,12 +142,21 @@ static int db_info(struct cli_ctx *ctx, int json)
 		atb_store_close(s);
 		return cli_fail(&err);
 	}
+	/* the model calls (src/llm/record.c keeps their table): counted as
+	   atb llm check reads them; a changed one is db check's to report */
+	{
+		struct atb_error lerr;
+
+		atb_error_clear(&lerr);
+		(void)atb_llm_check(s, &llm_calls, NULL, 0, &lerr);
+	}
 	atb_store_close(s);
 	if (json) {
 		json_t *o = json_object(), *rows = json_object(), *p = json_array(), *b = json_array();
 
 		for (i = 0; i < ATB_STORE_NTABLES; i++)
 			json_object_set_new(rows, info.tables[i], json_integer(info.rows[i]));
+		json_object_set_new(rows, "llm_call", json_integer((json_int_t)llm_calls));
 		for (i = 0; i < info.nprotocols; i++)
 			json_array_append_new(p, json_pack("{s:i, s:s}", "version",
 							   info.protocol_versions[i], "digest",
@@ -163,6 +174,7 @@ static int db_info(struct cli_ctx *ctx, int json)
 	printf("rows\n");
 	for (i = 0; i < ATB_STORE_NTABLES; i++)
 		printf("  %-16s %" PRId64 "\n", info.tables[i], info.rows[i]);
+	printf("  %-16s %" PRId64 "\n", "llm_call", llm_calls);
 	printf("protocols\n");
 	for (i = 0; i < info.nprotocols; i++)
 		printf("  v%-3d %s\n", info.protocol_versions[i], info.protocol_digests[i]);
@@ -187,9 +199,41 @@ static int db_check(struct cli_ctx *ctx, int json)
 	if (atb_store_open(ctx->db_path, ATB_STORE_READ_ONLY, &s, &err))
 		return cli_fail(&err);
 	st = atb_store_check(s, &f, &kept, &total, &err);
-	atb_store_close(s);
-	if (st && st != ATB_ERR_CHECK)
+	if (st && st != ATB_ERR_CHECK) {
+		atb_store_close(s);
 		return cli_fail(&err);
+	}
+	/* the model calls: every llm_call row re-hashed against its row_hash and
+	   its llm.call audit entry (atb llm check), the first that differs a finding */
+	{
+		struct atb_error lerr;
+		int64_t ncalls = 0;
+		enum atb_status lst;
+
+		atb_error_clear(&lerr);
+		lst = atb_llm_check(s, &ncalls, NULL, 0, &lerr);
+		if (lst == ATB_ERR_CHECK) {
+			struct atb_store_finding *nf = atb_realloc(f, (kept + 1) * sizeof(*f));
+
+			if (nf) {
+				f = nf;
+				memset(&f[kept], 0, sizeof(f[kept]));
+				snprintf(f[kept].rule, sizeof(f[kept].rule), "llm_call");
+				snprintf(f[kept].table, sizeof(f[kept].table), "llm_call");
+				snprintf(f[kept].what, sizeof(f[kept].what), "atb-rule:llm_call: %.480s",
+					 lerr.msg);
+				kept++;
+			}
+			total++;
+			atb_error_set(&err, ATB_ERR_CHECK, "store '%s': %zu finding%s", ctx->db_path,
+				      total, total == 1 ? "" : "s");
+		} else if (lst) {
+			atb_store_close(s);
+			atb_free(f);
+			return cli_fail(&lerr);
+		}
+	}
+	atb_store_close(s);
 	if (json) {
 		json_t *o = json_object(), *a = json_array();
 
@@ -218,7 +262,7 @@ static int db_check(struct cli_ctx *ctx, int json)
 		if (total)
 			fprintf(stderr, "atb: %s\n", err.msg);
 		else
-			printf("store '%s' ok: integrity, schema, every rule, every result re-derived and the audit chain\n",
+			printf("store '%s' ok: integrity, schema, every rule, every result re-derived, every model call re-hashed and the audit chain\n",
 			       ctx->db_path);
 		rc = total ? CLI_CHECK_FAILED : CLI_OK;
 	}

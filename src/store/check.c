@@ -19,6 +19,7 @@
 #include "atb/alloc.h"
 #include "atb/audit.h"
 #include "atb/stats.h"
+#include "llm/llm_int.h"
 #include "store/store_int.h"
 #include "banned.h"
 
@@ -161,6 +162,20 @@ static const struct {
 	 " WHERE a.prev_hash IS NOT coalesce(b.hash, '" ATBI_GENESIS "')"},
 };
 
+static int has_table(struct atb_store *s, const char *name)
+{
+	sqlite3_stmt *q = NULL;
+	int yes = 0;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
+			       -1, &q, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+		yes = sqlite3_step(q) == SQLITE_ROW;
+	}
+	sqlite3_finalize(q);
+	return yes;
+}
+
 static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 				    struct atb_error *err)
 {
@@ -174,6 +189,11 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 	/* A v2 store opened read-only is checked against v2 (it migrates on a write). */
 	if (rc == SQLITE_OK && s->schema >= 3)
 		rc = sqlite3_exec(ref, atbi_store_schema_v3_sql, NULL, NULL, NULL);
+	/* The model-call audit's tables (src/llm/record.c) are created on a
+	   store's first model call: with them, the reference has them too, so a
+	   dropped or altered llm trigger is found as the store's own are. */
+	if (rc == SQLITE_OK && has_table(s, "llm_call"))
+		rc = sqlite3_exec(ref, atbi_llm_schema_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_prepare_v2(ref, "SELECT type, name, sql FROM sqlite_schema"
 					" WHERE sql IS NOT NULL ORDER BY name", -1, &q, NULL);

@@ -63,12 +63,26 @@ test_expect "call_of_halted_run_cannot_enter_db; the halt stays" '
 	refused append_only "INSERT OR REPLACE INTO llm_halt VALUES ('\''cut'\'', '\''empty'\'', 4, '\''{}'\'', '\''now'\'')"
 '
 
-test_expect "an edit behind the triggers is found by atb llm check" '
+test_expect "db info counts the model calls and db check re-hashes them" '
+	expect_exit 0 "$ATB" --db t.db db info &&
+	expect_grep "llm_call         7" "$TRASH/out" &&
+	expect_exit 0 "$ATB" --db t.db db info --json &&
+	jq -e ".rows.llm_call == 7" "$TRASH/out" >/dev/null &&
+	expect_exit 0 "$ATB" --db t.db db check &&
+	expect_grep "every model call re-hashed" "$TRASH/out"
+'
+
+test_expect "an edit behind the triggers is found by atb llm check and db check" '
 	"$ATB" --db t.db llm check >/dev/null &&
 	sqlite3 t.db "DROP TRIGGER llm_call_no_update; UPDATE llm_call SET finish_reason = '\''stop'\'', outcome = '\''ok'\'' WHERE id = 5" 2>err ||
 		{ cat err; false; } &&
 	expect_exit 1 "$ATB" --db t.db llm check &&
-	expect_grep "model call 5 was changed" "$TRASH/err"
+	expect_grep "model call 5 was changed" "$TRASH/err" &&
+	expect_exit 1 "$ATB" --db t.db db check &&
+	expect_grep "atb-rule:llm_call: model call 5 was changed" "$TRASH/out" &&
+	expect_exit 1 "$ATB" --db t.db db check --json &&
+	jq -e ".ok == false and ([.findings[] | select(.rule == \"llm_call\")] | length) == 1" \
+		"$TRASH/out" >/dev/null
 '
 
 test_done
