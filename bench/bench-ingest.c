@@ -7,7 +7,11 @@
  *     the v3 re-deriving triggers (seed_result_derive, result_derive)
  *     dropped and no row hash in the audit entry, which is what atb did
  *     before schema 3;
- *   - the same schema with every trigger dropped (CHECK constraints stay).
+ *   - the same schema with every trigger dropped (CHECK constraints stay);
+ *   - the schema-3 store fed through the judge (atb_judge_conclude: the
+ *     statistics computed from the samples with stats/, 10000 bootstrap
+ *     resamples as protocol v4, then the same ingest), which is the path
+ *     atb measure, the engine A/B and ingest-json take.
  * Each round times the three stores, alternating, so machine load hits all;
  * prints the median and the best round of each and the ratios of the
  * medians, for large jobs (10 seeds x 2 arms x TRIALS) and for jobs of the
@@ -23,6 +27,8 @@
 #include <unistd.h>
 
 #include "atb/alloc.h"
+#include "atb/judge.h"
+#include "atb/protocol.h"
 #include "atb/store.h"
 #include "store/store_int.h"
 #include "util.h"
@@ -106,6 +112,84 @@ static double run(struct atb_store *s, const char *digest, const char *box, int 
 	return (double)n * jobs / ((double)total / 1e9);
 }
 
+/* The same jobs through the judge: statistics from the samples, then the ingest. */
+static double run_judge(struct atb_store *s, const char *digest, const char *box, int jobs,
+			int nseeds, int trials)
+{
+	struct atb_protocol *p = calloc(1, sizeof(*p));
+	struct atb_judge_seed *js = calloc((size_t)nseeds, sizeof(*js));
+	double *v = malloc((size_t)nseeds * 2 * (size_t)trials * sizeof(*v));
+	struct atb_measure_outcome out;
+	struct atb_judge_facts f;
+	struct atb_judge j;
+	struct atb_error err;
+	int64_t t0, total = 0;
+	double rate = 0;
+	int i, t, k;
+
+	if (!p || !js || !v)
+		goto out;
+	memcpy(p->digest, digest, 65);
+	p->stats.cv_cap = 0.05;
+	p->stats.ci_level = 0.95;
+	p->stats.bootstrap_resamples = 10000;
+	p->stats.significance_alpha = 0.05;
+	p->gates.anomaly_factor = 10.0;
+	for (i = 0; i < nseeds; i++) {
+		double *b = v + (size_t)i * 2 * (size_t)trials, *c = b + trials;
+
+		for (t = 0; t < trials; t++) {
+			b[t] = 1000.0 + (t % 7);
+			c[t] = 800.0 + (t % 5);
+		}
+		js[i].seed = (uint64_t)i;
+		js[i].v[ATB_ARM_BASELINE] = b;
+		js[i].n[ATB_ARM_BASELINE] = (size_t)trials;
+		js[i].v[ATB_ARM_CANDIDATE] = c;
+		js[i].n[ATB_ARM_CANDIDATE] = (size_t)trials;
+	}
+	memset(&f, 0, sizeof(f));
+	f.seeds = js;
+	f.nseeds = (size_t)nseeds;
+	f.bootstrap_seed = atb_judge_bootstrap_seed(0, (size_t)nseeds);
+	for (k = 0; k < jobs; k++) {
+		json_t *stats = json_object();
+		enum atb_status st;
+
+		memset(&out, 0, sizeof(out));
+		memset(&j, 0, sizeof(j));
+		j.store = s;
+		j.p = p;
+		j.out = &out;
+		j.producer = ATB_JUDGE_KERNEL;
+		j.kind = "kernel";
+		j.task = "bench";
+		j.candidate = "c";
+		j.unit = "ns";
+		j.metric = "time_ns/median";
+		atb_error_clear(&err);
+		t0 = atbi_monotonic_ns();
+		st = atb_judge_init(&j, &err);
+		if (!st)
+			st = atb_judge_register_box(&j, NULL, box, &err);
+		if (!st)
+			st = atb_judge_conclude(&j, &f, stats, NULL, NULL, NULL, &err);
+		total += atbi_monotonic_ns() - t0;
+		atb_judge_release(&j);
+		json_decref(stats);
+		if (st || out.result_id <= 0) {
+			fprintf(stderr, "bench-ingest: judge: %s %s\n", err.msg, out.reason);
+			goto out;
+		}
+	}
+	rate = (double)nseeds * 2 * trials * jobs / ((double)total / 1e9);
+out:
+	free(p);
+	free(js);
+	free(v);
+	return rate;
+}
+
 /* The schema-2 ingest path: no re-deriving triggers, no row hash in the entry. */
 static int schema2_path(struct atb_store *s)
 {
@@ -151,22 +235,25 @@ static void summary(double *v, int n, double *median, double *best)
 
 /* ROUNDS alternating rounds of `jobs` jobs each on the three stores; 0 on success. */
 static int compare(struct atb_store *sa, struct atb_store *s2, struct atb_store *sb,
-		   const char *digest, const char *box, int jobs, int trials, int rounds,
-		   const char *label, double *median)
+		   struct atb_store *sj, const char *digest, const char *box, int jobs, int trials,
+		   int rounds, const char *label, double *median)
 {
-	double v[MAX_ROUNDS], o[MAX_ROUNDS], p[MAX_ROUNDS], vm, vb, om, ob, pm, pb;
+	double v[MAX_ROUNDS], o[MAX_ROUNDS], p[MAX_ROUNDS], q[MAX_ROUNDS], vm, vb, om, ob, pm, pb;
+	double qm, qb;
 	int r;
 
 	for (r = 0; r < rounds; r++) {
 		v[r] = run(sa, digest, box, jobs, 10, trials);
 		o[r] = run(s2, digest, box, jobs, 10, trials);
 		p[r] = run(sb, digest, box, jobs, 10, trials);
-		if (v[r] <= 0 || o[r] <= 0 || p[r] <= 0)
+		q[r] = run_judge(sj, digest, box, jobs, 10, trials);
+		if (v[r] <= 0 || o[r] <= 0 || p[r] <= 0 || q[r] <= 0)
 			return 1;
 	}
 	summary(v, rounds, &vm, &vb);
 	summary(o, rounds, &om, &ob);
 	summary(p, rounds, &pm, &pb);
+	summary(q, rounds, &qm, &qb);
 	printf("%s: %d rounds of %d jobs x %d rows, one transaction per job\n", label, rounds,
 	       jobs, 10 * 2 * trials);
 	printf("  schema 3 (re-derived + rows hashed):    median %10.0f  best %10.0f rows/s\n",
@@ -175,7 +262,10 @@ static int compare(struct atb_store *sa, struct atb_store *s2, struct atb_store 
 	       om, ob);
 	printf("  same schema, triggers dropped:          median %10.0f  best %10.0f rows/s\n",
 	       pm, pb);
+	printf("  schema 3 through the judge (stats/):    median %10.0f  best %10.0f rows/s\n",
+	       qm, qb);
 	printf("  ratio of medians schema 3/schema-2:     %.2f\n", vm / om);
+	printf("  ratio of medians judge/schema 3:        %.2f\n", qm / vm);
 	printf("  ratio of medians schema 3/dropped:      %.2f\n", vm / pm);
 	*median = vm;
 	return 0;
@@ -183,9 +273,9 @@ static int compare(struct atb_store *sa, struct atb_store *s2, struct atb_store 
 
 int main(int argc, char **argv)
 {
-	char dir[] = "/tmp/atb-bench-ingest.XXXXXX", a[128], b[128], c[128], cmd[160];
+	char dir[] = "/tmp/atb-bench-ingest.XXXXXX", a[128], b[128], c[128], d[128], cmd[160];
 	char digest[65], box[65];
-	struct atb_store *sa = NULL, *sb = NULL, *s2 = NULL;
+	struct atb_store *sa = NULL, *sb = NULL, *s2 = NULL, *sj = NULL;
 	double large, small;
 	int jobs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 5;
 	int trials = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 10000;
@@ -201,18 +291,21 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof(a), "%s/validated.db", dir);
 	snprintf(b, sizeof(b), "%s/no-triggers.db", dir);
 	snprintf(c, sizeof(c), "%s/schema2-path.db", dir);
+	snprintf(d, sizeof(d), "%s/judge.db", dir);
 	if (make_store(a, &sa, digest, box) || make_store(b, &sb, digest, box) ||
-	    make_store(c, &s2, digest, box) || drop_triggers(sb) || schema2_path(s2))
+	    make_store(c, &s2, digest, box) || make_store(d, &sj, digest, box) ||
+	    drop_triggers(sb) || schema2_path(s2))
 		goto out;
 	/* Warm each once. */
 	run(sa, digest, box, 1, 10, 100);
 	run(s2, digest, box, 1, 10, 100);
 	run(sb, digest, box, 1, 10, 100);
+	run_judge(sj, digest, box, 1, 10, 100);
 	printf("SQLite WAL, synchronous=NORMAL; rows/s of wall time; the machine may be shared\n");
-	if (compare(sa, s2, sb, digest, box, jobs, trials, rounds, "large jobs", &large))
+	if (compare(sa, s2, sb, sj, digest, box, jobs, trials, rounds, "large jobs", &large))
 		goto out;
 	/* atb measure's size: 10 seeds x 2 arms x 100 trials, per-job costs weigh more. */
-	if (compare(sa, s2, sb, digest, box, 100, 100, rounds, "measure-sized jobs", &small))
+	if (compare(sa, s2, sb, sj, digest, box, 100, 100, rounds, "measure-sized jobs", &small))
 		goto out;
 	printf("target >= 100000 validated rows/s (median, large jobs): %s\n",
 	       large >= 100000 ? "met" : "NOT MET");
@@ -221,6 +314,7 @@ out:
 	atb_store_close(sa);
 	atb_store_close(s2);
 	atb_store_close(sb);
+	atb_store_close(sj);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "bench-ingest: cannot remove %s\n", dir);

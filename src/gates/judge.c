@@ -133,8 +133,8 @@ enum atb_status atb_judge_refuse(struct atb_judge *j, const char *gate, enum atb
 	if (extra)
 		json_object_update(d, extra);
 	json_decref(extra);
-	st = atb_judge_refuse_job(j->store, j->out->job_uuid, j->p->digest, gate, status, reason,
-				  d, &j->out->rejection_id, err);
+	st = atb_judge_refuse_job(j->store, j->out->job_uuid[0] ? j->out->job_uuid : NULL,
+				  j->p->digest, gate, status, reason, d, &j->out->rejection_id, err);
 	j->out->verdict = ATB_MEASURE_REJECTED;
 	snprintf(j->out->gate, sizeof(j->out->gate), "%s", gate);
 	j->out->status = status;
@@ -353,7 +353,7 @@ enum atb_status atb_judge_conclude(struct atb_judge *j, const struct atb_judge_f
 		sr[i] = (struct atb_seed_result){(int64_t)r.seeds[i].seed, r.seeds[i].baseline_median,
 						 r.seeds[i].candidate_median, r.seeds[i].ratio};
 	memset(&in, 0, sizeof(in));
-	in.job_uuid = j->out->job_uuid;
+	in.job_uuid = j->out->job_uuid[0] ? j->out->job_uuid : NULL;  /* NULL: a fresh id */
 	in.kind = j->kind;
 	in.task = j->task;
 	in.candidate = j->candidate;
