@@ -135,6 +135,7 @@ static void *int_tuple(int n, long long a, long long b, long long c)
 
 struct trt {
 	const struct atb_runner_job *job;
+	char preemption[256];        /* timing.preemption as applied: "run_delay", why not, "" */
 	json_t *raw;                 /* the job as sent */
 	const json_t *torch;         /* its "torch" object (borrowed from raw) */
 	char sha[ATB_RUNNER_MAX_ARMS][ATB_SHA256_HEX_LEN + 1];
@@ -1643,6 +1644,11 @@ static int emit_env(struct trt *rt, const struct atb_timer *timer)
 		       (json_int_t)timer->flush_bytes, "flush_enabled", job->timing.flush, "timer",
 		       timer->ops->name, "seeds", (int)job->nseeds, "correctness_inputs",
 		       runner_inputs_json(job));
+	if (ev && json_object_set_new(ev, "preemption",
+				      json_string(rt->preemption[0] ? rt->preemption : "none"))) {
+		json_decref(ev);
+		ev = NULL;
+	}
 	if (ev && rt->cu) {
 		const struct atb_cuda_device_info *d = atb_cuda_info(rt->cu);
 		struct atb_cuda_gpu_sample g;
@@ -1718,6 +1724,14 @@ static int make_timer(struct trt *rt, struct atb_timer **timer, const char **rea
 		*reason = st == ATB_ERR_NOMEM ? "nomem" : "timer";
 		atb_error_format(&err, rt->msg, sizeof(rt->msg));
 		return -1;
+	}
+	/* PROTO: timing.preemption -- cpu tensors only (a cuda trial is the
+	 * device's time); without schedstat the trials stay wall time */
+	if (!rt->cu && job->preemption) {
+		if (atb_timer_cpu_subtract_preemption(*timer, &err))
+			atb_error_format(&err, rt->preemption, sizeof(rt->preemption));
+		else
+			snprintf(rt->preemption, sizeof(rt->preemption), "run_delay");
 	}
 	return 0;
 }

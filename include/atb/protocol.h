@@ -78,6 +78,9 @@ struct atb_protocol {
 		char interleave[32];
 		/* "fixed", "alternate" or "shuffled" (runner.h); "" when absent (before version 4: fixed) */
 		char placement[16];
+		/* "none" or "run_delay" (timing.h: atb_timer_cpu_subtract_preemption);
+		 * "" when absent (before version 5: none) */
+		char preemption[16];
 		double job_timeout_s;
 	} timing;
 

@@ -82,6 +82,7 @@ static const char *const clocks[] = {"monotonic", NULL};        /* PROTO: timing
 static const char *const stopping_rules[] = {"median_ci_halfwidth", "fixed", NULL};
 static const char *const interleaves[] = {"randomized_pairs", "alternating", "abba", NULL};
 static const char *const placements[] = {"fixed", "alternate", "shuffled", NULL};
+static const char *const preemptions[] = {"none", "run_delay", NULL};
 static const char *const poisons[] = {"nan", "pattern", NULL};
 static const char *const dist_kinds[] = {"uniform", "normal", NULL};
 static const char *const usable_steps[] = {"built", "correct", "measured", "admitted", NULL};
@@ -148,6 +149,10 @@ static const struct field timing_fields[] = {
 	 * version 4 on (atbi_protocol_validate) */
 	{.key = "placement", .kind = F_ENUM, .off = OFF(timing.placement),
 	 .size = SZ(timing.placement), .choices = placements, .optional = 1},
+	/* optional: versions 1 to 4 have no such key (none); required from
+	 * version 5 on (atbi_protocol_validate) */
+	{.key = "preemption", .kind = F_ENUM, .off = OFF(timing.preemption),
+	 .size = SZ(timing.preemption), .choices = preemptions, .optional = 1},
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
 	END,
 };

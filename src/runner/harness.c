@@ -644,7 +644,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	size_t text_len, sent = 0;
 	int64_t t0 = atbi_monotonic_ns(), deadline;
 	enum atb_status st = ATB_OK;
-	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
+	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1, wr_shut = 0;
 	struct atb_sandbox *sb = NULL;
 	struct atb_proc proc = {.pid = -1};
 	json_t *sent_job = NULL;
@@ -793,10 +793,10 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				else if (w < 0 && errno != EAGAIN && errno != EINTR)
 					sent = text_len + 1;  /* it went away; its end says why */
 			}
-			if (sent >= text_len + 1) {
-				shutdown(sv[0], SHUT_WR);
+			/* the channel stays open: the runner waits for its end
+			   after "done" (below) */
+			if (sent >= text_len + 1)
 				wr_open = 0;
-			}
 		}
 		if (si >= 0 && (pf[si].revents & (POLLIN | POLLHUP | POLLERR))) {
 			char buf[65536];
@@ -822,6 +822,14 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				if (e) {
 					end = e;
 					break;
+				}
+				/* PROTO: gates.background, timing.preemption -- the
+				   runner stays alive after "done" until this end closes,
+				   so the last group's /proc reading (taken as its samples
+				   arrived, before "done") is never of a process gone */
+				if (r.got_done && !wr_shut) {
+					shutdown(sv[0], SHUT_WR);
+					wr_shut = 1;
 				}
 			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 				sock_open = 0;
