@@ -481,6 +481,34 @@ static const char *const pass_env[] = {
  * cuda and torch, read-only; a fresh scratch folder read-write.  Nothing
  * else of the caller's files: not the store, not ATB_HOME, not the task.
  */
+/*
+ * PROTO: sandbox -- the tasks (processes and threads) a job may have at
+ * once.  Far above what an honest job needs (the runner, PyTorch's thread
+ * pools, torch.compile's worker processes on a 128-core host: some
+ * hundreds) and far below what starves the machine (pid_max is 32768 by
+ * default): a fork bomb stops here, and the job is ended as soon as the
+ * harness sees a fork refused (process_limit).
+ */
+#define RUNNER_MAX_TASKS 4096
+
+/* ATB_SANDBOX_MAX_TASKS, when set: another limit (the tests' fork bomb). */
+static enum atb_status max_tasks_from_env(uint64_t *n, struct atb_error *err)
+{
+	const char *v = getenv("ATB_SANDBOX_MAX_TASKS");
+	char *end = NULL;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return ATB_OK;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || x < 16 || x > 1000000)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad ATB_SANDBOX_MAX_TASKS '%.40s': expected 16 to 1000000", v);
+	*n = x;
+	return ATB_OK;
+}
+
 static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 				   double timeout_s, const char *scratch, struct atb_sandbox **out,
 				   struct atb_error *err)
@@ -561,6 +589,9 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 	lim.cpu_s = (uint64_t)((timeout_s > 0 ? timeout_s : 600) * (double)(ncpu > 0 ? ncpu : 1)) + 60;
 	lim.fsize_bytes = (uint64_t)1 << 30;
 	lim.nofile = 8192;
+	lim.nproc = RUNNER_MAX_TASKS;
+	if (!st)
+		st = max_tasks_from_env(&lim.nproc, err);
 	atb_sandbox_set_limits(sb, &lim);
 	if (st) {
 		atb_sandbox_free(sb);
@@ -633,6 +664,24 @@ static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run
 	return (int64_t)(lim * 1e9);
 }
 
+/* The job reached its process limit: an error "process_limit" (gate runner). */
+static int limit_reached(struct atb_runner_outcome *out, long hits, enum atb_status *st,
+			 struct atb_error *err)
+{
+	uint64_t max = RUNNER_MAX_TASKS;
+	struct atb_error ignored;
+
+	(void)max_tasks_from_env(&max, &ignored);
+	snprintf(out->reason, sizeof(out->reason), "process_limit");
+	snprintf(out->detail, sizeof(out->detail),
+		 "the job reached its process limit (%llu tasks at once, PROTO: sandbox): %ld "
+		 "fork%s refused, the job killed; a fork bomb", (unsigned long long)max, hits,
+		 hits == 1 ? "" : "s");
+	*st = atb_error_set(err, ATB_ERR_CHECK, "atb-runner reported '%s': %s", out->reason,
+			    out->detail);
+	return ATB_RUNNER_ERROR;
+}
+
 enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *job,
 				       double timeout_s, const struct atb_runner_watch *watch,
 				       atb_runner_event_fn on_event, void *ctx,
@@ -651,6 +700,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	char runner_abs[4200];
 	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
+	long hits;
 
 	memset(out, 0, sizeof(*out));
 	out->exit_code = -1;
@@ -782,6 +832,12 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 			end = ATB_RUNNER_EXIT;
 			break;
 		}
+		/* PROTO: sandbox -- a fork the process limit refused: a fork bomb,
+		   contained; the job ends now (it would only go on forking) */
+		if (proc.cgroup[0] && (hits = atb_proc_limit_hits(&proc)) > 0) {
+			end = limit_reached(out, hits, &st, err);
+			break;
+		}
 		if (si >= 0 && wr_open && (pf[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			if (sent < text_len + 1) {
 				const char *p = sent < text_len ? text + sent : "\n";
@@ -845,6 +901,9 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 		st = atb_error_set(err, ATB_ERR_SYSTEM,
 				   "atb-runner timed out after %.3g s: killed", timeout_s);
 	}
+	/* a fork refused after the last look (a bomb that gave up, then done) */
+	if (end < 0 && (hits = atb_proc_limit_hits(&proc)) > 0)
+		end = limit_reached(out, hits, &st, err);
 	/* Anything left (a grandchild; sandboxed, the whole PID namespace) goes too. */
 	atb_proc_reap(&proc);
 	status = proc.status;
