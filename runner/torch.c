@@ -1435,6 +1435,13 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		json_decref(a);
 		return -1;
 	}
+	/* PROTO: timing.placement -- the pads this seed drew, per model (shuffled) */
+	if (json_is_object(json_object_get(a, "placement")) &&
+	    runner_emit(json_pack("{s:s, s:I, s:O}", "event", "placement", "seed", (json_int_t)seed,
+				  "placement", json_object_get(a, "placement")))) {
+		json_decref(a);
+		return -1;
+	}
 	json_decref(a);
 	for (ai = 0; ai < job->narms; ai++) {
 		if (rt->cu) {

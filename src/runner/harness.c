@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -664,6 +665,32 @@ static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run
 	return (int64_t)(lim * 1e9);
 }
 
+/*
+ * PROTO: timing.placement -- the key the torch runner draws its pads from
+ * (python/atb_torch/runner.py): one per atb process, from the kernel's
+ * CSPRNG, so the candidate cannot know its pads before the job, while
+ * the paired and the baseline-alone runners of one measurement draw the
+ * same pads for the same (seed, model).  A job that has one keeps it.
+ */
+static int add_placement_key(json_t *job)
+{
+	static char hex[33];
+	json_t *t = json_object_get(job, "timing");
+
+	if (!json_is_object(t) || json_object_get(t, "placement_key"))
+		return 0;
+	if (!hex[0]) {
+		unsigned char k[16];
+		size_t i;
+
+		if (getrandom(k, sizeof(k), 0) != (ssize_t)sizeof(k))
+			return 0;  /* the runner draws its own (os.urandom) */
+		for (i = 0; i < sizeof(k); i++)
+			snprintf(hex + 2 * i, 3, "%02x", k[i]);
+	}
+	return json_object_set_new(t, "placement_key", json_string(hex)) ? -1 : 0;
+}
+
 /* The job reached its process limit: an error "process_limit" (gate runner). */
 static int limit_reached(struct atb_runner_outcome *out, long hits, enum atb_status *st,
 			 struct atb_error *err)
@@ -720,6 +747,10 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
+	if (sent_job && add_placement_key(sent_job)) {
+		json_decref(sent_job);
+		sent_job = NULL;
+	}
 	if (sent_job && watch && watch->progress_ms > 0 &&
 	    json_object_set_new(sent_job, "progress_ms", json_integer(watch->progress_ms))) {
 		json_decref(sent_job);
