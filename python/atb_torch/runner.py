@@ -41,6 +41,14 @@ _urandom = os.urandom
 _from_bytes = int.from_bytes
 
 
+def _task_ids():
+    """This process's thread ids (Linux's /proc/self/task)."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
 def _draw(key, seed, model, i, n):
     """Draw i of (seed, model): an integer in [0, n)."""
     d = _blake2b(b"%d/%d/%d" % (seed, model, i), key=key, digest_size=8).digest()
@@ -94,6 +102,14 @@ class Session:
         self.torch = torch
         sys.dont_write_bytecode = True
         torch.set_grad_enabled(False)
+        # PROTO: gates.background -- PyTorch's intra-op pool made now (a
+        # parallel op on every thread it has), before any candidate code:
+        # the threads alive here are the runner's own, their CPU beside
+        # the timed calls is not background work (runner/watch.c); what
+        # other threads burn is.  A frozenset: the watch holds the object.
+        with ph("imports"):
+            torch.ones(1 << 20).add_(1.0).sum()
+        self.trusted_threads = frozenset(_task_ids())
         t = job["torch"]
         self.device = torch.device(t.get("device", "cpu"))
         self.stream = None
@@ -211,7 +227,7 @@ class Session:
         self.pinned = self.device.type == "cuda"
         if self.watch is not None:
             self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode",
-                                    "placement", "placement_key"))
+                                    "placement", "placement_key", "trusted_threads"))
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -519,7 +535,8 @@ class Session:
              "device": str(self.device), "threads": torch.get_num_threads(),
              "init_seed": self.init_seed, "inputs": len(self.input_names),
              "inputs_on": self.device.type if self.inputs_on_device else "cpu",
-             "inputs_why": self.inputs_why}
+             "inputs_why": self.inputs_why,
+             "trusted_threads": sorted(self.trusted_threads)}
         if self.compile_mode is not None:
             e["compile_mode"] = self.compile_mode
         if self.device.type == "cuda":

@@ -886,3 +886,41 @@ Test(protocol, hang_and_background_are_required_from_version_4, .fini = remove_h
 	atb_free(t2);
 	atb_free(text);
 }
+
+/*
+ * PROTO: gates.background.torch_cpu -- absent before version 5 (0: torch
+ * tasks' background facts recorded, not judged), required from it.
+ */
+Test(protocol, background_torch_cpu_is_required_from_version_5, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V4);
+	cr_assert_eq(atb_protocol_load_file(V4, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_background_torch_cpu);
+	cr_expect_not(p->gates.background_torch_cpu);
+	atb_protocol_free(p);
+	t2 = replace(text, "\nversion: 4", "\nversion: 5");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.background.torch_cpu");
+	cr_expect(strstr(err.msg, "required from version 5"), "%s", err.msg);
+	t3 = replace(t2, "abs_slack_ms: 20", "abs_slack_ms: 20\n    torch_cpu: true");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_background_torch_cpu);
+	cr_expect(p->gates.background_torch_cpu);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "abs_slack_ms: 20", "abs_slack_ms: 20\n    torch_cpu: 3");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.background.torch_cpu");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
