@@ -728,6 +728,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
 	long hits;
+	int64_t limit_seen_ns = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->exit_code = -1;
@@ -863,12 +864,6 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 			end = ATB_RUNNER_EXIT;
 			break;
 		}
-		/* PROTO: sandbox -- a fork the process limit refused: a fork bomb,
-		   contained; the job ends now (it would only go on forking) */
-		if (proc.cgroup[0] && (hits = atb_proc_limit_hits(&proc)) > 0) {
-			end = limit_reached(out, hits, &st, err);
-			break;
-		}
 		if (si >= 0 && wr_open && (pf[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			if (sent < text_len + 1) {
 				const char *p = sent < text_len ? text + sent : "\n";
@@ -922,6 +917,16 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				keep_tail(out->stderr_tail, sizeof(out->stderr_tail), buf, (size_t)n);
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 				err_open = 0;
+		}
+		/* PROTO: sandbox -- a fork the process limit refused: a fork bomb,
+		   contained; the job ends now (it would only go on forking).  After
+		   the reads (their events are stamped first), at most every 50 ms. */
+		if (proc.cgroup[0] && atbi_monotonic_ns() - limit_seen_ns > 50000000) {
+			limit_seen_ns = atbi_monotonic_ns();
+			if ((hits = atb_proc_limit_hits(&proc)) > 0) {
+				end = limit_reached(out, hits, &st, err);
+				break;
+			}
 		}
 	}
 	if (end >= 0)
