@@ -1436,6 +1436,13 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		json_decref(a);
 		return -1;
 	}
+	/* PROTO: timing.placement -- the pads this seed drew, per model (shuffled) */
+	if (json_is_object(json_object_get(a, "placement")) &&
+	    runner_emit(json_pack("{s:s, s:I, s:O}", "event", "placement", "seed", (json_int_t)seed,
+				  "placement", json_object_get(a, "placement")))) {
+		json_decref(a);
+		return -1;
+	}
 	json_decref(a);
 	for (ai = 0; ai < job->narms; ai++) {
 		if (rt->cu) {
@@ -1766,6 +1773,17 @@ static int run(struct trt *rt)
 	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
 	tamper_seed_rng(rt);
 	rt->py_env = py_json(rt, "env", NULL);
+	/* PROTO: gates.background -- the threads there before any candidate code */
+	if (rt->py_env) {
+		const json_t *tt = json_object_get(rt->py_env, "trusted_threads"), *v;
+		long tids[RUNNER_MAX_TRUSTED];
+		size_t i, n = 0;
+
+		json_array_foreach(tt, i, v)
+			if (n < RUNNER_MAX_TRUSTED && json_is_integer(v))
+				tids[n++] = (long)json_integer_value(v);
+		runner_background_trust(tids, n);
+	}
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
 		if (!(rt->arm_args[k] = int_tuple(1, (long long)k, 0, 0)))

@@ -168,6 +168,13 @@ struct atb_protocol {
 		int has_background;
 		double background_max_cpu_share;
 		double background_abs_slack_ms;
+		/* gates.background.torch_cpu (required from version 5; absent:
+		 * 0, today's rule: torch tasks' background facts are recorded,
+		 * not judged): judge torch tasks on the CPU device too, by the
+		 * CPU of the threads PyTorch's pools did not have before any
+		 * candidate code (runner/watch.c, untrusted_threads_cpu_ns) */
+		int has_background_torch_cpu;
+		int background_torch_cpu;   /* bool */
 	} gates;
 
 	double anchor_band;

@@ -326,16 +326,19 @@ static enum atb_status background_after(struct vctx *c, struct fy_node *map, voi
 					const char *path)
 {
 	(void)c;
-	(void)map;
 	(void)path;
 	((struct atb_protocol *)base)->gates.has_background = 1;
+	if (fy_node_mapping_lookup_by_string(map, "torch_cpu", -1))
+		((struct atb_protocol *)base)->gates.has_background_torch_cpu = 1;
 	return ATB_OK;
 }
 
-/* PROTO: gates.background (version 4 on) */
+/* PROTO: gates.background (version 4 on; torch_cpu required from version 5) */
 static const struct field background_fields[] = {
 	REAL("max_cpu_share", gates.background_max_cpu_share, CLOSED01),
 	REAL("abs_slack_ms", gates.background_abs_slack_ms, NONNEG),
+	{.key = "torch_cpu", .kind = F_BOOL, .off = OFF(gates.background_torch_cpu),
+	 .optional = 1},
 	END,
 };
 
@@ -993,6 +996,16 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					p->gates.has_hang ? "gates.background" : "gates.hang",
 					"missing field '%s' (required from version 4)",
 					p->gates.has_hang ? "background" : "hang");
+	}
+	if (!st && p->version >= 5 && !p->gates.has_background_torch_cpu) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"gates.background.torch_cpu",
+					"missing field 'torch_cpu' (required from version 5)");
 	}
 	if (!st && p->version >= 4 && !p->llm.has_alarms) {
 		unsigned line = 1, col = 1;

@@ -32,10 +32,13 @@ test_expect "--json reports the error as an object too" '
 # value changed (it has every key the current version requires).
 cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
 next=$((cur + 1))
+# the keys the next version requires that the current has not (v5: protocol/v5-*.yaml.snippet)
+NEW_KEYS='s/^\(    abs_slack_ms: 20 .*\)$/\1\n    torch_cpu: true/'
+grep -q '^    torch_cpu:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
 
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	sed "s/^version: $cur/version: $next/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+	sed "s/^version: $cur/version: $next/; s/cv_cap: 0.05/cv_cap: 0.04/; $NEW_KEYS" \
 		"$ATB_HOME/protocol/v$cur.yaml" >cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
 	expect_grep "as protocol version $next" "$TRASH/out" &&
@@ -50,7 +53,7 @@ test_expect "freeze adds a new version and keeps the old one" '
 
 test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
-	sed "s/^version: $cur/version: $((next + 1))/; s/cv_cap: 0.05/cv_cap: 0.04/" \
+	sed "s/^version: $cur/version: $((next + 1))/; s/cv_cap: 0.05/cv_cap: 0.04/; $NEW_KEYS" \
 		"$ATB_HOME/protocol/v$cur.yaml" >c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
 	expect_grep "the next version is $next" "$TRASH/err" &&

@@ -588,6 +588,36 @@ Test(measure, background_refuses_cpu_beside_the_group_and_names_it)
 	json_decref(bad);
 }
 
+/*
+ * PROTO: gates.background (torch) -- a torch event judges the threads
+ * PyTorch's pools did not have before any candidate code, not all others
+ */
+Test(measure, background_on_torch_reads_the_untrusted_threads)
+{
+	struct atb_protocol p;
+	struct atbi_background_limits l;
+	char why[1024];
+	/* the intra-op pool worked 700 ms beside 6 s of calls: its own */
+	json_t *ev = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:i}", "event", "background",
+			       "seed", (json_int_t)1, "group", "paired", "wall_ns",
+			       (json_int_t)6000000000, "other_threads_cpu_ns",
+			       (json_int_t)700000000, "untrusted_threads_cpu_ns", (json_int_t)0,
+			       "other_processes_cpu_ns", (json_int_t)0, "trusted_threads", 3);
+
+	memset(&p, 0, sizeof(p));
+	atbi_background_limits(&p, &l);
+	cr_assert_not(atbi_gate_background(ev, &l, why, sizeof(why)));
+	/* a burner of the candidate's: 150 ms in 6 s, over 2% + 20 ms */
+	json_object_set_new(ev, "untrusted_threads_cpu_ns", json_integer(150000000));
+	cr_assert(atbi_gate_background(ev, &l, why, sizeof(why)));
+	cr_assert(strstr(why, "other threads (not PyTorch's pools) used 150.0 ms"), "%s", why);
+	/* without the field (the cpu backend), all other threads count */
+	json_object_del(ev, "untrusted_threads_cpu_ns");
+	cr_assert(atbi_gate_background(ev, &l, why, sizeof(why)));
+	cr_assert(strstr(why, "other threads used 700.0 ms"), "%s", why);
+	json_decref(ev);
+}
+
 /* PROTO: gates.hang -- the watchdog's values: the protocol's, else the defaults */
 Test(measure, hang_watch_takes_the_protocol_or_the_defaults)
 {
