@@ -978,7 +978,7 @@ static json_t *handle_line(struct serve *S, const char *line, size_t len)
 	char msg[300];
 	size_t i;
 
-	m = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+	m = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
 	if (!m) {
 		snprintf(msg, sizeof(msg), "parse error: %s (column %d)", je.text, je.column);
 		return rpc_error(NULL, RPC_PARSE_ERROR, msg, NULL);
