@@ -42,7 +42,7 @@ test_expect "the honest candidate: admitted, or refused by the box alone" '
 		{ jq . summary.json; false; }
 '
 
-test_expect "the history is the store'"'"'s: atb report shows the agent run" '
+test_expect "the history is in the store: atb report shows the agent run" '
 	"$ATB" --db s.db report agent1 --json >r.json &&
 	jq -e ".run.proposer == \"agent\" and .run.done == 2 and
 	       .trajectory[0].outcome == \"correctness\"" r.json >/dev/null &&
