@@ -105,6 +105,18 @@ test_expect "the honest candidate: admitted, exit 0, a usable iteration of its r
 	       .best.iteration == .trajectory[-1].iteration" r.json >/dev/null
 '
 
+# A KernelBench-format task: the static gate refuses a getattr fallback
+# before any runner starts (needs python3 only, not PyTorch; t4015).
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+test_expect "a torch task: a file candidate, the static gate's verdict, an agent run's iteration" '
+	ATB_PYTHON=python3 expect_exit 2 "$ATB" submit "$FIX/relu01.py" \
+		"$FIX/relu01/static_getattr/model_new.py" --run k1 &&
+	jq -e ".verdict == \"rejected\" and .gate == \"static\" and .run == \"k1\" and
+	       .iteration == 0 and .outcome == \"static\" and (.findings | index(\"reflection\"))" \
+		"$TRASH/out" >/dev/null &&
+	"$ATB" report k1 --json | jq -e ".run.task | endswith(\"/relu01.py\")" >/dev/null
+'
+
 test_expect "the audit chain verifies" '
 	"$ATB" audit verify >v.txt && expect_grep "audit chain ok" v.txt
 '

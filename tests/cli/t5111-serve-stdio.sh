@@ -7,7 +7,8 @@
 # submissions (traversal, absolute path, folder, a name outside the
 # surface: nothing written), malformed JSON, a line over the limit, unknown
 # methods and tools, bad params, a batch, a planted cheat the correctness
-# gate refuses, the honest candidate, get_verdict, get_history, and end of
+# gate refuses, a KernelBench-format task's fallback the static gate
+# refuses, the honest candidate, get_verdict, get_history, and end of
 # input.  The client checks the deterministic parts strictly; the honest
 # candidate's timing verdict may be a loaded box's refusal (noise, drift),
 # which is accepted and printed.  The audit chain verifies afterwards.
@@ -19,6 +20,9 @@ CLIENT=$ATB_SOURCE_DIR/tests/fixtures/serve/client.py
 command -v cc >/dev/null || skip_all "no C compiler"
 command -v jq >/dev/null || skip_all "jq not installed"
 command -v python3 >/dev/null || skip_all "no python3"
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+# the static checker and the task's loading need a python3, not PyTorch
+export ATB_PYTHON=${ATB_PYTHON:-python3}
 cp -r "$CHEATS/tasks/relu-spin" task
 mkdir tmp
 
@@ -32,7 +36,8 @@ test_expect "--help documents the tools and the errors; --stdio is required" '
 
 test_expect "a Python client drives the server through every tool and error" '
 	TMPDIR=$TRASH/tmp python3 "$CLIENT" "$ATB" "$TRASH/s.db" "$TRASH/task" \
-		"$CHEATS/relu/honest-spin" "$CHEATS/relu/identity" "$TRASH/summary.json" &&
+		"$CHEATS/relu/honest-spin" "$CHEATS/relu/identity" "$TRASH/summary.json" \
+		"$FIX/relu01.py" "$FIX/relu01/static_getattr/model_new.py" &&
 	jq -c ".honest | {verdict, gate, speedup, ci_low, ci_high, cv, reason}" summary.json
 '
 
