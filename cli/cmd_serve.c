@@ -334,6 +334,14 @@ static int temp_fd(void)
 	return fd;
 }
 
+/* The child gets SIGPIPE back: an ignored signal would stay ignored across exec. */
+static int child_signals(void *arg)
+{
+	(void)arg;
+	signal(SIGPIPE, SIG_DFL);
+	return 0;
+}
+
 /*
  * Run `atb --db DB ARGS...` to its end: its stdout into *out (atb_free),
  * its stderr copied to ours (the log) with its tail into tail, its exit
@@ -364,6 +372,7 @@ static int run_atb(struct serve *S, const char *const *args, char **out, char *t
 	}
 	memset(&po, 0, sizeof(po));
 	po.death_signal = SIGKILL;   /* the server's end ends its judge */
+	po.before_exec = child_signals;
 	atb_error_clear(&err);
 	if (atb_proc_start_opts(argv, -1, ofd, efd, NULL, &po, &p, &err)) {
 		atb_error_format(&err, tail, tsize);
