@@ -73,7 +73,7 @@ struct json_t;
  * returns 0 to go on or an exit code (its message printed).  after runs
  * with the recorded outcome; it may set *extra to an object whose fields
  * join the JSON verdict (freed by the caller), and returns 0 or an exit
- * code (its message printed; the verdict is not).
+ * code (its message printed; the verdict is printed either way).
  */
 struct cli_measure_hook {
 	const char *help;

@@ -688,10 +688,14 @@ int cli_measure(int argc, char **argv, struct cli_ctx *ctx, const struct cli_mea
 	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);
 	if (st)
 		rc = cli_fail(&err);
-	else if (h && h->after && (rc = h->after(h->arg, s, p, &knobs, &out, &extra)))
-		;
-	else
+	else {
+		/* the verdict is printed whatever the hook says: it is stored */
+		int hrc = h && h->after ? h->after(h->arg, s, p, &knobs, &out, &extra) : CLI_OK;
+
 		rc = print_outcome(task, &out, json, extra);
+		if (hrc)
+			rc = hrc;
+	}
 	json_decref(extra);
 out:
 	if (made_tmp)

@@ -444,6 +444,15 @@ static json_t *child_result(const char *what, int code, char *out, const char *t
 	if (json_is_object(v) && (!want_verdict || json_object_get(v, "verdict")) &&
 	    (code == 0 || (want_verdict && code == CLI_USAGE)))
 		return tool_result(v, NULL, 0);
+	if (want_verdict && json_is_object(v) && json_object_get(v, "verdict")) {
+		/* judged and stored, but the run's iteration was not: both are said */
+		char msg[SERVE_ERR_TAIL + 200];
+
+		snprintf(msg, sizeof(msg), "%s failed (exit %d) after its verdict: %s", what, code,
+			 tail[0] ? tail : "no message");
+		fprintf(stderr, "atb serve: %s\n", msg);
+		return tool_result(v, msg, 1);
+	}
 	json_decref(v);
 	return tool_error("%s failed (exit %d): %s", what, code, tail[0] ? tail : "no message");
 }

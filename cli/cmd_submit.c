@@ -154,7 +154,7 @@ static int after(void *arg, struct atb_store *s, const struct atb_protocol *p,
 		return CLI_OK;
 	atb_error_clear(&err);
 	if (atb_loop_agent_record(s, p, &S->run, knobs, out, wall_s, &row, &err)) {
-		fprintf(stderr, "atb submit: the verdict is stored (job %s) but not as an "
+		fprintf(stderr, "atb submit: the verdict is stored (job %s), but not as an "
 			"iteration of run '%s'\n", out->job_uuid, S->run.id);
 		return cli_fail(&err);
 	}
