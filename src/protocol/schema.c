@@ -149,8 +149,8 @@ static const struct field timing_fields[] = {
 	 * version 4 on (atbi_protocol_validate) */
 	{.key = "placement", .kind = F_ENUM, .off = OFF(timing.placement),
 	 .size = SZ(timing.placement), .choices = placements, .optional = 1},
-	/* optional: versions 1 to 4 have no such key (none); required from
-	 * version 5 on (atbi_protocol_validate) */
+	/* PROTO: timing.preemption -- optional: versions 1 to 4 have no such
+	 * key (none); required from version 5 on (atbi_protocol_validate) */
 	{.key = "preemption", .kind = F_ENUM, .off = OFF(timing.preemption),
 	 .size = SZ(timing.preemption), .choices = preemptions, .optional = 1},
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
@@ -1006,6 +1006,16 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
 					"gates.background.torch_cpu",
 					"missing field 'torch_cpu' (required from version 5)");
+	}
+	if (!st && p->version >= 5 && !p->timing.preemption[0]) {
+		unsigned line = 1, col = 1;
+		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
+
+		if (tn)
+			atbi_yaml_mark(tn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"timing.preemption",
+					"missing field 'preemption' (required from version 5)");
 	}
 	if (!st && p->version >= 4 && !p->llm.has_alarms) {
 		unsigned line = 1, col = 1;

@@ -548,6 +548,60 @@ Test(measure, clock_state_pairs_markers_with_samples_and_sums_groups)
 	json_decref(lone);
 }
 
+/*
+ * PROTO: timing.preemption -- the waits a runner takes out of its trials
+ * are bounded by the time the harness saw its timing thread off the CPU:
+ * a forged schedstat reading (claims where the thread computed) refuses.
+ */
+Test(measure, clock_bounds_the_waits_taken_out_by_what_the_harness_saw)
+{
+	struct atbi_clock_state s;
+	const int64_t ms = 1000000, slack = 50 * ms;
+	char why[512];
+	json_t *mark = ev_of("{\"event\":\"timed_begin\",\"seed\":1,\"arms\":2}");
+	/* honest: 60 ms taken out of the trials, the thread 80 ms off the CPU */
+	json_t *a = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000],\"span_ns\":150000000,\"preempted_ns\":30000000,"
+			  "\"harness_background\":{\"wall_ns\":150000000,"
+			  "\"timing_thread_cpu_ns\":70000000,\"runner_gone\":false}}");
+	json_t *b = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[1000000],\"span_ns\":150000000,\"preempted_ns\":30000000}");
+	/* forged: 200 ms claimed, the thread on the CPU all but 5 ms */
+	json_t *c = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000],\"span_ns\":300000000,"
+			  "\"harness_background\":{\"wall_ns\":300000000,"
+			  "\"timing_thread_cpu_ns\":295000000,\"runner_gone\":false}}");
+	json_t *d = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[1000000],\"span_ns\":300000000,\"preempted_ns\":200000000}");
+
+	cr_expect_eq(atbi_gate_preemption(0, -1, slack, why, sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_preemption(100 * ms, 60 * ms, slack, why, sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_preemption(120 * ms, 60 * ms, slack, why, sizeof(why)), 1);
+	cr_expect(strstr(why, "off the CPU for only 60.000 ms"), "%s", why);
+	cr_expect_eq(atbi_gate_preemption(1, -1, slack, why, sizeof(why)), 1);
+	cr_expect(strstr(why, "could not check"), "%s", why);
+
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, a, 150 * ms, 0.05, slack);
+	atbi_clock_samples(&s, b, 150 * ms, 0.05, slack);
+	cr_expect_eq(s.cur.preempted_ns, 60 * ms);
+	cr_expect_eq(s.cur.offcpu_ns, 80 * ms);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, c, 300 * ms, 0.05, slack);
+	atbi_clock_samples(&s, d, 300 * ms, 0.05, slack);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect(strstr(s.why, "took 200.000 ms out of its trials"), "%s", s.why);
+	json_decref(mark);
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+	json_decref(d);
+}
+
 /* PROTO: gates.background -- the judgement on one group's facts */
 Test(measure, background_refuses_cpu_beside_the_group_and_names_it)
 {

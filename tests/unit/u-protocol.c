@@ -103,6 +103,7 @@ static const struct {
 	const char *key, *after, *add;
 } v5_keys[] = {
 	{"gates.background.torch_cpu", "abs_slack_ms: 20", "\n    torch_cpu: true"},
+	{"timing.preemption", "placement: shuffled", "\n  preemption: run_delay"},
 };
 
 static char *v5_text(const char *v4, const char *omit)
