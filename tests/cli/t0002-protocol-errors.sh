@@ -33,7 +33,7 @@ test_expect "--json reports the error as an object too" '
 cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
 next=$((cur + 1))
 # the keys the next version requires that the current has not (v5: protocol/v5-*.yaml.snippet)
-NEW_KEYS='s/^\(    abs_slack_ms: 20 .*\)$/\1\n    torch_cpu: true/'
+NEW_KEYS='s/^\(    abs_slack_ms: 20 .*\)$/\1\n    torch_cpu: true/; s/^\(  placement: shuffled\)$/\1\n  preemption: none/'
 grep -q '^    torch_cpu:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
 
 test_expect "freeze adds a new version and keeps the old one" '
