@@ -96,6 +96,8 @@ static const struct cli_command commands[] = {
 	{"box", cmd_box, "show this machine's fingerprint"},
 	{"task", cmd_task, "list, show and check bundled tasks"},
 	{"measure", cmd_measure, "measure a candidate through every gate into the store"},
+	{"submit", cmd_submit, "hand in a candidate (for a task or an agent run), get the verdict as JSON"},
+	{"serve", cmd_serve, "agent-tool server: JSON-RPC 2.0 (MCP tools) over stdin/stdout"},
 	{"review", cmd_review, "admit or reject a quarantined result"},
 	{"run", cmd_run, "the tuning loop: propose, measure, keep the best; --resume"},
 	{"report", cmd_report, "a run's trajectory, honest and naive speedups, gates"},

@@ -52,6 +52,42 @@ int cmd_audit(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_box(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_task(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_measure(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_submit(int argc, char **argv, struct cli_ctx *ctx);
+int cmd_serve(int argc, char **argv, struct cli_ctx *ctx);
+
+struct atb_store;
+struct atb_protocol;
+struct atb_task;
+struct atb_box;
+struct atb_measure_opts;
+struct atb_measure_outcome;
+struct atb_knob_assignment;
+struct json_t;
+
+/*
+ * atb measure's one path with a caller's hooks (atb submit): the same
+ * options, task and candidate checks, store, protocol, box, gates and
+ * verdict.  help replaces measure's --help text; json forces --json.
+ * before runs once everything is ready and nothing is measured yet
+ * (task_arg is TASK as given); it may set o's seeds, naive and label, and
+ * returns 0 to go on or an exit code (its message printed).  after runs
+ * with the recorded outcome; it may set *extra to an object whose fields
+ * join the JSON verdict (freed by the caller), and returns 0 or an exit
+ * code (its message printed; the verdict is printed either way).
+ */
+struct cli_measure_hook {
+	const char *help;
+	int json;
+	int (*before)(void *arg, struct atb_store *s, const struct atb_protocol *p,
+		      const struct atb_task *task, const char *task_arg, const struct atb_box *box,
+		      struct atb_measure_opts *o);
+	int (*after)(void *arg, struct atb_store *s, const struct atb_protocol *p,
+		     const struct atb_knob_assignment *knobs, const struct atb_measure_outcome *out,
+		     struct json_t **extra);
+	void *arg;
+};
+
+int cli_measure(int argc, char **argv, struct cli_ctx *ctx, const struct cli_measure_hook *h);
 int cmd_review(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_run(int argc, char **argv, struct cli_ctx *ctx);
 int cmd_report(int argc, char **argv, struct cli_ctx *ctx);

@@ -22,7 +22,7 @@
 #include "banned.h"
 
 static const char engine_help[] =
-	"usage: atb engine show SPEC.yaml|TASK [--json]\n"
+	"usage: atb engine show SPEC.yaml|ENGINE|TASK [--json]\n"
 	"       atb engine render TASK [--candidate SETTINGS] [--port N]\n"
 	"       atb engine ab TASK --candidate SETTINGS [--seeds N] [--seed-base S]\n"
 	"                     [--work-dir DIR] [--label TEXT] [--json]\n"
@@ -31,7 +31,8 @@ static const char engine_help[] =
 	"engine spec (engines/NAME.yaml) and measured through an engine task\n"
 	"(kind: engine); both formats are in docs/engine-spec.md, the commands in\n"
 	"docs/engine.md.  TASK is an engine task's YAML file or a bundled one's\n"
-	"name (tasks/NAME/engine.yaml, e.g. engine-llamacpp-repeat).\n"
+	"name (tasks/NAME/engine.yaml, e.g. engine-llamacpp-repeat); ENGINE is a\n"
+	"bundled spec's name (engines/NAME.yaml: llamacpp, vllm, sglang).\n"
 	"\n"
 	"SETTINGS is 'name=value,name=value' over the spec's tunable flags, each\n"
 	"value checked against the flag's type and domain; '' or 'default' is the\n"
@@ -176,6 +177,14 @@ static int do_show(const char *path, int json)
 			return cli_fail(&err);
 		sp = t->spec;
 	} else {
+		char bundled[4096];
+		struct stat st;
+
+		/* a bare name no file has: the bundled spec engines/NAME.yaml */
+		if (!strchr(path, '/') && stat(path, &st) != 0 &&
+		    (size_t)snprintf(bundled, sizeof(bundled), "%s/engines/%s.yaml", atb_home(),
+				     path) < sizeof(bundled) && stat(bundled, &st) == 0)
+			path = bundled;
 		if (atb_engine_spec_load(path, &spec, &err))
 			return cli_fail(&err);
 		sp = spec;

@@ -56,7 +56,11 @@ static const char measure_help[] =
 	"folder (no store, no ATB_HOME, no task folder, no network), and end\n"
 	"every process they start.  $ATB_SANDBOX: auto (the default: the strongest\n"
 	"level this machine allows), require (refuse below the full level), off.\n"
-	"What was enforced is stored with the result (stats runner.sandbox).\n"
+	"A runner job may have 4096 tasks at once ($ATB_SANDBOX_MAX_TASKS), held\n"
+	"by a pids cgroup of its own where one can be made (root: RLIMIT_NPROC\n"
+	"does not bind uid 0); a job that reaches it is refused (gate runner,\n"
+	"process_limit).  What was enforced is stored with the result (stats\n"
+	"runner.sandbox).\n"
 	"\n"
 	"Every number takes one path (docs/measure.md):\n"
 	"  surface         the folder holds only regular files named in the task's\n"
@@ -331,11 +335,14 @@ static json_t *jnum(double x)
 }
 
 static int print_outcome(const struct atb_task *task, const struct atb_measure_outcome *o,
-			 int json)
+			 int json, json_t *extra)
 {
 	if (json) {
 		json_t *v = json_object();
 		char *s;
+
+		if (extra)
+			json_object_update(v, extra);
 
 		json_object_set_new(v, "verdict", json_string(atb_measure_verdict_name(o->verdict)));
 		json_object_set_new(v, "task", json_string(task->name));
@@ -484,6 +491,11 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 
 int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 {
+	return cli_measure(argc, argv, ctx, NULL);
+}
+
+int cli_measure(int argc, char **argv, struct cli_ctx *ctx, const struct cli_measure_hook *h)
+{
 	struct atb_measure_opts opts;
 	struct atb_measure_outcome out;
 	struct atb_knob_assignment knobs;
@@ -503,11 +515,14 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 	int json = ctx->json, naive = -1, cur = 0, rc, made_tmp = 0, compile = 0;
 	uint64_t seeds = 0, seed_base = 1;
 	enum atb_status st;
+	json_t *extra = NULL;
 
 	if (cli_wants_help(argc, argv)) {
-		fputs(measure_help, stdout);
+		fputs(h && h->help ? h->help : measure_help, stdout);
 		return CLI_OK;
 	}
+	if (h && h->json)
+		json = 1;
 	for (i = 1; i < (size_t)argc; i++) {
 		const char *a = argv[i];
 
@@ -671,11 +686,21 @@ int cmd_measure(int argc, char **argv, struct cli_ctx *ctx)
 		opts.candidate_file = pos[1];
 	opts.box = box;
 	opts.progress_detail = on_progress;
+	/* atb submit: its run's seeds and label, refused before anything is measured */
+	if (h && h->before && (rc = h->before(h->arg, s, p, task, pos[0], box, &opts)))
+		goto out;
 	st = atb_measure_candidate(s, p, task, cand, &knobs, &opts, &out, &err);
 	if (st)
 		rc = cli_fail(&err);
-	else
-		rc = print_outcome(task, &out, json);
+	else {
+		/* the verdict is printed whatever the hook says: it is stored */
+		int hrc = h && h->after ? h->after(h->arg, s, p, &knobs, &out, &extra) : CLI_OK;
+
+		rc = print_outcome(task, &out, json, extra);
+		if (hrc)
+			rc = hrc;
+	}
+	json_decref(extra);
 out:
 	if (made_tmp)
 		remove_tree(tmpdir);

@@ -148,7 +148,7 @@ static int task_list(struct opts *o)
 {
 	struct atb_error err = {0};
 	char **names = NULL, **enames = NULL, desc[1200];
-	size_t n = 0, en = 0, i, nrows = 0;
+	size_t n = 0, en = 0, i, nrows = 0, wname = 4;
 	json_t *rows = json_array(), *arr, *row, **sorted;
 	int rc = CLI_OK;
 
@@ -186,11 +186,18 @@ static int task_list(struct opts *o)
 		sorted[i] = row;
 	qsort(sorted, nrows, sizeof(*sorted), cmp_row);
 	arr = json_array();
+	for (i = 0; i < nrows; i++) {   /* the columns as wide as their longest entry */
+		size_t l = strlen(json_string_value(json_object_get(sorted[i], "name")));
+
+		if (l > wname)
+			wname = l;
+	}
 	for (i = 0; i < nrows; i++) {
 		if (o->json)
 			json_array_append(arr, sorted[i]);
 		else
-			printf("%-12s %-4s %s\n", json_string_value(json_object_get(sorted[i], "name")),
+			printf("%-*s  %-6s  %s\n", (int)wname,
+			       json_string_value(json_object_get(sorted[i], "name")),
 			       json_string_value(json_object_get(sorted[i], "kind")),
 			       json_string_value(json_object_get(sorted[i], "description")));
 	}

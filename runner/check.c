@@ -1051,6 +1051,15 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 			json_decref(ev);
 			ev = NULL;
 		}
+		/* PROTO: timing.preemption -- the waits for a CPU taken out of the
+		 * trials (gate clock bounds them by what the harness saw) */
+		if (ev && a->preempted_trials &&
+		    (json_object_set_new(ev, "preempted_ns", json_integer(a->preempted_ns)) ||
+		     json_object_set_new(ev, "preempted_trials",
+					 json_integer((json_int_t)a->preempted_trials)))) {
+			json_decref(ev);
+			ev = NULL;
+		}
 		/* PROTO: gates.timed_correctness -- what the checks between rounds saw */
 		if (ev && t && json_object_set_new(ev, "timed_checks", runner_timed_json(t, ai))) {
 			json_decref(ev);

@@ -27,6 +27,7 @@
 struct rt {
 	const struct atb_runner_job *job;
 	struct runner_arm arms[ATB_RUNNER_MAX_ARMS];
+	char preemption[256];   /* "run_delay", why not, or "" (the protocol's none) */
 };
 
 static int call_kernel(const struct runner_arm *a, const struct runner_bufs *b,
@@ -292,14 +293,15 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 			if (CPU_ISSET(c, &set))
 				json_array_append_new(cpus, json_integer(c));
 	return runner_emit(json_pack(
-		"{s:s, s:s, s:s, s:I, s:o, s:b, s:o, s:I, s:I, s:b, s:s, s:i, s:o}",
+		"{s:s, s:s, s:s, s:I, s:o, s:b, s:o, s:I, s:I, s:b, s:s, s:i, s:o, s:s}",
 		"event", "env", "backend", "cpu", "clock", "CLOCK_MONOTONIC",
 		"clock_resolution_ns", (json_int_t)timer->ops->resolution_ns(timer->state),
 		"cpu_affinity", cpus, "pinned", job->pin_cpu >= 0, "arms", arms,
 		"cache_bytes", (json_int_t)job->cache_bytes,
 		"flush_bytes", (json_int_t)timer->flush_bytes,
 		"flush_enabled", job->timing.flush, "timer", timer->ops->name,
-		"seeds", (int)job->nseeds, "correctness_inputs", runner_inputs_json(job)));
+		"seeds", (int)job->nseeds, "correctness_inputs", runner_inputs_json(job),
+		"preemption", rt->preemption[0] ? rt->preemption : "none"));
 nomem:
 	json_decref(arms);
 	json_decref(cpus);
@@ -336,6 +338,14 @@ int runner_cpu_run(const struct atb_runner_job *job)
 		atb_error_format(&err, msg, sizeof(msg));
 		runner_emit_error(err.status == ATB_ERR_NOMEM ? "nomem" : "timer", msg);
 		return RUNNER_EXIT_FAILED;
+	}
+	/* PROTO: timing.preemption -- where this kernel has no schedstat the
+	 * trials stay wall time, and the env event says why */
+	if (job->preemption && atb_timer_cpu_subtract_preemption(timer, &err)) {
+		atb_error_format(&err, rt.preemption, sizeof(rt.preemption));
+		atb_error_clear(&err);
+	} else if (job->preemption) {
+		snprintf(rt.preemption, sizeof(rt.preemption), "run_delay");
 	}
 	if (runner_load_arms(job, rt.arms))
 		goto out;

@@ -63,8 +63,18 @@ struct runner_background {
 	int threads_start, processes_start;
 	long long proc_ns0;
 	int64_t wall0_ns, process0_ns, thread0_ns;
+	long long trusted_ns0;   /* the trusted threads' CPU at the start; -1: none */
 };
 void runner_background_setup(void);
+/*
+ * The threads that were there before any candidate code (the torch
+ * backend: the interpreter's and PyTorch's thread pools, warmed before
+ * the candidate's import): their CPU over a group is the runner's own, so
+ * the background event adds "untrusted_threads_cpu_ns", the other
+ * threads' CPU less theirs.  At most RUNNER_MAX_TRUSTED are kept.
+ */
+#define RUNNER_MAX_TRUSTED 512
+void runner_background_trust(const long *tids, size_t n);
 void runner_background_begin(struct runner_background *b);
 json_t *runner_background_end(struct runner_background *b, uint64_t seed, const char *group);
 

@@ -135,6 +135,7 @@ static void *int_tuple(int n, long long a, long long b, long long c)
 
 struct trt {
 	const struct atb_runner_job *job;
+	char preemption[256];        /* timing.preemption as applied: "run_delay", why not, "" */
 	json_t *raw;                 /* the job as sent */
 	const json_t *torch;         /* its "torch" object (borrowed from raw) */
 	char sha[ATB_RUNNER_MAX_ARMS][ATB_SHA256_HEX_LEN + 1];
@@ -1435,6 +1436,13 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		json_decref(a);
 		return -1;
 	}
+	/* PROTO: timing.placement -- the pads this seed drew, per model (shuffled) */
+	if (json_is_object(json_object_get(a, "placement")) &&
+	    runner_emit(json_pack("{s:s, s:I, s:O}", "event", "placement", "seed", (json_int_t)seed,
+				  "placement", json_object_get(a, "placement")))) {
+		json_decref(a);
+		return -1;
+	}
 	json_decref(a);
 	for (ai = 0; ai < job->narms; ai++) {
 		if (rt->cu) {
@@ -1643,6 +1651,11 @@ static int emit_env(struct trt *rt, const struct atb_timer *timer)
 		       (json_int_t)timer->flush_bytes, "flush_enabled", job->timing.flush, "timer",
 		       timer->ops->name, "seeds", (int)job->nseeds, "correctness_inputs",
 		       runner_inputs_json(job));
+	if (ev && json_object_set_new(ev, "preemption",
+				      json_string(rt->preemption[0] ? rt->preemption : "none"))) {
+		json_decref(ev);
+		ev = NULL;
+	}
 	if (ev && rt->cu) {
 		const struct atb_cuda_device_info *d = atb_cuda_info(rt->cu);
 		struct atb_cuda_gpu_sample g;
@@ -1719,6 +1732,14 @@ static int make_timer(struct trt *rt, struct atb_timer **timer, const char **rea
 		atb_error_format(&err, rt->msg, sizeof(rt->msg));
 		return -1;
 	}
+	/* PROTO: timing.preemption -- cpu tensors only (a cuda trial is the
+	 * device's time); without schedstat the trials stay wall time */
+	if (!rt->cu && job->preemption) {
+		if (atb_timer_cpu_subtract_preemption(*timer, &err))
+			atb_error_format(&err, rt->preemption, sizeof(rt->preemption));
+		else
+			snprintf(rt->preemption, sizeof(rt->preemption), "run_delay");
+	}
 	return 0;
 }
 
@@ -1752,6 +1773,17 @@ static int run(struct trt *rt)
 	rt->tamper_trial = py.PyObject_GetAttrString(rt->session, "tamper_trial");
 	tamper_seed_rng(rt);
 	rt->py_env = py_json(rt, "env", NULL);
+	/* PROTO: gates.background -- the threads there before any candidate code */
+	if (rt->py_env) {
+		const json_t *tt = json_object_get(rt->py_env, "trusted_threads"), *v;
+		long tids[RUNNER_MAX_TRUSTED];
+		size_t i, n = 0;
+
+		json_array_foreach(tt, i, v)
+			if (n < RUNNER_MAX_TRUSTED && json_is_integer(v))
+				tids[n++] = (long)json_integer_value(v);
+		runner_background_trust(tids, n);
+	}
 	rt->call = py.PyObject_GetAttrString(rt->session, "call");
 	for (k = 0; k < job->narms + (size_t)rt->with_compile; k++)
 		if (!(rt->arm_args[k] = int_tuple(1, (long long)k, 0, 0)))

@@ -57,7 +57,16 @@
  */
 #define ATB_LOOP_PROPOSER_LLM "llm"
 
+/*
+ * An outside agent (atb submit --run, atb serve --stdio): the run proposes
+ * nothing itself; each candidate handed in is measured by atb measure's
+ * path and stored as the run's next iteration (atb_loop_agent_record).
+ * atb run --resume refuses such a run (there is no proposer to replay).
+ */
+#define ATB_LOOP_PROPOSER_AGENT "agent"
+
 struct atb_llm_config;
+struct atb_box;
 /* The most iterations one run may plan. */
 #define ATB_LOOP_MAX_ITERATIONS 100000
 
@@ -221,5 +230,55 @@ enum atb_status atb_loop_plan(const char *home, const char *task, const char *pr
 /* Knobs as a JSON object text {"NAME":"VALUE",...,"cflags":"..."}; caller owns *out. */
 enum atb_status atb_loop_knobs_json(const struct atb_knob_assignment *a, char **out,
 				    struct atb_error *err);
+
+/* ---- runs of an outside agent (atb submit --run, atb serve --stdio) ---- */
+
+/* A new agent run's plan: every iteration is measured on the same seeds. */
+struct atb_loop_agent_plan {
+	int64_t iterations;        /* planned, 1..ATB_LOOP_MAX_ITERATIONS */
+	int64_t seed;              /* the paired seeds are seed, seed+1, ... (>= 0) */
+	int64_t paired_seeds;      /* >= the protocol's stats.min_paired_seeds */
+	int naive;                 /* 1: the naive baseline is timed too */
+};
+
+/*
+ * The agent run run_id of task_ref (as the loop names a task: a bundled
+ * name, else the absolute path of the folder, YAML or .py file) into *out,
+ * ready for one more iteration under protocol p on box (this machine,
+ * probed): it must be a run of proposer "agent" of the same task, protocol
+ * and box, with an iteration left (out->done < out->iterations).  Absent
+ * and plan given: it is created with that id and plan, box registered (the
+ * frozen protocols must already be synced, as atb measure does); *created
+ * says so (may be NULL).  Nothing is written when it
+ * refuses.  Errors: ATB_ERR_USAGE (an id not 1-64 of [0-9a-zA-Z-]; a run of
+ * another proposer, task, protocol or box; every planned iteration done; a
+ * bad plan), ATB_ERR_NOT_FOUND (absent and plan NULL), the store's.
+ */
+enum atb_status atb_loop_agent_run(struct atb_store *s, const struct atb_protocol *p,
+				   const char *run_id, const char *task_ref, const struct atb_box *box,
+				   const struct atb_loop_agent_plan *plan, struct atb_run_row *out,
+				   int *created, struct atb_error *err);
+
+/*
+ * Store outcome o (of atb_measure_candidate on the run's seeds) as the next
+ * iteration of agent run run (from atb_loop_agent_run), classified as the
+ * loop classifies (atb_loop_classify), with knobs (NULL: none) and wall_s;
+ * the row as stored into *row when not NULL (its strings are NULL there).
+ * The store's errors (an iteration stored meanwhile by another submission:
+ * ATB_REJECTED_* "recorded in order").
+ */
+enum atb_status atb_loop_agent_record(struct atb_store *s, const struct atb_protocol *p,
+				      const struct atb_run_row *run,
+				      const struct atb_knob_assignment *knobs,
+				      const struct atb_measure_outcome *o, double wall_s,
+				      struct atb_iteration_row *row, struct atb_error *err);
+
+/*
+ * task_ref for a task argument as atb run and atb submit store it: a name
+ * with a '/' or ending in .yaml or .py is made absolute (realpath), a bare
+ * name is kept.  ATB_ERR_USAGE when it does not fit in size bytes.
+ */
+enum atb_status atb_loop_task_ref(const char *task, char *out, size_t size,
+				  struct atb_error *err);
 
 #endif

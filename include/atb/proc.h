@@ -93,7 +93,13 @@ struct atb_sandbox_limits {
 	uint64_t data_bytes;     /* RLIMIT_DATA (not for CUDA: it maps far more) */
 	uint64_t fsize_bytes;    /* RLIMIT_FSIZE */
 	uint64_t nofile;         /* RLIMIT_NOFILE */
-	uint64_t nproc;          /* RLIMIT_NPROC (uid 0 is exempt: recorded) */
+	/* At most this many tasks (processes and threads) in the job at once:
+	   a pids cgroup of the job's own where one can be made (cgroup v2 with
+	   pids delegated, or v1's pids hierarchy: root), else RLIMIT_NPROC
+	   when not uid 0 (which counts every process of the uid); uid 0 is
+	   exempt from RLIMIT_NPROC, so without a cgroup nothing holds it and
+	   the facts say so (nproc_limit in not_enforced). */
+	uint64_t nproc;
 };
 void atb_sandbox_set_limits(struct atb_sandbox *sb, const struct atb_sandbox_limits *l);
 
@@ -105,6 +111,9 @@ void atb_sandbox_set_limits(struct atb_sandbox *sb, const struct atb_sandbox_lim
  * Rules: filesystem_view, private_tmp, pid_namespace, network_namespace,
  * ipc_namespace, user_namespace, no_capabilities, no_new_privs, seccomp,
  * clean_env, scratch_cwd, rlimits, nproc_limit, kill_tree, die_with_parent.
+ * With a process limit asked for: "process_limit": {"max_tasks", "how"
+ * ("cgroup v2 pids", "cgroup v1 pids", "RLIMIT_NPROC (per uid)") or null
+ * with "why" when nothing enforces it}.
  * Valid after atb_proc_start (the level is probed once per process).
  */
 json_t *atb_sandbox_facts(const struct atb_sandbox *sb);
@@ -116,6 +125,7 @@ struct atb_proc {
 	int reaped;
 	int exec_errno;         /* the direct child's exec failed: its errno; else 0 */
 	int sandboxed;          /* bwrap stands between us and the program */
+	char cgroup[512];       /* the job's own pids cgroup (removed at reap); "" when none */
 };
 
 /*
@@ -208,6 +218,14 @@ void atb_proc_stop(struct atb_proc *p, int sig, int64_t grace_ns);
  * the child left behind in its group goes too.
  */
 void atb_proc_reap(struct atb_proc *p);
+
+/*
+ * How many forks (or thread creations) the job's process limit has
+ * refused so far (its pids cgroup's "max" events); 0 when none, or when
+ * the child has no cgroup.  Read it before atb_proc_reap, which removes
+ * the cgroup.  A job that reaches its limit is a fork bomb contained.
+ */
+long atb_proc_limit_hits(const struct atb_proc *p);
 
 /*
  * A fresh scratch folder "$TMPDIR/PREFIX-XXXXXX" (mode 0700) into buf.

@@ -78,6 +78,9 @@ struct atb_protocol {
 		char interleave[32];
 		/* "fixed", "alternate" or "shuffled" (runner.h); "" when absent (before version 4: fixed) */
 		char placement[16];
+		/* "none" or "run_delay" (timing.h: atb_timer_cpu_subtract_preemption);
+		 * "" when absent (before version 5: none) */
+		char preemption[16];
 		double job_timeout_s;
 	} timing;
 
@@ -165,6 +168,13 @@ struct atb_protocol {
 		int has_background;
 		double background_max_cpu_share;
 		double background_abs_slack_ms;
+		/* gates.background.torch_cpu (required from version 5; absent:
+		 * 0, today's rule: torch tasks' background facts are recorded,
+		 * not judged): judge torch tasks on the CPU device too, by the
+		 * CPU of the threads PyTorch's pools did not have before any
+		 * candidate code (runner/watch.c, untrusted_threads_cpu_ns) */
+		int has_background_torch_cpu;
+		int background_torch_cpu;   /* bool */
 		/* gates.rerun.max_runs (version 5 on; absent: has_rerun 0 and the
 		 * judge's default, 3 runs: atb/judge.h) */
 		int has_rerun;

@@ -186,6 +186,9 @@ struct atb_runner_job {
 #define ATB_PLACEMENT_FIXED 0
 #define ATB_PLACEMENT_ALTERNATE 1
 #define ATB_PLACEMENT_SHUFFLED 2
+	/* PROTO: timing.preemption -- 1: cpu timers take each trial's waits
+	 * for a CPU out of it (atb_timer_cpu_subtract_preemption); 0: wall */
+	int preemption;
 	struct atb_runner_tolerance tolerances[ATB_RUNNER_MAX_DTYPES];
 	size_t ntolerances;
 	struct atb_runner_dist dists[ATB_RUNNER_MAX_DISTS];  /* protocol's adversarial ones */

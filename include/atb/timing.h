@@ -51,6 +51,10 @@ struct atb_timer {
 	const struct atb_timer_ops *ops;
 	void *state;
 	size_t flush_bytes;   /* bytes written and read by one flush; 0: none */
+	/* Set by elapsed_ns: how much of the last trial's wall time was taken
+	 * out as time the thread waited, runnable, for a CPU (0 unless the
+	 * timer subtracts preemption: atb_timer_cpu_subtract_preemption). */
+	int64_t last_preempted_ns;
 };
 
 /*
@@ -63,6 +67,21 @@ struct atb_timer {
 enum atb_status atb_timer_cpu_new(size_t flush_bytes, struct atb_timer **out,
 				  struct atb_error *err);
 void atb_timer_free(struct atb_timer *t);
+
+/*
+ * PROTO: timing.preemption (run_delay) -- make a cpu timer take out of each
+ * trial the time the calling thread spent runnable but waiting for a CPU
+ * (the kernel's run_delay, /proc/thread-self/schedstat, read before the
+ * start and after the stop).  A trial the thread was never switched out
+ * of (the schedule count unchanged) reads its wall time unchanged, so a
+ * quiet box measures exactly what it did; on an oversubscribed one a
+ * preempted trial reads what it would have taken on a free CPU.  Time the
+ * thread blocked or slept stays in (it is not run_delay).  The subtraction
+ * never exceeds the trial's wall time.  Call from the thread that times.
+ * Errors: ATB_ERR_SYSTEM (no schedstat for this thread: the kernel lacks
+ * CONFIG_SCHED_INFO, or /proc is not there), the timer unchanged.
+ */
+enum atb_status atb_timer_cpu_subtract_preemption(struct atb_timer *t, struct atb_error *err);
 
 /*
  * Flush size the protocol asks for: max(factor * cache_bytes, min_bytes).
@@ -125,6 +144,8 @@ struct atb_timing_arm {
 	size_t ntrials;
 	int warmup_iterations;
 	int64_t warmup_ns;   /* wall time spent warming up */
+	int64_t preempted_ns;    /* taken out of the trials as waits for a CPU */
+	size_t preempted_trials; /* trials it was taken out of */
 	double median_ns;    /* of the trials; for the stopping rule only */
 	double ci_rel_halfwidth; /* relative half-width of the median CI; INFINITY when undefined */
 };

@@ -16,18 +16,44 @@ tolerance rule every backend uses (runner/check.c).
 Does not: time anything, print anything the harness reads (fd 1 is stderr
 here), or write bytecode next to the task (the surface gate would see it).
 """
+import hashlib
 import importlib.util
 import inspect
 import json
-import random
+import os
 import sys
 import traceback
 
 from atb_torch import inputs, tamper
 from atb_torch.phases import Phases
 
-# Taken before any candidate is imported: the placement draws use this one.
-_Random = random.Random
+# PROTO: timing.placement -- the pads are drawn from (seed, model) under a
+# key the candidate cannot know: BLAKE2b keyed with the job's placement_key
+# (the harness draws one per atb process from the kernel's CSPRNG, so the
+# paired and the baseline-alone runners of a measurement place alike), or
+# with os.urandom's when the job has none.  Bound here, before any
+# candidate is imported (the tamper watch holds this module's globals and
+# these functions' code strictly), and builtins all: random.Random, used
+# before, draws through Python methods of a class the candidate shares
+# (random.Random.seed patched fixed every pad) and from a seed it knows.
+_blake2b = hashlib.blake2b
+_urandom = os.urandom
+_from_bytes = int.from_bytes
+
+
+def _task_ids():
+    """This process's thread ids (Linux's /proc/self/task)."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return []
+
+
+def _draw(key, seed, model, i, n):
+    """Draw i of (seed, model): an integer in [0, n)."""
+    d = _blake2b(b"%d/%d/%d" % (seed, model, i), key=key, digest_size=8).digest()
+    return _from_bytes(d, "little") % n
+
 
 STREAM_CHECK, STREAM_REUSE, STREAM_TIMING = 0, 1, 2
 # torch dtypes the C comparison knows, by name; others are converted first.
@@ -76,6 +102,14 @@ class Session:
         self.torch = torch
         sys.dont_write_bytecode = True
         torch.set_grad_enabled(False)
+        # PROTO: gates.background -- PyTorch's intra-op pool made now (a
+        # parallel op on every thread it has), before any candidate code:
+        # the threads alive here are the runner's own, their CPU beside
+        # the timed calls is not background work (runner/watch.c); what
+        # other threads burn is.  A frozenset: the watch holds the object.
+        with ph("imports"):
+            torch.ones(1 << 20).add_(1.0).sum()
+        self.trusted_threads = frozenset(_task_ids())
         t = job["torch"]
         self.device = torch.device(t.get("device", "cpu"))
         self.stream = None
@@ -88,6 +122,9 @@ class Session:
             torch.cuda.set_stream(self.stream)
         # PROTO: timing.placement -- where each seed puts the arms' inputs
         self.placement = job.get("timing", {}).get("placement", "fixed")
+        pk = job.get("timing", {}).get("placement_key")
+        self.placement_key = bytes.fromhex(pk) if isinstance(pk, str) and pk else _urandom(16)
+        self.placement_from = "job" if isinstance(pk, str) and pk else "runner"
         self.pads = None
         corr = job.get("correctness", {})
         self.dists = corr.get("distributions", [])
@@ -189,7 +226,8 @@ class Session:
         # shape and reused; False when pinning failed (pageable then).
         self.pinned = self.device.type == "cuda"
         if self.watch is not None:
-            self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode"))
+            self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode",
+                                    "placement", "placement_key", "trusted_threads"))
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -234,9 +272,14 @@ class Session:
                                    self.inputs_on_device, base=b)
 
     def pad(self, g, pages=16):
-        """A device allocation of a size drawn from g (timing.placement): 0
-        to pages - 1 pages of 2 MiB and 1 to 8192 x 256 bytes."""
-        size = g.randrange(pages) * (2 << 20) + g.randrange(8192) * 256 + 256
+        """A device allocation of a size drawn from g, [seed, model, draws
+        so far, sizes] (timing.placement): 0 to pages - 1 pages of 2 MiB and
+        1 to 8192 x 256 bytes."""
+        k = self.placement_key
+        g[2] += 2
+        size = (_draw(k, g[0], g[1], g[2] - 1, pages) * (2 << 20) +
+                _draw(k, g[0], g[1], g[2], 8192) * 256 + 256)
+        g[3].append(size)
         return self.torch.empty(size, dtype=self.torch.uint8, device=self.device)
 
     def rehome(self, m, g, pads):
@@ -492,7 +535,8 @@ class Session:
              "device": str(self.device), "threads": torch.get_num_threads(),
              "init_seed": self.init_seed, "inputs": len(self.input_names),
              "inputs_on": self.device.type if self.inputs_on_device else "cpu",
-             "inputs_why": self.inputs_why}
+             "inputs_why": self.inputs_why,
+             "trusted_threads": sorted(self.trusted_threads)}
         if self.compile_mode is not None:
             e["compile_mode"] = self.compile_mode
         if self.device.type == "cuda":
@@ -607,6 +651,10 @@ class Session:
             return answer(lambda: self._reuse(arm))
 
     def _prepare(self, seed):
+        # PROTO: timing.placement -- the draws' key and functions as the
+        # watch saw them at the last check: a change since is reported
+        # before any pad is drawn (tamper() after prepare hands it over).
+        self.tamper_check("seed %d's placement" % int(seed))
         self.begin()
         self.cur = None
         self.timing_inputs = None
@@ -625,9 +673,10 @@ class Session:
             # 1.0158] with only the inputs moved).  Same values, same
             # Parameter objects, new storage.
             before = self.watch.model_state() if self.watch is not None else None
-            pads, ins = [], []
+            pads, ins, sizes = [], [], []
             for i in range(len(self.models)):
-                g = _Random((int(seed) * 0x9E3779B1 + (i + 1) * 0x85EBCA77) & (2**64 - 1))
+                g = [int(seed), i, 0, []]
+                sizes.append(g[3])
                 pads.append(self.pad(g))
                 self.rehome(self.models[i], g, pads)
                 pads.append(self.pad(g))
@@ -637,11 +686,14 @@ class Session:
                 self.watch.params_moved("before seed %d's timing" % int(seed), before)
             self.pads = pads
             self.timing_inputs = ins
+            self.pad_sizes = sizes
         else:
             self.timing_inputs = [self.clone(xs) for _ in self.models[:-1]] + [xs]
         if self.watch is not None:
             self.watch.inputs_set(self.timing_inputs[self.reference])
         res = {"ok": True}
+        if self.placement == "shuffled":
+            res["placement"] = {"pads_bytes": self.pad_sizes, "key_from": self.placement_from}
         if self.out_facts is None:
             # PROTO: gates.physical_floor -- once per runner, one call of the
             # reference on the first seed's timing inputs (a warm-up call;

@@ -891,6 +891,10 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	if (st)
 		return st;
 	summary_init(out, &L.run);
+	if (!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_AGENT))
+		return atb_error_set(err, ATB_ERR_USAGE, "run '%s' is an outside agent's: it has no "
+				     "proposer to resume; hand its candidates in with 'atb submit "
+				     "TASK CANDIDATE --run %s'", L.run.id, L.run.id);
 	st = atb_protocol_load_digest(home, L.run.protocol_digest, &L.proto, err);
 	if (!st)
 		st = open_task(&L, home, L.run.task, err);

@@ -50,6 +50,29 @@ int atbi_gate_clock(int64_t runner_ns, int64_t harness_ns, int64_t trials_ns, do
 	return 0;
 }
 
+int atbi_gate_preemption(int64_t preempted_ns, int64_t offcpu_ns, int64_t slack_ns, char *why,
+			 size_t why_size)
+{
+	if (preempted_ns <= 0)
+		return 0;
+	if (offcpu_ns < 0) {
+		snprintf(why, why_size,
+			 "the runner took %.3f ms out of its trials as waits for a CPU, which the "
+			 "harness could not check (no reading of the runner's timing thread from "
+			 "/proc)", (double)preempted_ns / 1e6);
+		return 1;
+	}
+	if (preempted_ns > offcpu_ns + slack_ns) {
+		snprintf(why, why_size,
+			 "the runner took %.3f ms out of its trials as waits for a CPU, but from "
+			 "outside its timing thread was off the CPU for only %.3f ms of the group "
+			 "(at most %.0f ms more allowed)", (double)preempted_ns / 1e6,
+			 (double)offcpu_ns / 1e6, (double)slack_ns / 1e6);
+		return 1;
+	}
+	return 0;
+}
+
 /* Judge the open group, keeping the first refusal. */
 static void finish_group(struct atbi_clock_state *s, double rel, int64_t slack_ns)
 {
@@ -64,9 +87,14 @@ static void finish_group(struct atbi_clock_state *s, double rel, int64_t slack_n
 		s->total_runner_ns += g->runner_ns;
 		s->total_harness_ns += g->harness_ns;
 	}
+	if (g->preempted_ns > 0 && g->offcpu_ns >= 0) {
+		s->total_preempted_ns += g->preempted_ns;
+		s->total_offcpu_ns += g->offcpu_ns;
+	}
 	if (!s->refused &&
-	    atbi_gate_clock(g->runner_ns, g->harness_ns, g->trials_ns, rel, slack_ns, why,
-			    sizeof(why))) {
+	    (atbi_gate_clock(g->runner_ns, g->harness_ns, g->trials_ns, rel, slack_ns, why,
+			     sizeof(why)) ||
+	     atbi_gate_preemption(g->preempted_ns, g->offcpu_ns, slack_ns, why, sizeof(why)))) {
 		s->refused = 1;
 		s->bad = *g;
 		snprintf(s->why, sizeof(s->why), "seed %" PRIu64 ", %zu arm%s: %s", g->seed,
@@ -82,6 +110,26 @@ void atbi_clock_mark(struct atbi_clock_state *s, const json_t *ev, int64_t now_n
 	s->mark_ns = now_ns;
 	s->mark_seed = (uint64_t)json_integer_value(json_object_get(ev, "seed"));
 	s->mark_arms = (size_t)json_integer_value(json_object_get(ev, "arms"));
+}
+
+static int64_t preempted(const json_t *ev)
+{
+	const json_t *p = json_object_get(ev, "preempted_ns");
+
+	return json_is_integer(p) && json_integer_value(p) > 0 ? (int64_t)json_integer_value(p) : 0;
+}
+
+/* The harness's reading over the group: its wall less the timing thread's CPU. */
+static int64_t offcpu(const json_t *ev)
+{
+	const json_t *hb = json_object_get(ev, "harness_background");
+	const json_t *w = json_object_get(hb, "wall_ns"), *c = json_object_get(hb, "timing_thread_cpu_ns");
+
+	if (!json_is_object(hb) || !json_is_integer(w) || !json_is_integer(c) ||
+	    json_is_true(json_object_get(hb, "runner_gone")))
+		return -1;
+	return json_integer_value(w) > json_integer_value(c)
+		? (int64_t)(json_integer_value(w) - json_integer_value(c)) : 0;
 }
 
 static int64_t trials_sum(const json_t *ev)
@@ -111,12 +159,15 @@ void atbi_clock_samples(struct atbi_clock_state *s, const json_t *ev, int64_t no
 		s->cur.runner_ns = runner_ns;
 		s->cur.harness_ns = now_ns - s->mark_ns;
 		s->cur.trials_ns = trials_sum(ev);
+		s->cur.preempted_ns = preempted(ev);
+		s->cur.offcpu_ns = offcpu(ev);
 		if (seed != s->mark_seed)
 			s->cur.runner_ns = -1;  /* not the marked group: no span to trust */
 		return;
 	}
 	if (s->in_group && seed == s->cur.seed && runner_ns == s->cur.runner_ns) {
 		s->cur.trials_ns += trials_sum(ev);  /* the group's next arm */
+		s->cur.preempted_ns += preempted(ev);
 		return;
 	}
 	finish_group(s, rel, slack_ns);
@@ -145,8 +196,10 @@ int atbi_clock_finish(struct atbi_clock_state *s, double rel, int64_t slack_ns)
 	finish_group(s, rel, slack_ns);
 	s->marked = 0;
 	if (!s->refused && s->ngroups > 1 &&
-	    atbi_gate_clock(s->total_runner_ns, s->total_harness_ns, 0, rel, slack_ns, why,
-			    sizeof(why))) {
+	    (atbi_gate_clock(s->total_runner_ns, s->total_harness_ns, 0, rel, slack_ns, why,
+			     sizeof(why)) ||
+	     atbi_gate_preemption(s->total_preempted_ns, s->total_offcpu_ns, slack_ns, why,
+				  sizeof(why)))) {
 		s->refused = 1;
 		s->bad.seed = s->cur.seed;
 		s->bad.arms = s->cur.arms;

@@ -509,7 +509,11 @@ int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *
 			 size_t why_size)
 {
 	json_int_t wall = json_integer_value(json_object_get(ev, "wall_ns"));
-	json_int_t thr = json_integer_value(json_object_get(ev, "other_threads_cpu_ns"));
+	/* the torch backend's: other threads less PyTorch's own pools (those
+	   alive before any candidate code, runner/watch.c) */
+	const json_t *untrusted = json_object_get(ev, "untrusted_threads_cpu_ns");
+	json_int_t thr = json_integer_value(untrusted ? untrusted
+						      : json_object_get(ev, "other_threads_cpu_ns"));
 	json_int_t prc = json_integer_value(json_object_get(ev, "other_processes_cpu_ns"));
 	json_int_t p0 = json_integer_value(json_object_get(ev, "processes_group_start"));
 	json_int_t p1 = json_integer_value(json_object_get(ev, "processes_group_end"));
@@ -539,12 +543,13 @@ int atbi_gate_background(const json_t *ev, const struct atbi_background_limits *
 		return 1;
 	}
 	snprintf(why, why_size,
-		 "work ran beside the timed calls on seed %lld (group %s): other threads used "
+		 "work ran beside the timed calls on seed %lld (group %s): other threads%s used "
 		 "%.1f ms and other processes %.1f ms of CPU in %.1f ms of wall time (%.1f%%; at "
 		 "most %.1f%% + %.0f ms), %lld processes beside the runner, threads %lld before "
 		 "any candidate code, %lld at the group's start, %lld at its end: a thread or "
 		 "process stealing CPU from the baseline",
 		 (long long)json_integer_value(json_object_get(ev, "seed")), jstr(ev, "group"),
+		 untrusted ? " (not PyTorch's pools)" : "",
 		 (double)thr / 1e6, (double)prc / 1e6, (double)wall / 1e6,
 		 wall > 0 ? 100.0 * other / (double)wall : 0.0, 100.0 * l->max_cpu_share,
 		 (double)l->slack_ns / 1e6, (long long)procs,

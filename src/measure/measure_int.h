@@ -166,6 +166,11 @@ struct atbi_clock_group {
 	uint64_t seed;
 	size_t arms;
 	int64_t runner_ns, harness_ns, trials_ns;
+	/* PROTO: timing.preemption -- the waits for a CPU the runner took out
+	 * of the group's trials (every arm's preempted_ns), and the time the
+	 * harness saw its timing thread off the CPU over the group (its wall
+	 * less the thread's CPU time, from /proc; -1: not seen) */
+	int64_t preempted_ns, offcpu_ns;
 };
 
 /* A job's groups as their events arrive; zero-initialised is empty. */
@@ -178,6 +183,7 @@ struct atbi_clock_state {
 	struct atbi_clock_group cur;
 	size_t ngroups;          /* groups judged */
 	int64_t total_runner_ns, total_harness_ns;  /* their spans, summed */
+	int64_t total_preempted_ns, total_offcpu_ns; /* likewise, where seen */
 	int refused;             /* the first refusal: bad and why */
 	struct atbi_clock_group bad;
 	char why[768];
@@ -188,6 +194,14 @@ struct atbi_clock_state {
  * slack_ns, when the trials add up to more than the runner's span, or when
  * runner_ns < 0; else 0.
  */
+/*
+ * PROTO: timing.preemption -- 1 (why filled) when the runner took more out
+ * of a group's trials as waits for a CPU (preempted_ns) than the harness
+ * saw its timing thread off the CPU (offcpu_ns) plus slack_ns, or took
+ * anything out where the harness saw nothing (offcpu_ns < 0); else 0.
+ */
+ATBI_FUNC int atbi_gate_preemption(int64_t preempted_ns, int64_t offcpu_ns, int64_t slack_ns,
+				   char *why, size_t why_size);
 ATBI_FUNC int atbi_gate_clock(int64_t runner_ns, int64_t harness_ns, int64_t trials_ns,
 			      double rel, int64_t slack_ns, char *why, size_t why_size);
 /* A "timed_begin" event arrived at now_ns (the harness's monotonic clock). */

@@ -130,6 +130,7 @@ enum atb_status atb_proc_start_opts(const char *const *argv, int in, int out, in
 	p->pid = -1;
 	memset(&x, 0, sizeof(x));
 	x.seccomp_fd = -1;
+	x.cg_fd = -1;
 	if (!o)
 		o = &none;
 	if (!av0)
@@ -222,6 +223,11 @@ enum atb_status atb_proc_start_opts(const char *const *argv, int in, int out, in
 	}
 	setpgid(pid, pid);  /* both sides: no kill(-pid) can race the child's own */
 	p->pid = pid;
+	/* the job's pids cgroup is the child's now: removed at its reap */
+	if (x.cg_dir[0]) {
+		snprintf(p->cgroup, sizeof(p->cgroup), "%s", x.cg_dir);
+		x.cg_dir[0] = '\0';
+	}
 	close(ep[1]);
 	ep[1] = -1;
 	/* The exec's outcome: EOF (it ran) or the errno. */
@@ -416,8 +422,13 @@ void atb_proc_reap(struct atb_proc *p)
 		p->reaped = 1;
 		normalize(p);
 	}
-	/* anything left in the group (a grandchild) goes too */
+	/* anything left in the group (a grandchild) goes too, and in the job's
+	   pids cgroup whatever left the group and the tree */
 	kill(-p->pid, SIGKILL);
+	if (p->cgroup[0]) {
+		atbi_cgroup_end(p->cgroup);
+		p->cgroup[0] = '\0';
+	}
 }
 
 enum atb_status atb_proc_scratch(const char *prefix, char *buf, size_t size,

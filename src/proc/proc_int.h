@@ -36,6 +36,8 @@ struct sb_exec {
 	int no_new_privs;
 	struct atb_sandbox_limits lim;
 	const char *chdir_to;      /* seccomp_only: the scratch folder */
+	int cg_fd;                 /* the job's pids cgroup's cgroup.procs; -1 when none */
+	char cg_dir[512];          /* that cgroup (removed by release unless handed on) */
 };
 
 ATBI_FUNC enum atb_status atbi_sandbox_prepare(struct atb_sandbox *sb, const char *const *argv,
@@ -43,6 +45,9 @@ ATBI_FUNC enum atb_status atbi_sandbox_prepare(struct atb_sandbox *sb, const cha
 ATBI_FUNC void atbi_sandbox_exec_release(struct sb_exec *x);
 /* In the child: limits, no_new_privs, the filter (seccomp_only), then exec. Never returns. */
 ATBI_FUNC void atbi_sandbox_child_exec(const struct sb_exec *x, int errfd) __attribute__((noreturn));
+
+/* Kill what is left in a job's pids cgroup and remove it (bounded wait). */
+ATBI_FUNC void atbi_cgroup_end(const char *dir);
 
 /* A folder that must never be bound into a sandbox (nor any folder above it). */
 ATBI_FUNC void atbi_sandbox_forbid(const char *path);

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <sys/ioctl.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
@@ -69,6 +70,8 @@ struct atb_sandbox {
 	json_t *refused;   /* paths not bound because they hold the store (or above) */
 	json_t *skipped;   /* paths that do not exist */
 	int level;         /* set by prepare */
+	const char *nproc_how;  /* what holds lim.nproc (set by prepare); NULL: nothing */
+	char nproc_why[400];    /* why no pids cgroup could be made */
 };
 
 /* ---- folders never shown ------------------------------------------------ */
@@ -580,6 +583,235 @@ static void probe(void)
 		probed_level = SB_LEVEL_SECCOMP_ONLY;
 }
 
+/* ---- the process limit: a pids cgroup of the job's own ------------------- */
+
+/*
+ * Why a cgroup and not only RLIMIT_NPROC: the kernel exempts uid 0 (and
+ * CAP_SYS_RESOURCE) from RLIMIT_NPROC, and atb often runs as root (CI, the
+ * GPU machines); bwrap's user namespace does not help, since it maps the
+ * sandbox's uid onto the caller's, still uid 0 outside.  A pids cgroup
+ * counts every task of the job, whoever it runs as, and only the job's:
+ * RLIMIT_NPROC counts every process of the uid on the machine.
+ */
+
+static unsigned cg_serial;
+
+static int has_token(const char *list, const char *tok)
+{
+	size_t n = strlen(tok);
+	const char *p = list;
+
+	while ((p = strstr(p, tok))) {
+		if ((p == list || p[-1] == ',' || p[-1] == ' ') &&
+		    (p[n] == '\0' || p[n] == ',' || p[n] == ' ' || p[n] == '\n'))
+			return 1;
+		p += n;
+	}
+	return 0;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), e;
+	ssize_t w;
+
+	if (fd < 0)
+		return -1;
+	w = write(fd, text, strlen(text));
+	e = errno;
+	close(fd);
+	errno = e;
+	return w == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* mnt + this process's path in the hierarchy (relative to the mount's root). */
+static void cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path)
+{
+	size_t n = strlen(root);
+
+	if (strcmp(root, "/") && !strncmp(path, root, n) && (path[n] == '/' || !path[n]))
+		path += n;
+	snprintf(out, size, "%s%s", mnt, strcmp(path, "/") ? path : "");
+}
+
+/*
+ * This process's cgroup folders where a pids limit can be set: v2's when
+ * its subtree has pids enabled, v1's pids hierarchy; "" where none.
+ */
+static void pids_homes(char *v2, char *v1, size_t size)
+{
+	char line[4096], mnt2[1024] = "", root2[1024] = "", mnt1[1024] = "", root1[1024] = "";
+	char path2[1024] = "", path1[1024] = "", ctl[1200];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	v2[0] = v1[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		/* "id parent maj:min root mountpoint opts [optional...] - fstype source superopts" */
+		char root[1024], mnt[1024], fstype[64], src[256], sopts[1024];
+		const char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %*s %1023s %1023s", root, mnt) != 2 ||
+		    sscanf(dash + 3, "%63s %255s %1023s", fstype, src, sopts) != 3)
+			continue;
+		if (!strcmp(fstype, "cgroup2") && !mnt2[0]) {
+			snprintf(mnt2, sizeof(mnt2), "%s", mnt);
+			snprintf(root2, sizeof(root2), "%s", root);
+		} else if (!strcmp(fstype, "cgroup") && has_token(sopts, "pids") && !mnt1[0]) {
+			snprintf(mnt1, sizeof(mnt1), "%s", mnt);
+			snprintf(root1, sizeof(root1), "%s", root);
+		}
+	}
+	if (f)
+		fclose(f);
+	f = fopen("/proc/self/cgroup", "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		/* "hierarchy:controllers:path" */
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		if (!strcmp(line, "0:") || (!strncmp(line, "0:", 2) && c1 + 1 == c2))
+			snprintf(path2, sizeof(path2), "%s", c2 + 1);
+		else if (has_token(c1 + 1, "pids"))
+			snprintf(path1, sizeof(path1), "%s", c2 + 1);
+	}
+	if (f)
+		fclose(f);
+	if (mnt2[0] && path2[0]) {
+		char sub[1100] = "";
+		FILE *s;
+
+		cg_join(ctl, sizeof(ctl), mnt2, root2, path2);
+		snprintf(line, sizeof(line), "%s/cgroup.subtree_control", ctl);
+		if ((s = fopen(line, "re"))) {
+			if (fgets(sub, sizeof(sub), s) && has_token(sub, "pids"))
+				snprintf(v2, size, "%s", ctl);
+			fclose(s);
+		}
+	}
+	if (mnt1[0] && path1[0]) {
+		cg_join(ctl, sizeof(ctl), mnt1, root1, path1);
+		snprintf(v1, size, "%s", ctl);
+	}
+}
+
+/* A cgroup of its own under home with pids.max = max: its folder, its cgroup.procs open. */
+static int cg_make(const char *home, uint64_t max, char *dir, size_t size, int *fd)
+{
+	char path[700], num[32];
+	int e;
+
+	snprintf(dir, size, "%s/atb-%ld-%u", home, (long)getpid(), cg_serial++);
+	if (mkdir(dir, 0755))
+		return -1;
+	snprintf(path, sizeof(path), "%s/pids.max", dir);
+	snprintf(num, sizeof(num), "%llu\n", (unsigned long long)max);
+	if (write_text(path, num))
+		goto fail;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	if ((*fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		goto fail;
+	return 0;
+fail:
+	e = errno;
+	rmdir(dir);
+	dir[0] = '\0';
+	errno = e;
+	return -1;
+}
+
+/* The job's cgroup for x, or why there is none (sb->nproc_why). */
+static void cg_prepare(struct atb_sandbox *sb, struct sb_exec *x)
+{
+	char v2[512], v1[512];
+
+	sb->nproc_how = NULL;
+	sb->nproc_why[0] = '\0';
+	pids_homes(v2, v1, sizeof(v2));
+	if (v2[0] && !cg_make(v2, sb->lim.nproc, x->cg_dir, sizeof(x->cg_dir), &x->cg_fd)) {
+		sb->nproc_how = "cgroup v2 pids";
+		return;
+	}
+	if (v2[0])
+		snprintf(sb->nproc_why, sizeof(sb->nproc_why), "cannot make a cgroup under '%.150s': %s; ",
+			 v2, strerror(errno));
+	if (v1[0] && !cg_make(v1, sb->lim.nproc, x->cg_dir, sizeof(x->cg_dir), &x->cg_fd)) {
+		sb->nproc_how = "cgroup v1 pids";
+		return;
+	}
+	if (v1[0]) {
+		size_t n = strlen(sb->nproc_why);
+
+		snprintf(sb->nproc_why + n, sizeof(sb->nproc_why) - n,
+			 "cannot make a cgroup under '%.150s': %s", v1, strerror(errno));
+	} else if (!v2[0]) {
+		snprintf(sb->nproc_why, sizeof(sb->nproc_why),
+			 "no pids cgroup controller here (neither v2 with pids delegated nor v1's "
+			 "pids hierarchy)");
+	}
+	x->cg_fd = -1;
+	x->cg_dir[0] = '\0';
+}
+
+void atbi_cgroup_end(const char *dir)
+{
+	char path[700], buf[4096];
+	int tries;
+
+	if (!dir || !dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	/* every task killed, then the folder; a fork bomb may still fork
+	   between the read and the kill: again, up to about 2 s */
+	for (tries = 0; tries < 400; tries++) {
+		struct timespec ts = {0, 5000000};
+		int fd;
+		ssize_t n;
+
+		if (!rmdir(dir) || errno == ENOENT)
+			return;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return;
+		while ((n = read(fd, buf, sizeof(buf) - 1)) > 0) {
+			char *p = buf, *end;
+
+			buf[n] = '\0';
+			for (;;) {
+				long pid = strtol(p, &end, 10);
+
+				if (end == p)
+					break;
+				if (pid > 1)
+					kill((pid_t)pid, SIGKILL);
+				p = end;
+			}
+		}
+		close(fd);
+		nanosleep(&ts, NULL);
+	}
+}
+
+long atb_proc_limit_hits(const struct atb_proc *p)
+{
+	char path[700], line[128];
+	long hits = 0;
+	FILE *f;
+
+	if (!p || !p->cgroup[0])
+		return 0;
+	snprintf(path, sizeof(path), "%s/pids.events", p->cgroup);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "max %ld", &hits) == 1)
+			break;
+	fclose(f);
+	return hits;
+}
+
 /* ---- the command line ------------------------------------------------------- */
 
 struct argbuf {
@@ -704,6 +936,7 @@ enum atb_status atbi_sandbox_prepare(struct atb_sandbox *sb, const char *const *
 
 	memset(x, 0, sizeof(*x));
 	x->seccomp_fd = -1;
+	x->cg_fd = -1;
 	x->lim = sb->lim;
 	if (sb->mode == ATB_SANDBOX_OFF) {
 		sb->level = SB_LEVEL_OFF;
@@ -735,6 +968,15 @@ enum atb_status atbi_sandbox_prepare(struct atb_sandbox *sb, const char *const *
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot start: out of memory");
 	}
 	x->no_new_privs = 1;
+	/* PROTO: sandbox -- the process limit: a pids cgroup where one can be
+	   made, RLIMIT_NPROC (per uid, not for uid 0) only where none can */
+	if (sb->lim.nproc) {
+		cg_prepare(sb, x);
+		if (x->cg_fd >= 0)
+			x->lim.nproc = 0;
+		else if (geteuid() != 0)
+			sb->nproc_how = "RLIMIT_NPROC (per uid)";
+	}
 	if (probed_level == SB_LEVEL_SECCOMP_ONLY) {
 		struct sock_fprog *prog = atb_malloc(sizeof(*prog));
 
@@ -834,8 +1076,14 @@ void atbi_sandbox_exec_release(struct sb_exec *x)
 	}
 	if (x->seccomp_fd >= 0)
 		close(x->seccomp_fd);
+	if (x->cg_fd >= 0)
+		close(x->cg_fd);
+	/* not handed on to a started child: nothing is in it */
+	if (x->cg_dir[0])
+		rmdir(x->cg_dir);
 	memset(x, 0, sizeof(*x));
 	x->seccomp_fd = -1;
+	x->cg_fd = -1;
 }
 
 static void set_limit(int res, uint64_t v)
@@ -853,6 +1101,23 @@ void atbi_sandbox_child_exec(const struct sb_exec *x, int errfd)
 	struct rlimit core = {0, 0};
 	int e;
 
+	/* into the job's pids cgroup first: whatever it starts is counted */
+	if (x->cg_fd >= 0) {
+		char num[24];
+		size_t k = sizeof(num);
+		long me = (long)getpid();
+
+		do {
+			num[--k] = (char)('0' + me % 10);
+			me /= 10;
+		} while (me && k);
+		if (write(x->cg_fd, num + k, sizeof(num) - k) < 0) {
+			e = errno;
+			if (write(errfd, &e, sizeof(e)) < 0)
+				_exit(126);
+			_exit(126);
+		}
+	}
 	if (x->level != SB_LEVEL_OFF) {
 		(void)setrlimit(RLIMIT_CORE, &core);
 		set_limit(RLIMIT_CPU, x->lim.cpu_s);
@@ -930,13 +1195,18 @@ json_t *atb_sandbox_facts(const struct atb_sandbox *sb)
 		json_array_append_new(yes, json_string("scratch_cwd"));
 		json_array_append_new(yes, json_string("rlimits"));
 		json_array_append_new(yes, json_string("die_with_parent"));
-		if (sb->lim.nproc && geteuid() != 0)
+		if (sb->lim.nproc && sb->nproc_how) {
 			json_array_append_new(yes, json_string("nproc_limit"));
-		else
-			no(not, "nproc_limit", geteuid() == 0
-				? "the kernel exempts uid 0 from RLIMIT_NPROC; the PID namespace "
-				  "still ends every process with the job"
-				: "no process limit was asked for");
+		} else if (sb->lim.nproc) {
+			char why[600];
+
+			snprintf(why, sizeof(why), "%s; the kernel exempts uid 0 from RLIMIT_NPROC: no "
+				 "process count is enforced (the PID namespace still ends every "
+				 "process with the job)", sb->nproc_why);
+			no(not, "nproc_limit", why);
+		} else {
+			no(not, "nproc_limit", "no process limit was asked for");
+		}
 	}
 	o = json_pack("{s:s, s:s, s:s?, s:o, s:o, s:O, s:O}", "mode",
 		      sb->mode == ATB_SANDBOX_REQUIRE ? "require"
@@ -945,5 +1215,13 @@ json_t *atb_sandbox_facts(const struct atb_sandbox *sb)
 		      "level", names[lv], "tool", bw ? bwrap_version : NULL, "enforced", yes,
 		      "not_enforced", not, "refused_paths", sb->refused, "skipped_paths",
 		      sb->skipped);
+	if (o && sb->lim.nproc && lv != SB_LEVEL_OFF)
+		json_object_set_new(o, "process_limit",
+				    sb->nproc_how
+				    ? json_pack("{s:I, s:s}", "max_tasks", (json_int_t)sb->lim.nproc,
+						"how", sb->nproc_how)
+				    : json_pack("{s:I, s:n, s:s}", "max_tasks",
+						(json_int_t)sb->lim.nproc, "how", "why",
+						sb->nproc_why));
 	return o;
 }

@@ -82,6 +82,7 @@ static const char *const clocks[] = {"monotonic", NULL};        /* PROTO: timing
 static const char *const stopping_rules[] = {"median_ci_halfwidth", "fixed", NULL};
 static const char *const interleaves[] = {"randomized_pairs", "alternating", "abba", NULL};
 static const char *const placements[] = {"fixed", "alternate", "shuffled", NULL};
+static const char *const preemptions[] = {"none", "run_delay", NULL};
 static const char *const poisons[] = {"nan", "pattern", NULL};
 static const char *const dist_kinds[] = {"uniform", "normal", NULL};
 static const char *const usable_steps[] = {"built", "correct", "measured", "admitted", NULL};
@@ -148,6 +149,10 @@ static const struct field timing_fields[] = {
 	 * version 4 on (atbi_protocol_validate) */
 	{.key = "placement", .kind = F_ENUM, .off = OFF(timing.placement),
 	 .size = SZ(timing.placement), .choices = placements, .optional = 1},
+	/* PROTO: timing.preemption -- optional: versions 1 to 4 have no such
+	 * key (none); required from version 5 on (atbi_protocol_validate) */
+	{.key = "preemption", .kind = F_ENUM, .off = OFF(timing.preemption),
+	 .size = SZ(timing.preemption), .choices = preemptions, .optional = 1},
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
 	END,
 };
@@ -321,16 +326,19 @@ static enum atb_status background_after(struct vctx *c, struct fy_node *map, voi
 					const char *path)
 {
 	(void)c;
-	(void)map;
 	(void)path;
 	((struct atb_protocol *)base)->gates.has_background = 1;
+	if (fy_node_mapping_lookup_by_string(map, "torch_cpu", -1))
+		((struct atb_protocol *)base)->gates.has_background_torch_cpu = 1;
 	return ATB_OK;
 }
 
-/* PROTO: gates.background (version 4 on) */
+/* PROTO: gates.background (version 4 on; torch_cpu required from version 5) */
 static const struct field background_fields[] = {
 	REAL("max_cpu_share", gates.background_max_cpu_share, CLOSED01),
 	REAL("abs_slack_ms", gates.background_abs_slack_ms, NONNEG),
+	{.key = "torch_cpu", .kind = F_BOOL, .off = OFF(gates.background_torch_cpu),
+	 .optional = 1},
 	END,
 };
 
@@ -1008,6 +1016,26 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					p->gates.has_hang ? "gates.background" : "gates.hang",
 					"missing field '%s' (required from version 4)",
 					p->gates.has_hang ? "background" : "hang");
+	}
+	if (!st && p->version >= 5 && !p->gates.has_background_torch_cpu) {
+		unsigned line = 1, col = 1;
+		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
+
+		if (gn)
+			atbi_yaml_mark(gn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"gates.background.torch_cpu",
+					"missing field 'torch_cpu' (required from version 5)");
+	}
+	if (!st && p->version >= 5 && !p->timing.preemption[0]) {
+		unsigned line = 1, col = 1;
+		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
+
+		if (tn)
+			atbi_yaml_mark(tn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"timing.preemption",
+					"missing field 'preemption' (required from version 5)");
 	}
 	if (!st && p->version >= 5 && !p->gates.has_rerun) {
 		unsigned line = 1, col = 1;

@@ -15,6 +15,7 @@
 
 #include "atb/atb.h"
 #include "atb/engine.h"
+#include "atb/loop.h"
 #include "atb/report.h"
 #include "atb/task.h"
 #include "util.h"
@@ -354,7 +355,11 @@ enum atb_status atb_report_text(const struct atb_report *r, char **out, struct a
 		sb_printf(&b, "%s%s %" PRId64, i ? ", " : "", r->firings[i].outcome,
 			  r->firings[i].count);
 	sb_printf(&b, "\n");
-	if (r->niters < (size_t)r->run.iterations)
+	if (r->niters < (size_t)r->run.iterations && !strcmp(r->run.proposer, ATB_LOOP_PROPOSER_AGENT))
+		/* an outside agent's run: nothing to resume, it grows by submissions */
+		sb_printf(&b, "status    open: an agent hands in more with 'atb submit TASK CANDIDATE "
+			  "--run %s'\n", r->run.id);
+	else if (r->niters < (size_t)r->run.iterations)
 		sb_printf(&b, "status    incomplete: continue with 'atb run --resume %s'\n", r->run.id);
 	return sb_finish(&b, out, "report", err);
 }

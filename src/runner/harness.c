@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -481,6 +482,34 @@ static const char *const pass_env[] = {
  * cuda and torch, read-only; a fresh scratch folder read-write.  Nothing
  * else of the caller's files: not the store, not ATB_HOME, not the task.
  */
+/*
+ * PROTO: sandbox -- the tasks (processes and threads) a job may have at
+ * once.  Far above what an honest job needs (the runner, PyTorch's thread
+ * pools, torch.compile's worker processes on a 128-core host: some
+ * hundreds) and far below what starves the machine (pid_max is 32768 by
+ * default): a fork bomb stops here, and the job is ended as soon as the
+ * harness sees a fork refused (process_limit).
+ */
+#define RUNNER_MAX_TASKS 4096
+
+/* ATB_SANDBOX_MAX_TASKS, when set: another limit (the tests' fork bomb). */
+static enum atb_status max_tasks_from_env(uint64_t *n, struct atb_error *err)
+{
+	const char *v = getenv("ATB_SANDBOX_MAX_TASKS");
+	char *end = NULL;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return ATB_OK;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || x < 16 || x > 1000000)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad ATB_SANDBOX_MAX_TASKS '%.40s': expected 16 to 1000000", v);
+	*n = x;
+	return ATB_OK;
+}
+
 static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 				   double timeout_s, const char *scratch, struct atb_sandbox **out,
 				   struct atb_error *err)
@@ -561,6 +590,9 @@ static enum atb_status job_sandbox(const char *runner_path, const json_t *job,
 	lim.cpu_s = (uint64_t)((timeout_s > 0 ? timeout_s : 600) * (double)(ncpu > 0 ? ncpu : 1)) + 60;
 	lim.fsize_bytes = (uint64_t)1 << 30;
 	lim.nofile = 8192;
+	lim.nproc = RUNNER_MAX_TASKS;
+	if (!st)
+		st = max_tasks_from_env(&lim.nproc, err);
 	atb_sandbox_set_limits(sb, &lim);
 	if (st) {
 		atb_sandbox_free(sb);
@@ -633,6 +665,50 @@ static int64_t watch_limit_ns(const struct atb_runner_watch *w, const struct run
 	return (int64_t)(lim * 1e9);
 }
 
+/*
+ * PROTO: timing.placement -- the key the torch runner draws its pads from
+ * (python/atb_torch/runner.py): one per atb process, from the kernel's
+ * CSPRNG, so the candidate cannot know its pads before the job, while
+ * the paired and the baseline-alone runners of one measurement draw the
+ * same pads for the same (seed, model).  A job that has one keeps it.
+ */
+static int add_placement_key(json_t *job)
+{
+	static char hex[33];
+	json_t *t = json_object_get(job, "timing");
+
+	if (!json_is_object(t) || json_object_get(t, "placement_key"))
+		return 0;
+	if (!hex[0]) {
+		unsigned char k[16];
+		size_t i;
+
+		if (getrandom(k, sizeof(k), 0) != (ssize_t)sizeof(k))
+			return 0;  /* the runner draws its own (os.urandom) */
+		for (i = 0; i < sizeof(k); i++)
+			snprintf(hex + 2 * i, 3, "%02x", k[i]);
+	}
+	return json_object_set_new(t, "placement_key", json_string(hex)) ? -1 : 0;
+}
+
+/* The job reached its process limit: an error "process_limit" (gate runner). */
+static int limit_reached(struct atb_runner_outcome *out, long hits, enum atb_status *st,
+			 struct atb_error *err)
+{
+	uint64_t max = RUNNER_MAX_TASKS;
+	struct atb_error ignored;
+
+	(void)max_tasks_from_env(&max, &ignored);
+	snprintf(out->reason, sizeof(out->reason), "process_limit");
+	snprintf(out->detail, sizeof(out->detail),
+		 "the job reached its process limit (%llu tasks at once, PROTO: sandbox): %ld "
+		 "fork%s refused, the job killed; a fork bomb", (unsigned long long)max, hits,
+		 hits == 1 ? "" : "s");
+	*st = atb_error_set(err, ATB_ERR_CHECK, "atb-runner reported '%s': %s", out->reason,
+			    out->detail);
+	return ATB_RUNNER_ERROR;
+}
+
 enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *job,
 				       double timeout_s, const struct atb_runner_watch *watch,
 				       atb_runner_event_fn on_event, void *ctx,
@@ -644,13 +720,15 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	size_t text_len, sent = 0;
 	int64_t t0 = atbi_monotonic_ns(), deadline;
 	enum atb_status st = ATB_OK;
-	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1;
+	int end = -1, status = 0, sock_open = 1, err_open = 1, wr_open = 1, wr_shut = 0;
 	struct atb_sandbox *sb = NULL;
 	struct atb_proc proc = {.pid = -1};
 	json_t *sent_job = NULL;
 	char runner_abs[4200];
 	const char *argv[2] = {runner_path, NULL};
 	pid_t pid;
+	long hits;
+	int64_t limit_seen_ns = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->exit_code = -1;
@@ -670,6 +748,10 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */
 	sent_job = absolute_job(job);
+	if (sent_job && add_placement_key(sent_job)) {
+		json_decref(sent_job);
+		sent_job = NULL;
+	}
 	if (sent_job && watch && watch->progress_ms > 0 &&
 	    json_object_set_new(sent_job, "progress_ms", json_integer(watch->progress_ms))) {
 		json_decref(sent_job);
@@ -793,10 +875,10 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				else if (w < 0 && errno != EAGAIN && errno != EINTR)
 					sent = text_len + 1;  /* it went away; its end says why */
 			}
-			if (sent >= text_len + 1) {
-				shutdown(sv[0], SHUT_WR);
+			/* the channel stays open: the runner waits for its end
+			   after "done" (below) */
+			if (sent >= text_len + 1)
 				wr_open = 0;
-			}
 		}
 		if (si >= 0 && (pf[si].revents & (POLLIN | POLLHUP | POLLERR))) {
 			char buf[65536];
@@ -823,6 +905,14 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 					end = e;
 					break;
 				}
+				/* PROTO: gates.background, timing.preemption -- the
+				   runner stays alive after "done" until this end closes,
+				   so the last group's /proc reading (taken as its samples
+				   arrived, before "done") is never of a process gone */
+				if (r.got_done && !wr_shut) {
+					shutdown(sv[0], SHUT_WR);
+					wr_shut = 1;
+				}
 			} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 				sock_open = 0;
 			}
@@ -836,6 +926,16 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 				err_open = 0;
 		}
+		/* PROTO: sandbox -- a fork the process limit refused: a fork bomb,
+		   contained; the job ends now (it would only go on forking).  After
+		   the reads (their events are stamped first), at most every 50 ms. */
+		if (proc.cgroup[0] && atbi_monotonic_ns() - limit_seen_ns > 50000000) {
+			limit_seen_ns = atbi_monotonic_ns();
+			if ((hits = atb_proc_limit_hits(&proc)) > 0) {
+				end = limit_reached(out, hits, &st, err);
+				break;
+			}
+		}
 	}
 	if (end >= 0)
 		atb_proc_kill(&proc);
@@ -845,6 +945,9 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 		st = atb_error_set(err, ATB_ERR_SYSTEM,
 				   "atb-runner timed out after %.3g s: killed", timeout_s);
 	}
+	/* a fork refused after the last look (a bomb that gave up, then done) */
+	if (end < 0 && (hits = atb_proc_limit_hits(&proc)) > 0)
+		end = limit_reached(out, hits, &st, err);
 	/* Anything left (a grandchild; sandboxed, the whole PID namespace) goes too. */
 	atb_proc_reap(&proc);
 	status = proc.status;

@@ -358,7 +358,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	double per_seed_s = (double)c->max_time_per_seed_ns / 1e9;
 	double min_bytes = (double)j->cache_flush_min_bytes;
 	long long wi = c->warmup_min_iterations, tmin = c->trials_min, tmax = c->trials_max;
-	char interleave[32] = "randomized_pairs", placement[16] = "fixed";
+	char interleave[32] = "randomized_pairs", placement[16] = "fixed", preemption[16] = "none";
 	json_t *f;
 
 	if (!json_is_object(o))
@@ -383,6 +383,14 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	else
 		return bad(err, "timing.placement", "'%s' must be fixed, alternate or shuffled",
 			   "timing.placement");
+	STR(o, "preemption", "timing", 0, preemption);
+	if (!strcmp(preemption, "none"))
+		j->preemption = 0;
+	else if (!strcmp(preemption, "run_delay"))
+		j->preemption = 1;
+	else
+		return bad(err, "timing.preemption", "'%s' must be none or run_delay",
+			   "timing.preemption");
 	f = json_object_get(o, "cache_flush");
 	if (f) {
 		if (!json_is_boolean(f))
@@ -956,6 +964,9 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 			if (pl[0])
 				bad_ |= set_new(t, "placement", json_string(pl));
 		}
+		/* PROTO: timing.preemption (version 5 on) */
+		if (p->timing.preemption[0])
+			bad_ |= set_new(t, "preemption", json_string(p->timing.preemption));
 		bad_ |= set_new(c, "poison", json_string(p->correctness.poison));
 		/* PROTO: correctness.input_sets_per_seed */
 		if (p->correctness.input_sets_per_seed > 0)

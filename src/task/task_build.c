@@ -273,7 +273,9 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 	static const char *const dirs[] = {"LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
 					   "C_INCLUDE_PATH", NULL};
 	size_t k;
-	struct atb_sandbox_limits lim = {.fsize_bytes = (uint64_t)1 << 30, .nofile = 4096};
+	/* PROTO: sandbox -- a compiler driver starts a handful of tasks */
+	struct atb_sandbox_limits lim = {.fsize_bytes = (uint64_t)1 << 30, .nofile = 4096,
+					 .nproc = 1024};
 	char dir[4096], abs[4096], inc[4200];
 	enum atb_sandbox_mode mode;
 	enum atb_status st;

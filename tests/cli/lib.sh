@@ -53,8 +53,8 @@ BOX_GATES='.gate == "baseline_drift" or .gate == "noise" or .gate == "client_lag
 
 # verdict_line FILE: one line with a --json verdict's numbers, for the log.
 verdict_line() {
-	jq -c '{verdict, gate, speedup, ci_low, ci_high, cv, reason}' "$1" 2>/dev/null ||
-		echo "(no JSON verdict)"
+	[ -s "$1" ] && jq -c '{verdict, gate, speedup, ci_low, ci_high, cv, reason}' "$1" 2>/dev/null ||
+		echo "(no JSON verdict; stderr: $(tail -c 300 "$TRASH/err" 2>/dev/null))"
 }
 
 # expect_exit_past_box WANT atb measure|engine ab --json ...: expect_exit,

@@ -32,21 +32,14 @@ test_expect "--json reports the error as an object too" '
 # value changed (it has every key the current version requires).
 cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
 next=$((cur + 1))
-
-# Keys the next version requires that the current file lacks (PROTO:
-# gates.rerun, required from version 5).
-add_next_keys() {
-	if [ "$next" -ge 5 ] && ! grep -q "^  rerun:" "$1"; then
-		sed "s/^gates:\$/gates:\n  rerun: {max_runs: 3}/" "$1"
-	else
-		cat "$1"
-	fi
-}
+# the keys the next version requires that the current has not (v5: protocol/v5-*.yaml.snippet)
+NEW_KEYS='s/^\(    abs_slack_ms: 20 .*\)$/\1\n    torch_cpu: true/; s/^\(  placement: shuffled\)$/\1\n  preemption: none/; s/^gates:$/gates:\n  rerun: {max_runs: 3}/'
+grep -q '^    torch_cpu:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
 
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&
-	add_next_keys "$ATB_HOME/protocol/v$cur.yaml" |
-		sed "s/^version: $cur/version: $next/; s/cv_cap: 0.05/cv_cap: 0.04/" >cand.yaml &&
+	sed "s/^version: $cur/version: $next/; s/cv_cap: 0.05/cv_cap: 0.04/; $NEW_KEYS" \
+		"$ATB_HOME/protocol/v$cur.yaml" >cand.yaml &&
 	expect_exit 0 "$ATB" protocol freeze cand.yaml --home home &&
 	expect_grep "as protocol version $next" "$TRASH/out" &&
 	[ -f home/protocol/v$next.yaml ] &&
@@ -60,8 +53,8 @@ test_expect "freeze adds a new version and keeps the old one" '
 
 test_expect "freeze refuses a version that is not current + 1" '
 	mkdir home3 && cp -r "$ATB_HOME/protocol" home3/ &&
-	add_next_keys "$ATB_HOME/protocol/v$cur.yaml" |
-		sed "s/^version: $cur/version: $((next + 1))/; s/cv_cap: 0.05/cv_cap: 0.04/" >c5.yaml &&
+	sed "s/^version: $cur/version: $((next + 1))/; s/cv_cap: 0.05/cv_cap: 0.04/; $NEW_KEYS" \
+		"$ATB_HOME/protocol/v$cur.yaml" >c5.yaml &&
 	expect_exit 2 "$ATB" protocol freeze c5.yaml --home home3 &&
 	expect_grep "the next version is $next" "$TRASH/err" &&
 	[ ! -f home3/protocol/v$((next + 1)).yaml ] && [ ! -f home3/protocol/v$next.yaml ]

@@ -26,8 +26,8 @@ test_expect "list shows engine tasks beside kernel tasks, sorted, kind engine" '
 	expect_exit 0 "$ATB" task list &&
 	cut -d" " -f1 "$TRASH/out" >names &&
 	printf "eng-a\neng-b\neng-bad\nrelu\n" | diff - names &&
-	grep -q "^eng-a  *engine the double, closed loop$" "$TRASH/out" &&
-	grep -q "^eng-b  *engine $" "$TRASH/out" &&
+	grep -q "^eng-a  *engine  *the double, closed loop$" "$TRASH/out" &&
+	grep -q "^eng-b  *engine  *$" "$TRASH/out" &&
 	grep -q "^relu  *cpu " "$TRASH/out" &&
 	expect_grep "(does not load: " "$TRASH/out" &&
 	expect_grep "nosuch" "$TRASH/out"
@@ -78,6 +78,17 @@ test_expect "check refuses an engine task and says what checks one" '
 	expect_exit 2 "$ATB" task check eng-a &&
 	expect_grep "is an engine task" "$TRASH/err" &&
 	expect_grep "atb engine show eng-a" "$TRASH/err"
+'
+
+test_expect "engine show takes a bundled spec by its bare name; an unknown name is refused" '
+	expect_exit 0 "$ATB" engine show double && expect_grep "engines/double.yaml" "$TRASH/out" &&
+	expect_exit 2 "$ATB" engine show no-such-engine &&
+	expect_grep "no-such-engine" "$TRASH/err"
+'
+
+test_expect "task list: every row has its kind in one column (the longest name sets the width)" '
+	"$ATB" task list >tl &&
+	awk "{ print index(\$0, \$2) }" tl | sort -u >cols && [ "$(wc -l <cols)" = 1 ]
 '
 
 test_done

@@ -5,7 +5,11 @@
 # ATB_HOME's headers, the task, the folder above, /tmp and /etc, processes
 # that outlive the job, a loopback connection, and an #include of a file
 # outside the candidate.  Each attempt must change nothing outside the
-# sandbox; the stored result says the sandbox was full.
+# sandbox; the stored result says the sandbox was full.  A fork bomb
+# (escape/fork-bomb.c) is held by the job's process limit, a pids cgroup
+# of its own (RLIMIT_NPROC does not bind uid 0), and the job is refused
+# as it reaches it (the runner's error process_limit); where no limit can
+# be enforced the stored facts say why and the bomb is not run.
 # PROTO: sandbox.
 . "$(dirname "$0")/lib.sh"
 
@@ -60,6 +64,15 @@ test_expect "the stored result says the sandbox was full" '
 		(.runner.sandbox.enforced | index(\"filesystem_view\"))" stats >/dev/null
 '
 
+test_expect "the stored result says which process limit held the job, or why none did" '
+	jq -e ".runner.sandbox.process_limit.max_tasks == 4096 and
+		((.runner.sandbox.process_limit.how | type) == \"string\" and
+		 (.runner.sandbox.enforced | index(\"nproc_limit\")) or
+		 (.runner.sandbox.process_limit.why | length > 0) and
+		 ([.runner.sandbox.not_enforced[] | select(.rule == \"nproc_limit\")] | length == 1))" \
+		stats >/dev/null || { jq .runner.sandbox stats; exit 1; }
+'
+
 test_expect "no forged row reached the store, and the store file is intact" '
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 1 ] &&
 	"$ATB" db check >check 2>&1 && ! grep -q "garbage rows" "$ATB_DB"
@@ -96,6 +109,24 @@ test_expect "a store in a folder the job would see is not shown (refused_paths)"
 	! grep -q "garbage rows" libdir/s.db &&
 	ATB_DB=$TRASH/libdir/s.db "$ATB" db check >/dev/null
 '
+
+if jq -e ".runner.sandbox.process_limit.how | type == \"string\"" stats >/dev/null 2>&1; then
+	test_expect "a fork bomb is held by the process limit and refused as it reaches it" '
+		mkdir bomb && cp "$ESC/fork-bomb.c" bomb/kernel.c &&
+		ATB_SANDBOX_MAX_TASKS=200 expect_exit 2 "$ATB" measure --json "$TRASH/task" "$TRASH/bomb" \
+			--seeds 2 &&
+		jq -e ".verdict == \"rejected\" and .gate == \"runner\" and .result_id == null and
+			(.reason | test(\"reported .process_limit.: the job reached its process limit \\\\(200 tasks at once, PROTO: sandbox\\\\): [0-9]+ forks? refused\"))" \
+			"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }
+	'
+	test_expect "nothing of the bomb is left; the rejection keeps the runner's reason" '
+		sleep 0.5 && ! pgrep -x atb-fork-bomb >/dev/null &&
+		sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '\''gate:runner'\''" >bd &&
+		jq -e ".reason == \"process_limit\"" bd >/dev/null
+	'
+else
+	echo "# skipped the fork bomb: no process limit here ($(jq -r .runner.sandbox.process_limit.why stats))"
+fi
 
 test_expect "an #include of a file outside the candidate finds nothing" '
 	expect_exit 2 "$ATB" measure --json "$TRASH/task" "$TRASH/include-secret" --seeds 2 &&

@@ -548,6 +548,60 @@ Test(measure, clock_state_pairs_markers_with_samples_and_sums_groups)
 	json_decref(lone);
 }
 
+/*
+ * PROTO: timing.preemption -- the waits a runner takes out of its trials
+ * are bounded by the time the harness saw its timing thread off the CPU:
+ * a forged schedstat reading (claims where the thread computed) refuses.
+ */
+Test(measure, clock_bounds_the_waits_taken_out_by_what_the_harness_saw)
+{
+	struct atbi_clock_state s;
+	const int64_t ms = 1000000, slack = 50 * ms;
+	char why[512];
+	json_t *mark = ev_of("{\"event\":\"timed_begin\",\"seed\":1,\"arms\":2}");
+	/* honest: 60 ms taken out of the trials, the thread 80 ms off the CPU */
+	json_t *a = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000],\"span_ns\":150000000,\"preempted_ns\":30000000,"
+			  "\"harness_background\":{\"wall_ns\":150000000,"
+			  "\"timing_thread_cpu_ns\":70000000,\"runner_gone\":false}}");
+	json_t *b = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[1000000],\"span_ns\":150000000,\"preempted_ns\":30000000}");
+	/* forged: 200 ms claimed, the thread on the CPU all but 5 ms */
+	json_t *c = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"baseline\","
+			  "\"times_ns\":[1000000],\"span_ns\":300000000,"
+			  "\"harness_background\":{\"wall_ns\":300000000,"
+			  "\"timing_thread_cpu_ns\":295000000,\"runner_gone\":false}}");
+	json_t *d = ev_of("{\"event\":\"samples\",\"seed\":1,\"arm\":\"candidate\","
+			  "\"times_ns\":[1000000],\"span_ns\":300000000,\"preempted_ns\":200000000}");
+
+	cr_expect_eq(atbi_gate_preemption(0, -1, slack, why, sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_preemption(100 * ms, 60 * ms, slack, why, sizeof(why)), 0);
+	cr_expect_eq(atbi_gate_preemption(120 * ms, 60 * ms, slack, why, sizeof(why)), 1);
+	cr_expect(strstr(why, "off the CPU for only 60.000 ms"), "%s", why);
+	cr_expect_eq(atbi_gate_preemption(1, -1, slack, why, sizeof(why)), 1);
+	cr_expect(strstr(why, "could not check"), "%s", why);
+
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, a, 150 * ms, 0.05, slack);
+	atbi_clock_samples(&s, b, 150 * ms, 0.05, slack);
+	cr_expect_eq(s.cur.preempted_ns, 60 * ms);
+	cr_expect_eq(s.cur.offcpu_ns, 80 * ms);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 0);
+
+	memset(&s, 0, sizeof(s));
+	atbi_clock_mark(&s, mark, 0, 0.05, slack);
+	atbi_clock_samples(&s, c, 300 * ms, 0.05, slack);
+	atbi_clock_samples(&s, d, 300 * ms, 0.05, slack);
+	cr_expect_eq(atbi_clock_finish(&s, 0.05, slack), 1);
+	cr_expect(strstr(s.why, "took 200.000 ms out of its trials"), "%s", s.why);
+	json_decref(mark);
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+	json_decref(d);
+}
+
 /* PROTO: gates.background -- the judgement on one group's facts */
 Test(measure, background_refuses_cpu_beside_the_group_and_names_it)
 {
@@ -586,6 +640,36 @@ Test(measure, background_refuses_cpu_beside_the_group_and_names_it)
 	cr_assert_not(atbi_gate_background(bad, &l, why, sizeof(why)));
 	json_decref(ok);
 	json_decref(bad);
+}
+
+/*
+ * PROTO: gates.background (torch) -- a torch event judges the threads
+ * PyTorch's pools did not have before any candidate code, not all others
+ */
+Test(measure, background_on_torch_reads_the_untrusted_threads)
+{
+	struct atb_protocol p;
+	struct atbi_background_limits l;
+	char why[1024];
+	/* the intra-op pool worked 700 ms beside 6 s of calls: its own */
+	json_t *ev = json_pack("{s:s, s:I, s:s, s:I, s:I, s:I, s:I, s:i}", "event", "background",
+			       "seed", (json_int_t)1, "group", "paired", "wall_ns",
+			       (json_int_t)6000000000, "other_threads_cpu_ns",
+			       (json_int_t)700000000, "untrusted_threads_cpu_ns", (json_int_t)0,
+			       "other_processes_cpu_ns", (json_int_t)0, "trusted_threads", 3);
+
+	memset(&p, 0, sizeof(p));
+	atbi_background_limits(&p, &l);
+	cr_assert_not(atbi_gate_background(ev, &l, why, sizeof(why)));
+	/* a burner of the candidate's: 150 ms in 6 s, over 2% + 20 ms */
+	json_object_set_new(ev, "untrusted_threads_cpu_ns", json_integer(150000000));
+	cr_assert(atbi_gate_background(ev, &l, why, sizeof(why)));
+	cr_assert(strstr(why, "other threads (not PyTorch's pools) used 150.0 ms"), "%s", why);
+	/* without the field (the cpu backend), all other threads count */
+	json_object_del(ev, "untrusted_threads_cpu_ns");
+	cr_assert(atbi_gate_background(ev, &l, why, sizeof(why)));
+	cr_assert(strstr(why, "other threads used 700.0 ms"), "%s", why);
+	json_decref(ev);
 }
 
 /* PROTO: gates.hang -- the watchdog's values: the protocol's, else the defaults */

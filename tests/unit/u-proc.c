@@ -313,6 +313,61 @@ Test(proc, limits_hold)
 	atb_sandbox_free(sb);
 }
 
+/*
+ * PROTO: sandbox -- the process limit holds whoever runs atb (a pids
+ * cgroup of the job's own: RLIMIT_NPROC does not bind uid 0), forks past
+ * it are counted, and the cgroup goes with the job; where none can be
+ * made the facts say why.
+ */
+Test(proc, a_process_limit_holds_as_root_and_says_how)
+{
+	struct atb_sandbox *sb = new_sb(ATB_SANDBOX_AUTO);
+	struct atb_sandbox_limits l = {.nproc = 24};
+	const char *argv[] = {"/bin/sh", "-c",
+			      "i=0; while [ $i -lt 60 ]; do sleep 30 >/dev/null 2>&1 & "
+			      "i=$((i+1)); done; echo forked", NULL};
+	struct atb_proc p;
+	struct atb_error e;
+	char out[4096], cg[512], *text;
+	const char *how;
+	int pp[2], have = 0;
+	ssize_t n;
+	json_t *f;
+
+	atb_sandbox_set_limits(sb, &l);
+	cr_assert_eq(pipe2(pp, O_CLOEXEC), 0);
+	atb_error_clear(&e);
+	cr_assert_eq(atb_proc_start(argv, -1, pp[1], pp[1], sb, &p, &e), ATB_OK, "%s", e.msg);
+	close(pp[1]);
+	while ((n = read(pp[0], out + have, sizeof(out) - 1 - (size_t)have)) > 0)
+		have += (int)n;
+	out[have] = '\0';
+	close(pp[0]);
+	cr_assert_eq(atb_proc_wait(&p, INT64_MAX), 1);
+	f = atb_sandbox_facts(sb);
+	text = json_dumps(f, JSON_COMPACT);
+	how = json_string_value(json_object_get(json_object_get(f, "process_limit"), "how"));
+	cr_expect_eq(json_integer_value(json_object_get(json_object_get(f, "process_limit"),
+							"max_tasks")), 24, "%s", text);
+	snprintf(cg, sizeof(cg), "%s", p.cgroup);
+	if (how && !strncmp(how, "cgroup", 6)) {
+		cr_expect(p.cgroup[0], "the job's cgroup is kept until the reap");
+		cr_expect_gt(atb_proc_limit_hits(&p), 0, "forks past 24 tasks refused: %s", out);
+		cr_expect(strstr(text, "\"nproc_limit\""), "%s", text);
+	} else if (!how) {
+		cr_expect(strstr(text, "\"rule\":\"nproc_limit\""), "%s", text);
+		cr_expect(json_string_value(json_object_get(json_object_get(f, "process_limit"),
+							    "why")), "%s", text);
+	}
+	atb_proc_reap(&p);
+	cr_expect_not(p.cgroup[0]);
+	if (cg[0])
+		cr_expect_neq(access(cg, F_OK), 0, "'%s' removed with the job", cg);
+	free(text);
+	json_decref(f);
+	atb_sandbox_free(sb);
+}
+
 Test(proc, a_signal_through_bwrap_reads_as_the_signal)
 {
 	struct atb_sandbox *sb = new_sb(ATB_SANDBOX_AUTO);

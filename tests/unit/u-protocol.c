@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -90,6 +89,34 @@ static char *v4_text(const char *v3, const char *omit)
 			continue;
 		snprintf(with, sizeof(with), "%s%s", v4_keys[i].after, v4_keys[i].add);
 		u = replace(t, v4_keys[i].after, with);
+		atb_free(t);
+		t = u;
+	}
+	return t;
+}
+
+/*
+ * Every key version 5 requires, as for v4_keys: v5_text makes version 4 a
+ * complete version 5 with all of them but `omit` ("" none).
+ */
+static const struct {
+	const char *key, *after, *add;
+} v5_keys[] = {
+	{"gates.background.torch_cpu", "abs_slack_ms: 20", "\n    torch_cpu: true"},
+	{"timing.preemption", "placement: shuffled", "\n  preemption: run_delay"},
+	{"gates.rerun", "\ngates:\n", "  rerun: {max_runs: 3}\n"},
+};
+
+static char *v5_text(const char *v4, const char *omit)
+{
+	char *t = replace(v4, "\nversion: 4", "\nversion: 5"), *u, with[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(v5_keys) / sizeof(v5_keys[0]); i++) {
+		if (!strcmp(v5_keys[i].key, omit))
+			continue;
+		snprintf(with, sizeof(with), "%s%s", v5_keys[i].after, v5_keys[i].add);
+		u = replace(t, v5_keys[i].after, with);
 		atb_free(t);
 		t = u;
 	}
@@ -395,17 +422,13 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
 	/* the next version after the current one (4), one value changed */
 	text = slurp(V4);
-	t2 = replace(text, "\nversion: 4", "\nversion: 5");
+	t2 = v5_text(text, "");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
-	/* PROTO: gates.rerun -- required from version 5 */
-	t2 = text;
-	text = replace(t2, "\ngates:\n", "\ngates:\n  rerun: {max_runs: 3}\n");
 	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	spit(cand, text);
 	atb_free(text);
-	atb_free(t2);
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v5digest, &err), ATB_OK, "%s",
 		     err.msg);
@@ -892,39 +915,76 @@ Test(protocol, hang_and_background_are_required_from_version_4, .fini = remove_h
 	atb_free(text);
 }
 
-/* PROTO: gates.rerun.max_runs -- absent before version 5 (the judge's 3 runs), required from it. */
-Test(protocol, rerun_is_required_from_version_5)
+/*
+ * PROTO: gates.background.torch_cpu -- absent before version 5 (0: torch
+ * tasks' background facts recorded, not judged), required from it.
+ */
+Test(protocol, background_torch_cpu_is_required_from_version_5, .fini = remove_home)
 {
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
-	char cand[] = "/tmp/atb-u-protocol-rerun.XXXXXX";
-	char *text, *t2, *t3;
-	int fd = mkstemp(cand);
+	char cand[512], *text, *t2, *t3;
 
-	cr_assert_geq(fd, 0);
-	close(fd);
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V4);
+	cr_assert_eq(atb_protocol_load_file(V4, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_background_torch_cpu);
+	cr_expect_not(p->gates.background_torch_cpu);
+	atb_protocol_free(p);
+	t2 = v5_text(text, "gates.background.torch_cpu");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.background.torch_cpu");
+	cr_expect(strstr(err.msg, "required from version 5"), "%s", err.msg);
+	t3 = v5_text(text, "");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->gates.has_background_torch_cpu);
+	cr_expect(p->gates.background_torch_cpu);
+	atb_protocol_free(p);
+	atb_free(t3);
+	t3 = replace(t2, "abs_slack_ms: 20", "abs_slack_ms: 20\n    torch_cpu: 3");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.background.torch_cpu");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
+/* PROTO: gates.rerun.max_runs -- absent before version 5 (the judge's 3 runs), required from it. */
+Test(protocol, rerun_is_required_from_version_5, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
 	cr_assert_eq(atb_protocol_load_file(V4, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect_not(p->gates.has_rerun);
 	atb_protocol_free(p);
 	text = slurp(V4);
-	t2 = replace(text, "\nversion: 4", "\nversion: 5");
+	t2 = v5_text(text, "gates.rerun");
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.rerun");
 	cr_expect(strstr(err.msg, "required from version 5"), "%s", err.msg);
-	t3 = replace(t2, "\ngates:\n", "\ngates:\n  rerun: {max_runs: 5}\n");
+	atb_free(t2);
+	t2 = v5_text(text, "");
+	t3 = replace(t2, "rerun: {max_runs: 3}", "rerun: {max_runs: 5}");
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p->gates.has_rerun);
 	cr_expect_eq(p->gates.rerun_max_runs, 5);
 	atb_protocol_free(p);
 	atb_free(t3);
-	t3 = replace(t2, "\ngates:\n", "\ngates:\n  rerun: {max_runs: 0}\n");
+	t3 = replace(t2, "rerun: {max_runs: 3}", "rerun: {max_runs: 0}");
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "gates.rerun.max_runs");
 	atb_free(t3);
 	atb_free(t2);
 	atb_free(text);
-	unlink(cand);
 }

@@ -437,7 +437,7 @@ Test(runner, malformed_event_line_is_an_error, .init = make_tmp, .fini = cleanup
 	struct atb_runner_outcome out;
 	struct atb_error e;
 
-	cr_assert_eq(run_fake("echo '{\"event\":\"hello\"}'; echo 'Segmentation fault? no: text'; cat >/dev/null",
+	cr_assert_eq(run_fake("echo '{\"event\":\"hello\"}'; echo 'Segmentation fault? no: text'; head -n 1 >/dev/null",
 			      10, &out, &e), ATB_ERR_PARSE);
 	cr_assert_eq(out.end, ATB_RUNNER_MALFORMED);
 	cr_assert_eq(out.nevents, 1);
@@ -452,7 +452,7 @@ Test(runner, error_event_gives_its_reason, .init = make_tmp, .fini = cleanup_tmp
 	struct atb_runner_outcome out;
 	struct atb_error e;
 
-	cr_assert_eq(run_fake("cat >/dev/null; echo '{\"event\":\"error\",\"reason\":\"dlopen\",\"message\":\"no such file\"}'; exit 3",
+	cr_assert_eq(run_fake("head -n 1 >/dev/null; echo '{\"event\":\"error\",\"reason\":\"dlopen\",\"message\":\"no such file\"}'; exit 3",
 			      10, &out, &e), ATB_ERR_CHECK);
 	cr_assert_eq(out.end, ATB_RUNNER_ERROR);
 	cr_assert_str_eq(out.reason, "dlopen");
@@ -501,7 +501,7 @@ Test(runner, a_silent_runner_is_killed_by_the_watchdog_long_before_the_timeout,
 {
 	/* events every 0.1 s for a second, then silence: the limit is min_s */
 	static const char body[] =
-		"cat >/dev/null; echo '{\"event\":\"hello\"}'; echo '{\"event\":\"env\"}'; "
+		"head -n 1 >/dev/null; echo '{\"event\":\"hello\"}'; echo '{\"event\":\"env\"}'; "
 		"for i in 1 2 3 4 5 6 7 8 9 10; do echo '{\"event\":\"progress\"}'; sleep 0.1; done; "
 		"echo '{\"event\":\"timed_begin\",\"seed\":7}'; sleep 30";
 	struct atb_runner_watch w = {.startup_s = 10, .min_s = 1.5, .factor = 2, .progress_ms = 100};
@@ -528,7 +528,7 @@ Test(runner, the_watchdog_gives_startup_its_own_budget, .init = make_tmp, .fini 
 	struct atb_runner_outcome out;
 	struct atb_error e;
 
-	cr_assert_eq(run_watched("cat >/dev/null; echo '{\"event\":\"hello\"}'; sleep 30", &w,
+	cr_assert_eq(run_watched("head -n 1 >/dev/null; echo '{\"event\":\"hello\"}'; sleep 30", &w,
 				 &out, &e), ATB_ERR_SYSTEM);
 	cr_assert_eq(out.end, ATB_RUNNER_HANG);
 	cr_assert_eq(out.stall_in_startup, 1);
@@ -536,7 +536,7 @@ Test(runner, the_watchdog_gives_startup_its_own_budget, .init = make_tmp, .fini 
 	/* a slow first candidate call (a compile) is startup too, however quick the rest */
 	w.startup_s = 4;
 	w.min_s = 0.5;
-	cr_assert_eq(run_watched("cat >/dev/null; echo '{\"event\":\"env\"}'; "
+	cr_assert_eq(run_watched("head -n 1 >/dev/null; echo '{\"event\":\"env\"}'; "
 				 "echo '{\"event\":\"correctness\",\"arm\":\"baseline\"}'; "
 				 "sleep 2; echo '{\"event\":\"correctness\",\"arm\":\"candidate\"}'; "
 				 "echo '{\"event\":\"done\"}'", &w, &out, &e), ATB_OK, "%s", e.msg);
@@ -548,7 +548,7 @@ Test(runner, the_watchdog_limit_grows_with_the_slowest_silence, .init = make_tmp
 {
 	/* a 1 s silence after startup, then 2 s ones: 2 s < factor 3 x 1 s */
 	static const char body[] =
-		"cat >/dev/null; echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\"}'; "
+		"head -n 1 >/dev/null; echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\"}'; "
 		"sleep 1; echo '{\"event\":\"progress\"}'; sleep 2; echo '{\"event\":\"progress\"}'; "
 		"sleep 2; echo '{\"event\":\"done\"}'";
 	struct atb_runner_watch w = {.startup_s = 5, .min_s = 1.5, .factor = 3, .progress_ms = 100};
@@ -567,7 +567,7 @@ Test(runner, the_job_gets_the_progress_interval, .init = make_tmp, .fini = clean
 	struct atb_error e;
 
 	/* the fake runner answers with the job's progress_ms as an error reason */
-	cr_assert_eq(run_watched("j=$(cat); case $j in *'\"progress_ms\":123'*) r=yes;; *) r=no;; "
+	cr_assert_eq(run_watched("j=$(head -n 1); case $j in *'\"progress_ms\":123'*) r=yes;; *) r=no;; "
 				 "esac; echo \"{\\\"event\\\":\\\"error\\\",\\\"reason\\\":\\\"$r\\\",\\\"message\\\":\\\"x\\\"}\"",
 				 &w, &out, &e), ATB_ERR_CHECK);
 	cr_assert_str_eq(out.reason, "yes");
@@ -595,7 +595,7 @@ static json_t *harness_background_of(const char *work)
 	   it lives on after the samples, as the real one does (a runner gone
 	   before the harness reads it leaves the group without the fact) */
 	snprintf(body, sizeof(body),
-		 "cat >/dev/null; echo \"{\\\"event\\\":\\\"hello\\\",\\\"pid\\\":$$}\"; "
+		 "head -n 1 >/dev/null; echo \"{\\\"event\\\":\\\"hello\\\",\\\"pid\\\":$$}\"; "
 		 "echo '{\"event\":\"env\"}'; echo '{\"event\":\"timed_begin\",\"seed\":1}'; "
 		 "%s; echo '{\"event\":\"samples\",\"seed\":1,\"group\":\"paired\"}'; "
 		 "sleep 0.5; echo '{\"event\":\"done\"}'", work);

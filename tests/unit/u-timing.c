@@ -2,13 +2,19 @@
 /*
  * Unit tests of the timing core (src/timing) with a scripted fake timer, so
  * that stopping, ordering and flushing are checked exactly, and of the cpu
- * timer against the monotonic clock.  PROTO: timing.warmup, timing.trials,
- * timing.stopping, timing.cache_flush, timing.interleave.
+ * timer against the monotonic clock and, with timing.preemption, against a
+ * competitor pinned to its CPU.  PROTO: timing.warmup, timing.trials,
+ * timing.stopping, timing.cache_flush, timing.interleave, timing.preemption.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -590,4 +596,128 @@ Test(timing, the_trial_hook_sees_every_timed_call_once_with_its_index_outside_th
 		     ATB_ERR_SYSTEM);
 	cr_assert(strstr(e.msg, "trial hook failed"), "%s", e.msg);
 	atb_timing_seed_release(&r);
+}
+
+/* ---- timing.preemption: run_delay taken out of a cpu trial ---------- */
+
+static int64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static volatile double spin_sink;
+
+/* about ms milliseconds of this thread's CPU time */
+static void spin_cpu(int64_t ms)
+{
+	int64_t until = thread_cpu_ns() + ms * 1000000;
+	double a = 1;
+
+	while (thread_cpu_ns() < until)
+		a = a * 1.0000001 + 1e-9;
+	spin_sink = a;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+Test(timing, cpu_timer_keeps_a_sleep_in_and_only_subtracts_where_asked)
+{
+	struct atb_timer *t;
+	struct atb_error e;
+	struct timespec ts = {0, 2000000};
+	int64_t ns;
+
+	cr_assert_eq(atb_timer_cpu_new(0, &t, &e), ATB_OK);
+	if (atb_timer_cpu_subtract_preemption(t, &e) != ATB_OK) {
+		atb_timer_free(t);
+		cr_skip_test("no /proc/thread-self/schedstat here: %s", e.msg);
+	}
+	/* a sleep is not a wait for a CPU: it stays in the trial */
+	t->ops->start(t->state);
+	nanosleep(&ts, NULL);
+	t->ops->stop(t->state);
+	ns = t->ops->elapsed_ns(t->state);
+	cr_assert(ns >= 1900000, "a 2 ms sleep read %lld ns", (long long)ns);
+	cr_assert(t->last_preempted_ns >= 0);
+	atb_timer_free(t);
+	/* only the cpu timer does it */
+	{
+		struct atb_timer other = {.ops = NULL};
+
+		cr_assert_eq(atb_timer_cpu_subtract_preemption(&other, &e), ATB_ERR_USAGE);
+	}
+}
+
+/*
+ * A spinning child pinned to the same CPU as this thread takes about half
+ * of it: each 20 ms (CPU) trial reads about 40 ms of wall time, and with
+ * the waits taken out about its CPU time again.  The effect is 2x, and a
+ * busier box only makes the wall time longer: noise cannot flip it.
+ */
+Test(timing, cpu_timer_takes_a_competitors_share_out_of_the_trial)
+{
+	enum { N = 9 };
+	struct atb_timer *t;
+	struct atb_error e;
+	int64_t wall[N], sub[N], cpu[N];
+	cpu_set_t set, old;
+	pid_t kid;
+	int i, cpu_id;
+
+	cr_assert_eq(atb_timer_cpu_new(0, &t, &e), ATB_OK);
+	if (atb_timer_cpu_subtract_preemption(t, &e) != ATB_OK) {
+		atb_timer_free(t);
+		cr_skip_test("no /proc/thread-self/schedstat here: %s", e.msg);
+	}
+	cr_assert_eq(sched_getaffinity(0, sizeof(old), &old), 0);
+	cpu_id = sched_getcpu();
+	CPU_ZERO(&set);
+	CPU_SET(cpu_id, &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+	kid = fork();
+	cr_assert(kid >= 0);
+	if (kid == 0) {   /* the competitor: inherits the pinning, spins until killed */
+		for (;;)
+			spin_sink = spin_sink * 1.0000001 + 1e-9;
+	}
+	for (i = 0; i < N; i++) {
+		int64_t w0 = wall_ns(), c0 = thread_cpu_ns();
+
+		t->ops->start(t->state);
+		spin_cpu(20);
+		t->ops->stop(t->state);
+		sub[i] = t->ops->elapsed_ns(t->state);
+		wall[i] = wall_ns() - w0;
+		cpu[i] = thread_cpu_ns() - c0;
+	}
+	kill(kid, SIGKILL);
+	waitpid(kid, NULL, 0);
+	sched_setaffinity(0, sizeof(old), &old);
+	atb_timer_free(t);
+	qsort(wall, N, sizeof(*wall), cmp_i64);
+	qsort(sub, N, sizeof(*sub), cmp_i64);
+	qsort(cpu, N, sizeof(*cpu), cmp_i64);
+	cr_assert((double)wall[N / 2] >= 1.5 * (double)cpu[N / 2],
+		  "the competitor did not compete: wall %lld ns, cpu %lld ns",
+		  (long long)wall[N / 2], (long long)cpu[N / 2]);
+	cr_assert((double)sub[N / 2] <= 1.2 * (double)cpu[N / 2] &&
+		  (double)sub[N / 2] >= 0.8 * (double)cpu[N / 2],
+		  "with the waits taken out %lld ns, the thread's cpu time %lld ns (wall %lld ns)",
+		  (long long)sub[N / 2], (long long)cpu[N / 2], (long long)wall[N / 2]);
 }
