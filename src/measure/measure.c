@@ -783,9 +783,18 @@ static enum atb_status background_gate(struct measure *m, struct job_result *r,
 	/* the runner's facts say more; the harness's cannot be forged from
 	   inside the runner, and stand when the runner's say nothing */
 	const json_t *ev = r->background_event ? r->background_event : r->background_outside;
+	const char *dev = json_string_value(json_object_get(r->env, "device"));
+	/* PROTO: gates.background.torch_cpu (version 5 on) -- torch on the cpu
+	   device, on the runner's facts only: they count the threads made
+	   after PyTorch's pools (untrusted_threads_cpu_ns), where the harness's
+	   reading from /proc cannot tell PyTorch's pool from a burner */
+	int torch_cpu = m->torch && m->p->gates.has_background_torch_cpu &&
+			m->p->gates.background_torch_cpu && dev && !strcmp(dev, "cpu");
 
 	*refused = 0;
-	if (m->cuda || m->torch || !ev)
+	if (torch_cpu)
+		ev = r->background_event;
+	if (m->cuda || (m->torch && !torch_cpu) || !ev)
 		return ATB_OK;
 	atbi_background_limits(m->p, &lim);
 	if (!atbi_gate_background(ev, &lim, why, sizeof(why)))
