@@ -246,6 +246,7 @@ struct cal {
 	char last_outcome[64];
 	double spent_s;
 	int64_t finished;
+	int64_t task_t0_ns;   /* when the task in progress began */
 	char boxes[ATB_SUITE_MAX_BOXES][65];
 	size_t nboxes;
 };
@@ -297,9 +298,19 @@ static void report(struct cal *C, const char *phase)
 	pr.done = C->done;
 	pr.admitted = (int64_t)s->nadmitted;
 	pr.covered = (int64_t)s->ncovered;
-	pr.eta_s = C->finished ? C->spent_s / (double)C->finished *
-					 (double)((int64_t)C->ntasks - C->done)
-			       : -1.0;
+	/* the tasks left at the mean so far, less what the one in progress has
+	   already taken (so the ETA moves while a long task runs), never < 0 */
+	if (C->finished) {
+		double in_task = C->task_t0_ns ? (double)(atbi_monotonic_ns() - C->task_t0_ns) / 1e9
+					       : 0;
+		double mean = C->spent_s / (double)C->finished;
+
+		if (in_task > mean)
+			in_task = mean;
+		pr.eta_s = mean * (double)((int64_t)C->ntasks - C->done) - in_task;
+	} else {
+		pr.eta_s = -1.0;
+	}
 	C->o->progress(C->o->progress_ctx, &pr);
 }
 
@@ -337,6 +348,7 @@ static enum atb_status one_task(struct cal *C, struct atb_store *s, struct atb_e
 
 	memset(&it, 0, sizeof(it));
 	memset(&out, 0, sizeof(out));
+	C->task_t0_ns = t0;
 	report(C, "start");
 	st = atb_task_open(C->home, t->task, &task, err);
 	if (!st)

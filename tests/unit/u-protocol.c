@@ -25,6 +25,7 @@
 #define V2 SRC "/protocol/v2.yaml"
 #define V3 SRC "/protocol/v3.yaml"
 #define V4 SRC "/protocol/v4.yaml"
+#define V5 SRC "/protocol/v5.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -171,12 +172,17 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V4, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 4);
+	cr_assert_eq(atb_protocol_digest_file(V5, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 5);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "923b9c0ebae66b60f082db5405df6806ccd17f46b980456ed4689f317bba69a3");
+			 "0488698e92dbbd637dda34bf52e4549b04e1ea26b8d1db21d502d3da1dfe9279");
+	/* version 5's keys, as frozen */
+	cr_expect(p->gates.has_background_torch_cpu && p->gates.background_torch_cpu);
+	cr_expect_str_eq(p->timing.preemption, "none");
 	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V4, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "923b9c0ebae66b60f082db5405df6806ccd17f46b980456ed4689f317bba69a3");
 	cr_assert_eq(atb_protocol_digest_file(V3, digest, &err), ATB_OK, "%s", err.msg);
 	cr_assert_str_eq(digest, "56a2bc911cd5de41f5aea1110f2fa38423f248a1098e9c286073c62d89bb5c61");
 	cr_assert_eq(atb_protocol_digest_file(V2, digest, &err), ATB_OK, "%s", err.msg);
@@ -414,15 +420,15 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	struct atb_error err;
 	struct atb_protocol *p = NULL;
 	struct atb_frozen_protocol *list = NULL;
-	char v1digest[65], v5digest[65], cand[512], *text, *t2;
+	char v1digest[65], v6digest[65], cand[512], *text, *t2;
 	size_t n = 0;
 	int version = 0, current = 0;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (4), one value changed */
-	text = slurp(V4);
-	t2 = v5_text(text, "");
+	/* the next version after the current one (5), one value changed */
+	text = slurp(V5);
+	t2 = replace(text, "\nversion: 5", "\nversion: 6");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -430,10 +436,10 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	spit(cand, text);
 	atb_free(text);
 
-	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v5digest, &err), ATB_OK, "%s",
+	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 5);
-	cr_assert_str_neq(v5digest, v1digest);
+	cr_assert_eq(version, 6);
+	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
 	cr_expect(p->gates.has_clock);
@@ -443,9 +449,10 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect_float_eq(p->gates.floor_cache_allowance, 2.0, 1e-15);
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
 	cr_expect_str_eq(p->timing.placement, "shuffled");
-	cr_assert_eq(p->version, 5);
+	cr_expect_str_eq(p->timing.preemption, "none");
+	cr_assert_eq(p->version, 6);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
-	cr_assert_str_eq(p->digest, v5digest);
+	cr_assert_str_eq(p->digest, v6digest);
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_load_version(home, 1, &p, &err), ATB_OK, "%s", err.msg);
@@ -459,21 +466,21 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 5);
-	cr_assert_eq(current, 5);
+	cr_assert_eq(n, 6);
+	cr_assert_eq(current, 6);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[4].digest, v5digest);
-	cr_assert(strstr(list[4].file, "/protocol/v5.yaml"));
-	cr_assert(strstr(list[4].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[4].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[5].digest, v6digest);
+	cr_assert(strstr(list[5].file, "/protocol/v6.yaml"));
+	cr_assert(strstr(list[5].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[5].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 6"), "%s", err.msg);
-	edit_home_file("v5.yaml", "version: 5", "version: 7");
+	cr_assert(strstr(err.msg, "the next version is 7"), "%s", err.msg);
+	edit_home_file("v6.yaml", "version: 6", "version: 8");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -487,7 +494,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 5"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 6"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -498,8 +505,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 5, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 5 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 6, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 6 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */
