@@ -57,10 +57,9 @@
  */
 #define ATB_LOOP_PROPOSER_LLM "llm"
 /*
- * A model writing the code: a cpu or cuda task's surface files (iteration
- * 0 is the task's template, then the model's files over it, built with the
- * default knobs), a torch task's model_new.py (every iteration the
- * model's).  The prompt comes from a template file under tasks/prompts/;
+ * A model writing the code of every iteration: a cpu or cuda task's
+ * surface files (written over the task's template, built with the default
+ * knobs), a torch task's model_new.py.  The prompt comes from a template file under tasks/prompts/;
  * the reply is parsed (JSON under a JSON schema, or fenced blocks) and
  * written only inside the candidate folder (atb_llm_reply_write); every
  * candidate then goes through atb_measure_candidate.  The iteration's

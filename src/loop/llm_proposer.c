@@ -306,12 +306,13 @@ static enum atb_status render(const char *name, const char *t, const struct var 
 
 /* The history lines of run (the verdicts the model is shown). */
 static enum atb_status history_text(struct atb_store *s, const char *run, int64_t k,
-				    struct sbuf *b, struct atb_error *err)
+				    struct sbuf *b, int *prev_wrote, struct atb_error *err)
 {
 	struct atb_iteration_row *rows = NULL;
 	size_t n = 0, i;
 	enum atb_status st;
 
+	*prev_wrote = 0;
 	st = atb_store_list_iterations(s, run, &rows, &n, err);
 	if (st)
 		return st;
@@ -321,6 +322,8 @@ static enum atb_status history_text(struct atb_store *s, const char *run, int64_
 		const char *key;
 
 		put(b, "  %" PRId64 ":", r->k);
+		if (r->k == k - 1)
+			*prev_wrote = json_is_object(f) && json_object_size(f);
 		if (json_is_object(f) && json_object_size(f))
 			json_object_foreach(f, key, v)
 				put(b, " %s %.12s", key, json_string_value(v) ? json_string_value(v) : "?");
@@ -357,6 +360,7 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 	char path[4096], digest[65], knobs[1024], *text = NULL, *abi = NULL, *ref = NULL;
 	char *tmpl = NULL, *user;
 	size_t len = 0, i, base, maxlen;
+	int prev_wrote = 0;
 	json_t *props, *req, *rf;
 	enum atb_status st;
 
@@ -405,10 +409,12 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 	atb_task_default_knobs(t, &dk);
 	atb_task_format_knobs(&dk, knobs, sizeof(knobs));
 	/* the iterations before k: on a replay the recorded run has later ones too */
-	st = history_text(pp->store, pp->history_run ? pp->history_run : pp->run_id, k, &hist, err);
+	st = history_text(pp->store, pp->history_run ? pp->history_run : pp->run_id, k, &hist,
+			  &prev_wrote, err);
 	if (st)
 		goto out;
-	if (prev_dir) {
+	/* the previous iteration's files, when the model wrote some (its folder: the same bytes on a replay) */
+	if (prev_dir && prev_wrote) {
 		for (i = 0; i < t->nsurface; i++) {
 			char p2[4096], *pt;
 			struct stat sb;

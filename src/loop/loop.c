@@ -505,8 +505,8 @@ static enum atb_status code_proposal_json(struct loop *L, const char *cand, char
 
 /*
  * A code proposer's iteration (llm-code): the candidate folder starts as
- * the task's template (iteration 0 is the template itself when there is
- * one), the model's files are written over it inside the folder only, and
+ * the task's template (a surface file the reply leaves out keeps it), the
+ * model's files are written over it inside the folder only, and
  * the candidate goes to atb_measure_candidate built with the default knobs,
  * through every gate atb measure applies.  A reply that writes nothing
  * usable (a traversal, a name off the surface) is an unusable iteration
@@ -539,7 +539,7 @@ static enum atb_status code_iteration(struct loop *L, int64_t k, int64_t t0,
 	if (st)
 		return st;
 	memset(&out, 0, sizeof(out));
-	if (k >= 1 || !has_template) {
+	{
 		struct atbi_llm_proposer pp = {
 			.store = L->store, .protocol = L->proto, .task = L->task, .client = L->client,
 			.run_id = L->run.id, .history_run = L->replay_of, .home = home_of(L),

@@ -3,13 +3,12 @@
 # atb run --proposer llm-code: the model writes the kernel itself.  The model
 # here is a TEST DOUBLE (tests/cli/llm-double.py), scripted call by call with
 # content only a script can guarantee:
-#   iteration 0   the task's template (no call)
-#   iteration 1   call 1: a known-good relu (a fenced ```c kernel.c block)
+#   iteration 0   call 1: a known-good relu (a fenced ```c kernel.c block)
 #                 -> built, correct, measured
-#   iteration 2   calls 2-5: a path traversal, an absolute path, a folder, a
+#   iteration 1   calls 2-5: a path traversal, an absolute path, a folder, a
 #                 file off the surface -> refused, nothing written anywhere,
 #                 the iteration unusable ("proposal")
-#   iteration 3   call 6: the relu cheat (returns X unchanged; JSON reply)
+#   iteration 2   call 6: the relu cheat (returns X unchanged; JSON reply)
 #                 -> built, refused by the correctness gate
 # Then 'atb run --replay' with the double stopped reproduces every proposal
 # (the candidate files' SHA-256) from the recorded calls; a request the run
@@ -81,25 +80,24 @@ iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration 
 
 test_expect "the model's code is written into the candidate folder only and measured" '
 	"$ATB" run ./relu --proposer llm-code --model double --base-url "$URL" \
-		--iterations 4 --seed 3 --quiet --json >run.json &&
+		--iterations 3 --seed 3 --quiet --json >run.json &&
 	RUN=$(jq -r .run run.json) && echo "$RUN" >run_id &&
 	iters "$RUN" >it.json && cat it.json &&
-	jq -e "length == 4" it.json &&
-	C=runs/$RUN/iter-1/candidate && cmp good.c "$C/kernel.c" && test "$(ls -A "$C")" = kernel.c &&
-	jq -e ".[1] | ($BUILT) and ($CORRECT) and ($TIMED)" it.json &&
-	jq -e ".[1].knobs | fromjson | .files[\"kernel.c\"]" it.json | grep -q "$(sha256sum good.c | cut -c1-64)" &&
-	jq -e ".[0].knobs | fromjson | .files[\"kernel.c\"]" it.json | grep -q "$(sha256sum relu/tunable.c | cut -c1-64)" &&
-	jq -e ".[3].outcome == \"correctness\"" it.json && cmp cheat.c "runs/$RUN/iter-3/candidate/kernel.c"
+	jq -e "length == 3" it.json &&
+	C=runs/$RUN/iter-0/candidate && cmp good.c "$C/kernel.c" && test "$(ls -A "$C")" = kernel.c &&
+	jq -e ".[0] | ($BUILT) and ($CORRECT) and ($TIMED)" it.json &&
+	jq -e ".[0].knobs | fromjson | .files[\"kernel.c\"]" it.json | grep -q "$(sha256sum good.c | cut -c1-64)" &&
+	jq -e ".[2].outcome == \"correctness\"" it.json && cmp cheat.c "runs/$RUN/iter-2/candidate/kernel.c"
 '
 
 test_expect "a traversal, an absolute path, a folder, a file off the surface: refused, nothing written" '
 	RUN=$(cat run_id) && iters "$RUN" >it.json &&
-	jq -e ".[2].outcome == \"proposal\" and .[2].knobs == \"{}\"" it.json &&
-	jq -r ".[2].reason" it.json | grep -q "evil.c" &&
+	jq -e ".[1].outcome == \"proposal\" and .[1].knobs == \"{}\"" it.json &&
+	jq -r ".[1].reason" it.json | grep -q "evil.c" &&
 	test ! -e /tmp/atb-t5107-evil.c && test -z "$(find "$TRASH" -name evil.c | head -1)" &&
-	test "$(ls -A runs/$RUN/iter-2/candidate)" = kernel.c &&
-	cmp relu/tunable.c runs/$RUN/iter-2/candidate/kernel.c &&
-	test -z "$(find runs -name "*.atb-reply*" -o -name ".atb-reply-*")"
+	test "$(ls -A runs/$RUN/iter-1/candidate)" = kernel.c &&
+	cmp relu/tunable.c runs/$RUN/iter-1/candidate/kernel.c &&
+	test -z "$(find runs -name ".atb-reply-*")"
 '
 
 test_expect "the prompts: the template digest, the reference, the surface and ABI, the history" '
@@ -111,11 +109,14 @@ test_expect "the prompts: the template digest, the reference, the surface and AB
 	expect_grep "Surface (the only files a candidate may hold): kernel.c" p1 &&
 	expect_grep "struct atb_kernel_args {" p1 &&
 	expect_grep "relu-steady honest baseline" p1 &&
-	expect_grep "  0: kernel.c $(sha256sum relu/tunable.c | cut -c1-12) -> " p1 &&
+	expect_grep "(none yet)" p1 &&
 	jq -e ".response_format.json_schema.schema.properties.files.required == [\"kernel.c\"]" b1.json &&
+	jq -r .body d.log | sed -n 2p | jq -r ".messages[1].content" >p2 &&
+	expect_grep "  0: kernel.c $(sha256sum good.c | cut -c1-12) -> " p2 &&
+	expect_grep "The previous candidate (iteration 0), kernel.c:" p2 &&
 	jq -r .body d.log | sed -n 6p | jq -r ".messages[1].content" >p6 &&
-	expect_grep "  2: (no candidate) -> proposal (" p6 &&
-	expect_grep "The previous candidate (iteration 2), kernel.c:" p6 &&
+	expect_grep "  1: (no candidate) -> proposal (" p6 &&
+	! grep -q "The previous candidate" p6 &&
 	"$ATB" llm show "$(cat run_id)" --json | jq -e ".calls == 6 and .ok == 6 and (.halted | not)" &&
 	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
 '
@@ -124,13 +125,13 @@ test_expect "replay without any server reproduces every proposal byte for byte" 
 	RUN=$(cat run_id) && kill $DOUBLE && wait $DOUBLE 2>/dev/null; n=$(wc -l <d.log) &&
 	"$ATB" run --replay "$RUN" --quiet --json >rep.json &&
 	REP=$(jq -r .run rep.json) && echo "$REP" >rep_id &&
-	jq -e ".replay_of == \"$RUN\" and .done == 4" rep.json &&
+	jq -e ".replay_of == \"$RUN\" and .done == 3" rep.json &&
 	iters "$RUN" | jq -c "[.[] | .knobs]" >k1 && iters "$REP" | jq -c "[.[] | .knobs]" >k2 &&
 	cmp k1 k2 &&
-	for k in 0 1 2 3; do cmp "runs/$RUN/iter-$k/candidate/kernel.c" "runs/$REP/iter-$k/candidate/kernel.c" || exit 1; done &&
+	for k in 0 1 2; do cmp "runs/$RUN/iter-$k/candidate/kernel.c" "runs/$REP/iter-$k/candidate/kernel.c" || exit 1; done &&
 	iters "$REP" >ir.json &&
-	jq -e ".[1] | ($BUILT) and ($CORRECT) and ($TIMED)" ir.json &&
-	jq -e ".[2].outcome == \"proposal\" and .[3].outcome == \"correctness\"" ir.json &&
+	jq -e ".[0] | ($BUILT) and ($CORRECT) and ($TIMED)" ir.json &&
+	jq -e ".[1].outcome == \"proposal\" and .[2].outcome == \"correctness\"" ir.json &&
 	test "$(sqlite3 atb.db "SELECT count(*) FROM llm_call WHERE run = '\''$REP'\'' AND transport = '\''replay'\''")" = 6 &&
 	test "$(wc -l <d.log)" = "$n" &&
 	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
