@@ -509,6 +509,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return CLI_OK;
 	}
 	rc = print_summary(&sum, json, NULL);
+	if (sum.interrupted && replay) {
+		fprintf(stderr, "atb: replay %s of run %s interrupted after %" PRId64 " of %" PRId64
+			" iterations; replay it again with 'atb run --replay %s'\n", sum.run_id,
+			replay, sum.done, sum.planned, replay);
+		return 130;
+	}
 	if (sum.interrupted) {
 		fprintf(stderr, "atb: run %s interrupted after %" PRId64 " of %" PRId64
 			" iterations; continue it with 'atb run --resume %s'\n",

@@ -435,7 +435,9 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 	snprintf(path, sizeof(path), "%s/include/atb/kernel.h", pp->home);
 	abi = is_torch(t) ? atb_strdup("") : read_cut(path, CODE_FILE_CUT);
 	ref = read_cut(t->baseline.path, CODE_FILE_CUT);
-	tmpl = t->candidate.path ? read_cut(t->candidate.path, CODE_FILE_CUT) : atb_strdup("(none)");
+	/* a torch task's candidate.path names the surface file: it has no template */
+	tmpl = t->candidate.path && !is_torch(t) ? read_cut(t->candidate.path, CODE_FILE_CUT)
+						 : atb_strdup("(none)");
 	if (!abi || !ref || !tmpl || surf.bad || par.bad || buf.bad || hist.bad || prev.bad) {
 		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the prompt: out of memory");
 		goto out;
@@ -462,12 +464,18 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 	}
 
 	/*
-	 * The schema bounds each file at 4x the starting candidate (the
-	 * reference without one), at least 4096 characters: a model that
-	 * never closes its string stops there instead of at the output cap.
+	 * The schema bounds each file, so that a model that never closes its
+	 * string stops there instead of at the output cap: a kernel at 4x its
+	 * template (at least 256 characters), a ModelNew at 16x the reference
+	 * (it may carry an inline CUDA source; at least 8192).
 	 */
-	base = strlen(t->candidate.path ? tmpl : ref);
-	maxlen = base * 4 < 4096 ? 4096 : base * 4;
+	if (is_torch(t)) {
+		base = strlen(ref);
+		maxlen = base * 16 < 8192 ? 8192 : base * 16;
+	} else {
+		base = strlen(tmpl);
+		maxlen = base * 4 < 256 ? 256 : base * 4;
+	}
 	if (maxlen > ATB_LLM_REPLY_MAX_FILE_BYTES)
 		maxlen = ATB_LLM_REPLY_MAX_FILE_BYTES;
 	props = json_object();

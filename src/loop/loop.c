@@ -520,7 +520,9 @@ static enum atb_status code_iteration(struct loop *L, int64_t k, int64_t t0,
 	struct atb_measure_outcome out;
 	char dir[PATH_MAX], cand[PATH_MAX], work[PATH_MAX], prev[PATH_MAX], label[96];
 	char *pj = NULL;
-	int has_template = L->task->candidate.path != NULL, got = 1;
+	/* a torch task's candidate.path names the surface file, not a template */
+	int has_template = L->task->candidate.path && strcmp(L->task->kind, ATB_TASK_KIND_TORCH),
+	    got = 1;
 	enum atb_status st;
 
 	st = iter_dir(L, k, dir, sizeof(dir), err);
@@ -854,24 +856,21 @@ static enum atb_status open_task(struct loop *L, const char *home, const char *t
 				 struct atb_error *err)
 {
 	char path[PATH_MAX];
-	size_t n = strlen(task);
 	enum atb_status st;
 
 	if (atb_engine_task_find(home, task, path, sizeof(path)))
 		return atb_engine_task_load(home, path, &L->etask, err);
-	if (n > 3 && !strcmp(task + n - 3, ".py"))
-		/* the interpreter: $ATB_PYTHON, else python3 (atb measure's --python default) */
-		st = atb_task_load_kernelbench(task, NULL, &L->task, err);
-	else
-		st = atb_task_open(home, task, &L->task, err);
+	/* TASK.py: the interpreter is $ATB_PYTHON, else python3 (atb measure's default) */
+	st = atb_task_open(home, task, &L->task, err);
 	if (!st && !code && L->task->kind && !strcmp(L->task->kind, ATB_TASK_KIND_TORCH))
 		/* no knobs and no candidate template: nothing for a knob proposer to
 		   draw (its candidates go through atb measure or atb suite, whose
 		   gates, the static checks first, are the same) */
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "task '%s' is a KernelBench-format (torch) task: only proposer "
-				     "llm-code has something to propose for it (no knobs, no candidate "
-				     "template); or measure its candidates with atb measure or atb suite",
+				     "task '%s' is a KernelBench-format (torch) task: atb run has "
+				     "nothing to propose for it but code (--proposer llm-code; it has no "
+				     "knobs and no candidate template); or measure its candidates with "
+				     "atb measure or atb suite",
 				     L->task->name);
 	return st;
 }

@@ -80,7 +80,7 @@ iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration 
 
 test_expect "the model's code is written into the candidate folder only and measured" '
 	"$ATB" run ./relu --proposer llm-code --model double --base-url "$URL" \
-		--iterations 3 --seed 3 --quiet --json >run.json &&
+		--iterations 3 --seed 3 --no-naive --quiet --json >run.json &&
 	RUN=$(jq -r .run run.json) && echo "$RUN" >run_id &&
 	iters "$RUN" >it.json && cat it.json &&
 	jq -e "length == 3" it.json &&
@@ -139,7 +139,7 @@ test_expect "replay without any server reproduces every proposal byte for byte" 
 
 test_expect "a request the run did not record is an error naming it; a random run has nothing to replay" '
 	RUN=$(cat run_id) &&
-	sed -i "s/loop and report tests\./loop and report tests (changed)./" relu/task.yaml &&
+	echo "/* the reference changed: the prompt is other bytes */" >>relu/baseline.c &&
 	expect_exit 2 "$ATB" run --replay "$RUN" --quiet &&
 	expect_grep "was not recorded in run '\''$RUN'\''" "$TRASH/err" &&
 	grep -q "request [0-9a-f]\{16\}" "$TRASH/err" &&

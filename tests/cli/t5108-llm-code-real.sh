@@ -3,7 +3,8 @@
 # atb run --proposer llm-code against the real llama-server (loopback, the
 # tiny chain model of tools/engine, made with a 32768-token context so that
 # the prompt, which holds the reference, the template and the ABI, fits).
-# The request carries a JSON schema (response_format), so even this model's
+# The task is the fixture relu-tiny (a few lines of source: a short prompt and
+# a small schema bound).  The request carries a JSON schema (response_format), so even this model's
 # garbage is a parsable {"files": {"kernel.c": "..."}}: the reply is parsed,
 # written inside the candidate folder, and judged by the normal measure path
 # (its text is no C: the build gate refuses it).  Then the server is stopped
@@ -26,7 +27,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TRASH"' EXIT
 for i in $(seq 1 150); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
-cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-steady" relu
+cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-tiny" relu
 iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the real server's schema-bound reply is parsed, written and refused by the build gate" '
