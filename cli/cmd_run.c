@@ -430,6 +430,17 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 					       o.proposer);
 		}
 	}
+	if (baseline && task_name) {
+		/* the baseline's plan too (a torch task has nothing for random to draw) */
+		struct atb_loop_opts bo = o;
+
+		bo.proposer = baseline;
+		bo.llm = NULL;
+		if (atb_loop_check(task_name, &bo, &err)) {
+			atb_llm_config_release(&lcfg);
+			return cli_fail(&err);
+		}
+	}
 	/* A bad plan or task is refused before the store is created or touched. */
 	if ((task_name && atb_loop_check(task_name, &o, &err)) ||
 	    atb_store_open(ctx->db_path, resume || replay ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE,

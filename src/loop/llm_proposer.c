@@ -485,8 +485,9 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 								    "maxLength", (json_int_t)maxlen));
 		json_array_append_new(req, json_string(t->surface[i]));
 	}
-	rf = json_pack("{s:s, s:{s:s, s:b, s:{s:s, s:{s:{s:s, s:o, s:o, s:b}}, s:[s], s:b}}}",
-		       "type", "json_schema", "json_schema", "name", "candidate", "strict", 1,
+	/* not "strict": OpenAI's strict mode refuses maxLength; llama.cpp enforces it anyway */
+	rf = json_pack("{s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:o, s:o, s:b}}, s:[s], s:b}}}",
+		       "type", "json_schema", "json_schema", "name", "candidate",
 		       "schema", "type", "object", "properties", "files", "type", "object",
 		       "properties", props, "required", req, "additionalProperties", 0,
 		       "required", "files", "additionalProperties", 0);
