@@ -80,7 +80,7 @@ static const char usage_text[] =
 	"new run, without any server: every call is answered from RUN_ID's recorded\n"
 	"calls, byte for byte by request hash (the prompts' history is RUN_ID's, so\n"
 	"each request is what the model was asked), and its proposals (knobs, the\n"
-	"files' SHA-256) must be RUN_ID's, else exit 3 naming the iteration.  The\n"
+	"files' SHA-256) must be RUN_ID's, else exit 1 naming the iteration.  The\n"
 	"candidates are measured again on this box.  A request RUN_ID did not\n"
 	"record (a changed prompt template, task or protocol) is an error naming\n"
 	"its hash (exit 2).\n"
@@ -158,7 +158,8 @@ static const char usage_text[] =
 	"The store is --db PATH, $ATB_DB or ./atb.db; 'atb run' creates it when it\n"
 	"does not exist and copies the frozen protocols into it.\n"
 	"exit codes: 0 the run finished (whatever its outcomes); 1 the run halted\n"
-	"as an infrastructure defect (llm); 2 bad usage,\n"
+	"as an infrastructure defect (llm), or a replay proposed other than the\n"
+	"recorded run; 2 bad usage, a replayed request that was not recorded,\n"
 	"unknown task or run, a run of another box; 3 store, i/o or system\n"
 	"failure (the run stays resumable); 130 interrupted (resumable)\n";
 
