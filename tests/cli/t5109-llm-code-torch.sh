@@ -5,9 +5,12 @@
 # with scripted content: iteration 0 a ModelNew that execs its way to the
 # reference (the planted cheat tests/fixtures/torch/relu01/static_exec), which
 # the normal measure path refuses at gate static before any runner starts;
-# iteration 1 a traversal four times, refused with nothing written.  The
-# prompt holds the reference and ModelNew's interface.  Then the replay
-# without a server reproduces both proposals.  Needs only python3 (the
+# iteration 1 a traversal four times, refused with nothing written;
+# iteration 2 a reply cut on the length limit, which puts the run's
+# truncation rate over the protocol's alarm: the run halts as an
+# infrastructure defect.  The prompt holds the reference and ModelNew's
+# interface.  Then the replay without a server reproduces both proposals
+# and halts at the same call.  Needs only python3 (the
 # static checker), not torch: nothing here reaches a runner.
 . "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null || skip_all "jq not installed"
@@ -21,7 +24,8 @@ python3 - "$CHEAT" <<'PY'
 import json, sys
 cheat = open(sys.argv[1]).read()
 json.dump([{"content": json.dumps({"files": {"model_new.py": cheat}})}] +
-          [{"content": json.dumps({"files": {"../model_new.py": "x = 1\n"}})}] * 4,
+          [{"content": json.dumps({"files": {"../model_new.py": "x = 1\n"}})}] * 4 +
+          [{"content": "{\"files\": {\"model_new.py\": \"import", "finish_reason": "length"}],
           open("script.json", "w"))
 PY
 python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
@@ -32,10 +36,11 @@ URL=http://127.0.0.1:$(cat d.port)
 iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the model's model_new.py goes through the static gate; a traversal writes nothing" '
-	"$ATB" run ./relu01.py --proposer llm-code --model double --base-url "$URL" \
-		--iterations 2 --quiet --json >run.json &&
-	RUN=$(jq -r .run run.json) && echo "$RUN" >run_id &&
-	iters "$RUN" >it.json && cat it.json &&
+	expect_exit 1 "$ATB" run ./relu01.py --proposer llm-code --model double --base-url "$URL" \
+		--iterations 3 --quiet &&
+	expect_grep "halted as an infrastructure defect" "$TRASH/err" &&
+	RUN=$(sqlite3 atb.db "SELECT id FROM run") && echo "$RUN" >run_id &&
+	iters "$RUN" >it.json && cat it.json && jq -e "length == 2" it.json &&
 	cmp "$CHEAT" "runs/$RUN/iter-0/candidate/model_new.py" &&
 	jq -e ".[0].outcome == \"static\" and (.[0].reason | contains(\"dynamic_code\"))" it.json &&
 	jq -e ".[1].outcome == \"proposal\" and (.[1].reason | contains(\"climbs out\"))" it.json &&
@@ -48,10 +53,12 @@ test_expect "the model's model_new.py goes through the static gate; a traversal 
 	expect_grep "  0: model_new.py $(sha256sum "$CHEAT" | cut -c1-12) -> static (" p2
 '
 
-test_expect "the replay without a server reproduces both proposals" '
+test_expect "the replay without a server reproduces both proposals and the halt" '
 	RUN=$(cat run_id) && kill $DOUBLE && wait $DOUBLE 2>/dev/null;
-	"$ATB" run --replay "$RUN" --quiet --json >rep.json &&
-	REP=$(jq -r .run rep.json) &&
+	expect_exit 1 "$ATB" run --replay "$RUN" --quiet &&
+	expect_grep "halted as an infrastructure defect" "$TRASH/err" &&
+	REP=$(sqlite3 atb.db "SELECT id FROM run WHERE id != '\''$RUN'\''") &&
+	"$ATB" llm show "$REP" --json | jq -e ".calls == 6 and .truncated == 1 and .halted and .halt_reason == \"truncation\"" &&
 	cmp <(iters "$RUN" | jq -c "[.[] | .knobs, .outcome]") <(iters "$REP" | jq -c "[.[] | .knobs, .outcome]") &&
 	cmp "$CHEAT" "runs/$REP/iter-0/candidate/model_new.py" &&
 	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
