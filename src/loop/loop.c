@@ -958,7 +958,8 @@ enum atb_status atb_loop_plan(const char *home, const char *task, const char *pr
 				     " before it", proposer);
 	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
+				     "unknown proposer '%s'; the proposers are: random, llm, llm-code",
+				     proposer);
 	L.run.iterations = (int64_t)n;
 	L.run.seed = seed;
 	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", ATB_LOOP_PROPOSER_RANDOM);
