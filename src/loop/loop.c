@@ -798,6 +798,37 @@ static enum atb_status make_client(struct loop *L, struct atb_error *err)
 	return atb_llm_client_new(&co, &L->client, err);
 }
 
+/*
+ * The store and the runs folder must lie outside the task's folder: the
+ * surface gate hashes that folder before and after every runner, so a
+ * store or candidate folder written inside it would refuse every
+ * candidate at gate surface (a KernelBench file's folder is where it lies,
+ * often the current one).
+ */
+static enum atb_status outside_task(const struct loop *L, const char *what, const char *path,
+				    struct atb_error *err)
+{
+	char *t, *p;
+	size_t n;
+	int in;
+
+	if (!L->task || !L->task->dir || !path)
+		return ATB_OK;
+	t = realpath(L->task->dir, NULL);
+	p = realpath(path, NULL);
+	n = t ? strlen(t) : 0;
+	in = t && p && !strncmp(p, t, n) && (p[n] == '/' || p[n] == '\0' || (n == 1 && t[0] == '/'));
+	free(t);   /* realpath's malloc, not ours */
+	free(p);
+	if (in)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "%s '%s' lies in the folder of task '%s' ('%s'): the surface gate "
+				     "hashes that folder, so every candidate would be refused; put the "
+				     "task in a folder of its own (or the store elsewhere, --runs-dir)",
+				     what, path, L->task->name, L->task->dir);
+	return ATB_OK;
+}
+
 static void loop_release(struct loop *L)
 {
 	atb_llm_client_free(L->client);
@@ -1043,7 +1074,11 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	if (!st)
 		st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
 	if (!st)
+		st = outside_task(&L, "store", atb_store_path(s), err);
+	if (!st)
 		st = runs_dir_of(&L, err);
+	if (!st)
+		st = outside_task(&L, "runs folder", L.runs_dir, err);
 	if (!st)
 		st = alloc_proposals(&L, err);
 	if (!st)
@@ -1208,7 +1243,11 @@ enum atb_status atb_loop_replay(struct atb_store *s, const char *run_id,
 	snprintf(L.run.id, sizeof(L.run.id), "%.12s", id);
 	st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
 	if (!st)
+		st = outside_task(&L, "store", atb_store_path(s), err);
+	if (!st)
 		st = runs_dir_of(&L, err);
+	if (!st)
+		st = outside_task(&L, "runs folder", L.runs_dir, err);
 	if (!st)
 		st = alloc_proposals(&L, err);
 	if (!st)

@@ -18,7 +18,7 @@ command -v python3 >/dev/null || skip_all "python3 not installed"
 command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
 export ATB_PYTHON=${ATB_PYTHON:-python3} ATB_TORCH_DEVICE=cpu
 
-cp "$ATB_SOURCE_DIR/tests/fixtures/torch/relu01.py" relu01.py
+mkdir task && cp "$ATB_SOURCE_DIR/tests/fixtures/torch/relu01.py" task/relu01.py
 CHEAT=$ATB_SOURCE_DIR/tests/fixtures/torch/relu01/static_exec/model_new.py
 python3 - "$CHEAT" <<'PY'
 import json, sys
@@ -36,7 +36,7 @@ URL=http://127.0.0.1:$(cat d.port)
 iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the model's model_new.py goes through the static gate; a traversal writes nothing" '
-	expect_exit 1 "$ATB" run ./relu01.py --proposer llm-code --model double --base-url "$URL" \
+	expect_exit 1 "$ATB" run task/relu01.py --proposer llm-code --model double --base-url "$URL" \
 		--iterations 3 --quiet &&
 	expect_grep "halted as an infrastructure defect" "$TRASH/err" &&
 	RUN=$(sqlite3 atb.db "SELECT id FROM run") && echo "$RUN" >run_id &&
@@ -65,9 +65,20 @@ test_expect "the replay without a server reproduces both proposals and the halt"
 '
 
 test_expect "a torch task with a knob proposer is refused up front" '
-	expect_exit 2 "$ATB" --db other.db run ./relu01.py --iterations 1 &&
+	expect_exit 2 "$ATB" --db other.db run task/relu01.py --iterations 1 &&
 	expect_grep "atb run has nothing to propose for it but code (--proposer llm-code" "$TRASH/err" &&
 	test ! -e other.db
+'
+
+test_expect "a store or runs folder inside the task folder is refused before the run starts" '
+	cp task/relu01.py relu01.py &&
+	expect_exit 2 "$ATB" --db here.db run ./relu01.py --proposer llm-code --model double \
+		--base-url http://127.0.0.1:1 --iterations 1 &&
+	expect_grep "store '\''here.db'\'' lies in the folder of task '\''relu01'\''" "$TRASH/err" &&
+	expect_exit 2 "$ATB" --db other2.db run task/relu01.py --proposer llm-code --model double \
+		--base-url http://127.0.0.1:1 --iterations 1 --runs-dir task/runs &&
+	expect_grep "runs folder '\''task/runs'\'' lies in the folder" "$TRASH/err" &&
+	test "$(sqlite3 here.db "SELECT count(*) FROM run")" = 0
 '
 
 test_done
