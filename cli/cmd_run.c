@@ -22,8 +22,9 @@ static const char usage_text[] =
 	"usage: atb run TASK [--proposer random] [--iterations N] [--seed S] [--seeds K]\n"
 	"               [--naive | --no-naive] [--runs-dir DIR] [--runner PATH]\n"
 	"               [--quiet] [--json]\n"
-	"       atb run TASK --proposer llm [--model M] [--base-url URL] [--llm-config F]\n"
-	"               [--iterations N] ...\n"
+	"       atb run TASK --proposer llm|llm-code [--model M] [--base-url URL]\n"
+	"               [--llm-config F] [--iterations N] ...\n"
+	"       atb run --replay RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
 	"       atb run TASK --plan [--iterations N] [--seed S] [--json]\n"
 	"       atb run --resume RUN_ID [--runs-dir DIR] [--runner PATH] [--quiet] [--json]\n"
 	"\n"
@@ -58,6 +59,32 @@ static const char usage_text[] =
 	"under the run's id ('atb llm show RUN_ID'); when the calls' truncation,\n"
 	"empty, unparsable or failure rate crosses the protocol's alarm the run\n"
 	"halts as an infrastructure defect (exit 1), never as a result of the model.\n"
+	"\n"
+	"'llm-code' asks the model for the code itself: a cpu or cuda task's\n"
+	"surface files (over the task's template, built with the default knobs), or\n"
+	"a KernelBench-format task's model_new.py (TASK.py, in a folder of its\n"
+	"own: a store or runs folder inside the task's folder is refused), every\n"
+	"iteration including the first.  The prompt is\n"
+	"a template file under tasks/prompts/ (its SHA-256 is the first line of\n"
+	"every call's system message) holding the reference, the surface and ABI,\n"
+	"the starting candidate, the previous candidate and the run's history with\n"
+	"every verdict.  The reply is JSON {\"files\": {\"NAME\": \"TEXT\"}} (asked for\n"
+	"under a JSON schema) or ```LANG NAME fenced blocks; it may name only surface\n"
+	"files (no folder, no '..', no absolute path, at most 1 MiB each) and is\n"
+	"written inside the candidate folder only, all files or none.  A reply\n"
+	"that writes nothing makes another call (up to llm.max_calls_per_iteration),\n"
+	"then the iteration is unusable with outcome 'proposal'.  Every candidate\n"
+	"then goes through the same gates and static checks as 'atb measure'.  The\n"
+	"iteration's knobs hold \"files\": {NAME: SHA-256}.\n"
+	"\n"
+	"Replay: 'atb run --replay RUN_ID' runs a model proposer's run again as a\n"
+	"new run, without any server: every call is answered from RUN_ID's recorded\n"
+	"calls, byte for byte by request hash (the prompts' history is RUN_ID's, so\n"
+	"each request is what the model was asked), and its proposals (knobs, the\n"
+	"files' SHA-256) must be RUN_ID's, else exit 1 naming the iteration.  The\n"
+	"candidates are measured again on this box.  A request RUN_ID did not\n"
+	"record (a changed prompt template, task or protocol) is an error naming\n"
+	"its hash (exit 2).\n"
 	"\n"
 	"Each iteration writes its candidate to DIR/<run-id>/iter-<k>/candidate\n"
 	"(builds and logs in .../work), measures it with the honest baseline (and\n"
@@ -94,7 +121,9 @@ static const char usage_text[] =
 	"proposals.  A run resumes only on the box it started on.\n"
 	"\n"
 	"options:\n"
-	"  --proposer NAME   the proposer: random (default) or llm (kernel tasks)\n"
+	"  --proposer NAME   the proposer: random (default), llm (a kernel task's\n"
+	"                    knobs) or llm-code (the code: cpu, cuda, torch tasks)\n"
+	"  --replay RUN_ID   run a model proposer's run again from its recorded calls\n"
 	"  --model M, --base-url URL, --llm-config F\n"
 	"                    llm: the model and server (else $ATB_LLM_MODEL,\n"
 	"                    $ATB_LLM_BASE_URL, $ATB_LLM_CONFIG; the key only from\n"
@@ -130,7 +159,8 @@ static const char usage_text[] =
 	"The store is --db PATH, $ATB_DB or ./atb.db; 'atb run' creates it when it\n"
 	"does not exist and copies the frozen protocols into it.\n"
 	"exit codes: 0 the run finished (whatever its outcomes); 1 the run halted\n"
-	"as an infrastructure defect (llm); 2 bad usage,\n"
+	"as an infrastructure defect (llm), or a replay proposed other than the\n"
+	"recorded run; 2 bad usage, a replayed request that was not recorded,\n"
 	"unknown task or run, a run of another box; 3 store, i/o or system\n"
 	"failure (the run stays resumable); 130 interrupted (resumable)\n";
 
@@ -184,6 +214,8 @@ static int print_summary(const struct atb_loop_summary *sum, int json, json_t *b
 			json_object_set_new(o, "llm_calls", json_integer((json_int_t)sum->llm_calls));
 			json_object_set_new(o, "tokens", json_integer((json_int_t)sum->tokens));
 			json_object_set_new(o, "cost_usd", json_real(sum->cost_usd));
+			json_object_set_new(o, "replay_of", sum->replay_of[0] ?
+					    json_string(sum->replay_of) : json_null());
 		}
 		if (o && sum->have_best)
 			json_object_set_new(o, "best",
@@ -202,6 +234,9 @@ static int print_summary(const struct atb_loop_summary *sum, int json, json_t *b
 	}
 	printf("run %s: task %s, %" PRId64 " of %" PRId64 " iterations, %" PRId64 " usable\n",
 	       sum->run_id, sum->task, sum->done, sum->planned, sum->usable);
+	if (sum->replay_of[0])
+		printf("a replay of run %s: its %" PRId64 " proposals reproduced from its recorded"
+		       " calls, measured again\n", sum->replay_of, sum->done);
 	if (sum->budget[0])
 		printf("stopped early: the %s budget is spent\n", sum->budget);
 	if (sum->llm_calls)
@@ -267,10 +302,10 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	struct atb_store *s = NULL;
 	struct atb_error err;
 	const char *task_name = NULL, *resume = NULL, *model = NULL, *base_url = NULL;
-	const char *llm_config = NULL, *baseline = NULL;
+	const char *llm_config = NULL, *baseline = NULL, *replay = NULL;
 	json_t *base = NULL;
 	struct atb_llm_config lcfg;
-	int json = ctx->json, plan = 0, quiet = 0, i, rc;
+	int json = ctx->json, plan = 0, quiet = 0, wants_model, i, rc;
 	enum atb_status st;
 
 	if (cli_wants_help(argc, argv)) {
@@ -296,6 +331,7 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			plan = 1;
 		} else if (!strcmp(a, "--proposer") || !strcmp(a, "--iterations") ||
 			   !strcmp(a, "--seed") || !strcmp(a, "--seeds") || !strcmp(a, "--resume") ||
+			   !strcmp(a, "--replay") ||
 			   !strcmp(a, "--runs-dir") || !strcmp(a, "--runner") ||
 			   !strcmp(a, "--model") || !strcmp(a, "--base-url") ||
 			   !strcmp(a, "--llm-config") || !strcmp(a, "--baseline-proposer") ||
@@ -317,6 +353,8 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 					return CLI_USAGE;
 			} else if (!strcmp(a, "--resume"))
 				resume = v;
+			else if (!strcmp(a, "--replay"))
+				replay = v;
 			else if (!strcmp(a, "--runs-dir"))
 				o.runs_dir = v;
 			else if (!strcmp(a, "--model"))
@@ -353,10 +391,14 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			return cli_usage_error("run", "unexpected argument '%s'", a);
 		}
 	}
+	if (replay && (task_name || resume || plan || baseline || model || base_url || llm_config ||
+		       o.proposer))
+		return cli_usage_error("run", "--replay RUN_ID takes no TASK, --resume, --plan, "
+				       "--baseline-proposer, proposer or model: the run's own are used");
 	if (resume && task_name)
 		return cli_usage_error("run", "give TASK or --resume RUN_ID, not both");
-	if (!resume && !task_name)
-		return cli_usage_error("run", "missing TASK (or --resume RUN_ID)");
+	if (!resume && !task_name && !replay)
+		return cli_usage_error("run", "missing TASK (or --resume RUN_ID, --replay RUN_ID)");
 	if (plan && resume)
 		return cli_usage_error("run", "--plan goes with TASK, not --resume");
 	if (plan)
@@ -366,8 +408,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 
 	atb_error_clear(&err);
 	memset(&lcfg, 0, sizeof(lcfg));
-	if ((o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) || resume || model ||
-	    base_url || llm_config) {
+	wants_model = o.proposer && (!strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM) ||
+				     !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM_CODE));
+	if (wants_model || resume || model || base_url || llm_config) {
 		if (atb_llm_config_load(llm_config, &lcfg, &err))
 			return cli_fail(&err);
 		if ((model && strlen(model) >= sizeof(lcfg.model)) ||
@@ -382,16 +425,28 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		/* a resume of a random run ignores it; an llm run needs both */
 		if (lcfg.model[0] && lcfg.base_url[0])
 			o.llm = &lcfg;
-		else if (o.proposer && !strcmp(o.proposer, ATB_LOOP_PROPOSER_LLM)) {
+		else if (wants_model) {
 			atb_llm_config_release(&lcfg);
-			return cli_usage_error("run", "--proposer llm needs a model and a server:"
-					       " --model and --base-url (or $ATB_LLM_MODEL, $ATB_LLM_BASE_URL)");
+			return cli_usage_error("run", "--proposer %s needs a model and a server:"
+					       " --model and --base-url (or $ATB_LLM_MODEL, $ATB_LLM_BASE_URL)",
+					       o.proposer);
+		}
+	}
+	if (baseline && task_name) {
+		/* the baseline's plan too (a torch task has nothing for random to draw) */
+		struct atb_loop_opts bo = o;
+
+		bo.proposer = baseline;
+		bo.llm = NULL;
+		if (atb_loop_check(task_name, &bo, &err)) {
+			atb_llm_config_release(&lcfg);
+			return cli_fail(&err);
 		}
 	}
 	/* A bad plan or task is refused before the store is created or touched. */
 	if ((task_name && atb_loop_check(task_name, &o, &err)) ||
-	    atb_store_open(ctx->db_path, resume ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE, &s,
-			   &err)) {
+	    atb_store_open(ctx->db_path, resume || replay ? ATB_STORE_READ_WRITE : ATB_STORE_CREATE,
+			   &s, &err)) {
 		atb_llm_config_release(&lcfg);
 		return cli_fail(&err);
 	}
@@ -401,7 +456,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 	o.progress_ctx = &pc;
 	o.stop = cli_stop_catch();
 
-	if (resume)
+	if (replay)
+		st = atb_loop_replay(s, replay, &o, &sum, &err);
+	else if (resume)
 		st = atb_loop_resume(s, resume, &o, &sum, &err);
 	else
 		st = atb_loop_start(s, task_name, &o, &sum, &err);
@@ -416,6 +473,9 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 			fprintf(stderr, "atb: run %s halted as an infrastructure defect at iteration %"
 				PRId64 " (not a result of the model); 'atb llm show %s' has the counts\n",
 				sum.run_id, sum.done, sum.run_id);
+		else if (sum.run_id[0] && replay)
+			fprintf(stderr, "atb: replay %s of run %s stopped at iteration %" PRId64 "\n",
+				sum.run_id, replay, sum.done);
 		else if (sum.run_id[0])
 			fprintf(stderr, "atb: run %s stopped at iteration %" PRId64
 				"; continue it with 'atb run --resume %s'\n",
@@ -462,6 +522,12 @@ int cmd_run(int argc, char **argv, struct cli_ctx *ctx)
 		return CLI_OK;
 	}
 	rc = print_summary(&sum, json, NULL);
+	if (sum.interrupted && replay) {
+		fprintf(stderr, "atb: replay %s of run %s interrupted after %" PRId64 " of %" PRId64
+			" iterations; replay it again with 'atb run --replay %s'\n", sum.run_id,
+			replay, sum.done, sum.planned, replay);
+		return 130;
+	}
 	if (sum.interrupted) {
 		fprintf(stderr, "atb: run %s interrupted after %" PRId64 " of %" PRId64
 			" iterations; continue it with 'atb run --resume %s'\n",

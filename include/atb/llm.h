@@ -69,6 +69,7 @@ enum atb_llm_expect {
 	ATB_LLM_EXPECT_TEXT = 0,   /* any non-empty content */
 	ATB_LLM_EXPECT_JSON = 1,   /* the content is one JSON value */
 	ATB_LLM_EXPECT_FENCED = 2, /* the content holds a ``` fenced block */
+	ATB_LLM_EXPECT_FILES = 3,  /* either: a proposer of files reads both */
 };
 
 struct atb_llm_request {
@@ -78,6 +79,13 @@ struct atb_llm_request {
 	int has_seed;
 	int64_t seed;
 	enum atb_llm_expect expect;
+	/*
+	 * NULL, or a JSON object text sent as the body's "response_format"
+	 * (e.g. {"type":"json_schema","json_schema":{...}}: llama.cpp, vLLM,
+	 * SGLang and OpenAI constrain the reply to the schema).  Part of the
+	 * request, so of its hash.
+	 */
+	const char *response_format;
 };
 
 /* Outcome of one call, as stored (llm_call.outcome). */
@@ -161,6 +169,14 @@ struct atb_llm_run_stats {
 };
 enum atb_status atb_llm_run_stats(struct atb_store *s, const char *run,
 				  struct atb_llm_run_stats *out, struct atb_error *err);
+
+/*
+ * The model a run's first recorded call asked (llm_call.model) into model
+ * (size bytes): a replay asks the same one, so its requests are the same
+ * bytes.  ATB_ERR_NOT_FOUND when the run has no recorded call.
+ */
+enum atb_status atb_llm_run_model(struct atb_store *s, const char *run, char *model,
+				  size_t size, struct atb_error *err);
 
 /*
  * Re-derive every llm_call row's hash and compare it with the row's

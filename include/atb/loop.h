@@ -56,6 +56,16 @@
  * still the task's default knobs.
  */
 #define ATB_LOOP_PROPOSER_LLM "llm"
+/*
+ * A model writing the code of every iteration: a cpu or cuda task's
+ * surface files (written over the task's template, built with the default
+ * knobs), a torch task's model_new.py.  The prompt comes from a template file under tasks/prompts/;
+ * the reply is parsed (JSON under a JSON schema, or fenced blocks) and
+ * written only inside the candidate folder (atb_llm_reply_write); every
+ * candidate then goes through atb_measure_candidate.  The iteration's
+ * stored "knobs" holds the knobs and "files": {NAME: SHA-256}.
+ */
+#define ATB_LOOP_PROPOSER_LLM_CODE "llm-code"
 
 /*
  * An outside agent (atb submit --run, atb serve --stdio): the run proposes
@@ -149,6 +159,7 @@ struct atb_loop_summary {
 	int64_t tokens;            /* the run's model calls: prompt + completion tokens */
 	double cost_usd;
 	int64_t llm_calls;
+	char replay_of[ATB_RUN_ID_MAX]; /* atb_loop_replay: the recorded run; "" otherwise */
 };
 
 /*
@@ -176,6 +187,29 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
  * returns ATB_OK at once with out filled.
  */
 enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
+				const struct atb_loop_opts *o, struct atb_loop_summary *out,
+				struct atb_error *err);
+
+/*
+ * Replay run_id, a run of a model proposer, as a new run (its id in
+ * out->run_id, out->replay_of the recorded one) without any server: the
+ * same task, protocol, seed and plan, every model call answered from
+ * run_id's recorded calls (atb/llm.h replay: byte for byte, by request
+ * hash) and recorded again under the new run (transport "replay"), and
+ * every prompt's history taken from run_id's iterations, so that each
+ * request is the bytes the model was asked.  The candidates are measured
+ * again (their verdicts are this box's now); each iteration's proposal
+ * (its knobs, and a code proposer's files by SHA-256) must equal
+ * run_id's, else ATB_ERR_CHECK naming the iteration.  It runs as many
+ * iterations as run_id stored (and the one its halt ended, which halts
+ * the replay the same way: ATB_ERR_INFRA_DEFECT).  o's home, runner,
+ * runs_dir, measure, progress and stop are used; its plan, model and
+ * budgets are not.  Errors: ATB_ERR_NOT_FOUND (no such run, no recorded
+ * calls, a request the run did not record: the message names its hash),
+ * ATB_ERR_USAGE (a run of the random proposer, nothing to replay), those
+ * of atb_loop_start.
+ */
+enum atb_status atb_loop_replay(struct atb_store *s, const char *run_id,
 				const struct atb_loop_opts *o, struct atb_loop_summary *out,
 				struct atb_error *err);
 

@@ -294,6 +294,8 @@ static int parsable(const char *content, enum atb_llm_expect expect)
 		a = strstr(content, "```");
 		b = a ? strstr(a + 3, "```") : NULL;
 		return b != NULL;
+	case ATB_LLM_EXPECT_FILES:
+		return parsable(content, ATB_LLM_EXPECT_JSON) || parsable(content, ATB_LLM_EXPECT_FENCED);
 	case ATB_LLM_EXPECT_TEXT:
 		break;
 	}
@@ -564,6 +566,17 @@ static enum atb_status request_body(const struct atb_llm_client *c, const struct
 		      "messages", msgs, "model", c->cfg.model, "temperature", rq->temperature);
 	if (o && rq->has_seed)
 		json_object_set_new(o, "seed", json_integer((json_int_t)rq->seed));
+	if (o && rq->response_format) {
+		json_t *rf = json_loads(rq->response_format, JSON_REJECT_DUPLICATES, NULL);
+
+		if (!json_is_object(rf)) {
+			json_decref(rf);
+			json_decref(o);
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "cannot build the request: response_format is not a json object");
+		}
+		json_object_set_new(o, "response_format", rf);
+	}
 	if (!o || json_array_size(msgs) != (rq->system ? 2u : 1u)) {
 		json_decref(o);
 		return atb_error_set(err, ATB_ERR_USAGE,
@@ -895,7 +908,8 @@ enum atb_status atb_llm_call(struct atb_llm_client *c, const struct atb_llm_requ
 		json_object_set_new(pj, "replay_of", json_string(c->replay_run));
 	if (pj)
 		json_object_set_new(pj, "expect", json_string(rq->expect == ATB_LLM_EXPECT_JSON ? "json" :
-						       rq->expect == ATB_LLM_EXPECT_FENCED ? "fenced" : "text"));
+						       rq->expect == ATB_LLM_EXPECT_FENCED ? "fenced" :
+						       rq->expect == ATB_LLM_EXPECT_FILES ? "files" : "text"));
 	if (!pj || atbi_json_canonical(pj, &params, err)) {
 		json_decref(pj);
 		atb_free(body);

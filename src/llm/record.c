@@ -349,6 +349,46 @@ enum atb_status atb_llm_run_stats(struct atb_store *s, const char *run,
 	return run_stats(s, run, out, err);
 }
 
+enum atb_status atb_llm_run_model(struct atb_store *s, const char *run, char *model,
+				  size_t size, struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	int rc, have;
+
+	if (size)
+		model[0] = '\0';
+	if (!s || !atbi_llm_valid_run(run))
+		return atb_error_set(err, ATB_ERR_USAGE, "run '%s' is not 1-64 of [0-9a-zA-Z-]",
+				     run ? run : "");
+	have = sqlite3_prepare_v2(s->db, "SELECT 1 FROM sqlite_schema WHERE name = 'llm_call'",
+				  -1, &q, NULL) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	q = NULL;
+	if (!have)
+		return atb_error_set(err, ATB_ERR_NOT_FOUND,
+				     "run '%s' has no recorded model calls in store '%s'", run,
+				     atb_store_path(s));
+	rc = sqlite3_prepare_v2(s->db, "SELECT model FROM llm_call WHERE run = ? ORDER BY n LIMIT 1",
+				-1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read a run's calls", err);
+	sqlite3_bind_text(q, 1, run, -1, SQLITE_STATIC);
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW && (size_t)snprintf(model, size, "%s",
+						 (const char *)sqlite3_column_text(q, 0)) >= size) {
+		sqlite3_finalize(q);
+		return atb_error_set(err, ATB_ERR_USAGE, "run '%s': its model name is too long", run);
+	}
+	sqlite3_finalize(q);
+	if (rc == SQLITE_ROW)
+		return ATB_OK;
+	if (rc != SQLITE_DONE)
+		return atbi_store_sqlerr(s, rc, "read a run's calls", err);
+	return atb_error_set(err, ATB_ERR_NOT_FOUND,
+			     "run '%s' has no recorded model calls in store '%s'", run,
+			     atb_store_path(s));
+}
+
 /*
  * Which alarm, if any, the run's calls raise: the first of truncation,
  * empty, unparsable, failed whose share is over its rate, once the run has

@@ -8,14 +8,21 @@
  * against it.  A reply outside the space is a failed attempt, never a
  * candidate: the harness builds only declared knob values.
  *
- * Does not: write candidate code (the knob space is the surface here), or
- * measure (loop.c does).
+ * The code proposer (llm-code) asks for the surface files themselves: its
+ * prompt comes from a template file under tasks/prompts/ (covered by the
+ * protocol manifest, so a changed template refuses to measure until the
+ * manifest is rewritten), and its reply goes through atb_llm_reply_parse
+ * and atb_llm_reply_write, the only way a model's text reaches a file.
+ *
+ * Does not: measure or judge (loop.c hands every candidate to
+ * atb_measure_candidate, the same gates as atb measure).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -79,7 +86,7 @@ static void put(struct sbuf *b, const char *fmt, ...)
 }
 
 static enum atb_status build_prompt(const struct atb_task *task, struct atb_store *s,
-				    const char *run_id, char **system, char **prompt,
+				    const char *history_run, int64_t k, char **system, char **prompt,
 				    struct atb_error *err)
 {
 	struct atb_iteration_row *rows = NULL;
@@ -106,13 +113,14 @@ static enum atb_status build_prompt(const struct atb_task *task, struct atb_stor
 	if (!task->nflag_choices)
 		put(&pr, " \"\"");
 	put(&pr, "\n\nHistory of this run (iteration, knobs, verdict):\n");
-	st = atb_store_list_iterations(s, run_id, &rows, &n, err);
+	st = atb_store_list_iterations(s, history_run, &rows, &n, err);
 	if (st) {
 		atb_free(sy.p);
 		atb_free(pr.p);
 		return st;
 	}
-	for (i = 0; i < n; i++) {
+	/* the iterations before k: on a replay the recorded run has later ones too */
+	for (i = 0; i < n && rows[i].k < k; i++) {
 		const struct atb_iteration_row *r = &rows[i];
 
 		put(&pr, "  %" PRId64 ": %s -> %s", r->k, r->knobs_json, r->outcome);
@@ -123,7 +131,7 @@ static enum atb_status build_prompt(const struct atb_task *task, struct atb_stor
 			put(&pr, " (%.300s)", r->reason);
 		put(&pr, "\n");
 	}
-	if (!n)
+	if (!i)
 		put(&pr, "  (none yet)\n");
 	put(&pr, "\nPropose the next knobs.\n");
 	atb_store_iterations_free(rows, n);
@@ -193,8 +201,6 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 				       struct atb_knob_assignment *out, int *got, char *why,
 				       size_t why_size, struct atb_error *err)
 {
-	struct atb_llm_client_opts co;
-	struct atb_llm_client *c = NULL;
 	struct atb_llm_request rq;
 	char *system = NULL, *prompt = NULL;
 	enum atb_status st;
@@ -202,15 +208,10 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 
 	*got = 0;
 	why[0] = '\0';
-	st = build_prompt(pp->task, pp->store, pp->run_id, &system, &prompt, err);
+	st = build_prompt(pp->task, pp->store, pp->history_run ? pp->history_run : pp->run_id, k,
+			  &system, &prompt, err);
 	if (st)
 		return st;
-	memset(&co, 0, sizeof(co));
-	co.cfg = pp->cfg;
-	co.protocol = pp->protocol;
-	co.store = pp->store;
-	co.run = pp->run_id;
-	st = atb_llm_client_new(&co, &c, err);
 	memset(&rq, 0, sizeof(rq));
 	rq.system = system;
 	rq.prompt = prompt;
@@ -223,7 +224,7 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 		/* a seed per attempt: a server that honours it gives another draw, the same one on replay */
 		rq.has_seed = 1;
 		rq.seed = pp->seed * 1000003 + k * 1009 + attempt;
-		st = atb_llm_call(c, &rq, &r, err);
+		st = atb_llm_call(pp->client, &rq, &r, err);
 		if (st == ATB_ERR_LLM) {
 			snprintf(why, why_size, "model call failed: %s", r.error);
 			st = ATB_OK;
@@ -236,8 +237,398 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 		}
 		atb_llm_result_release(&r);
 	}
-	atb_llm_client_free(c);
 	atb_free(system);
 	atb_free(prompt);
 	return st;
+}
+
+/* ---- the code proposer ---- */
+
+/* A file's text cut to max bytes (a note says so), or "(missing)"; caller frees. */
+static char *read_cut(const char *path, size_t max)
+{
+	struct atb_error e;
+	char *data = NULL;
+	size_t len = 0;
+
+	if (!path || atbi_read_file(path, &data, &len, &e))
+		return atb_strdup("(missing)");
+	if (len > max) {
+		data[max] = '\0';
+		{
+			char *p = atb_realloc(data, max + 64);
+
+			if (!p) {
+				atb_free(data);
+				return NULL;
+			}
+			data = p;
+			snprintf(data + max, 64, "\n... (cut at %zu of %zu bytes)", max, len);
+		}
+	}
+	return data;
+}
+
+struct var {
+	const char *key;
+	const char *val;
+};
+
+/* Template text with every {{key}} replaced; ATB_ERR_SCHEMA for an unknown key. */
+static enum atb_status render(const char *name, const char *t, const struct var *v, size_t nv,
+			      struct sbuf *b, struct atb_error *err)
+{
+	const char *p = t, *open, *close;
+	size_t i;
+
+	while ((open = strstr(p, "{{"))) {
+		put(b, "%.*s", (int)(open - p), p);
+		close = strstr(open + 2, "}}");
+		if (!close)
+			return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s': '{{' without '}}'",
+					     name);
+		for (i = 0; i < nv; i++)
+			if (strlen(v[i].key) == (size_t)(close - open - 2) &&
+			    !memcmp(v[i].key, open + 2, (size_t)(close - open - 2)))
+				break;
+		if (i == nv)
+			return atb_error_set(err, ATB_ERR_SCHEMA,
+					     "prompt template '%s': unknown field '{{%.*s}}'", name,
+					     (int)(close - open - 2), open + 2);
+		put(b, "%s", v[i].val ? v[i].val : "");
+		p = close + 2;
+	}
+	put(b, "%s", p);
+	return ATB_OK;
+}
+
+#define CODE_FILE_CUT 16384
+
+/* The history lines of run (the verdicts the model is shown). */
+static enum atb_status history_text(struct atb_store *s, const char *run, int64_t k,
+				    struct sbuf *b, int *prev_wrote, struct atb_error *err)
+{
+	struct atb_iteration_row *rows = NULL;
+	size_t n = 0, i;
+	enum atb_status st;
+
+	*prev_wrote = 0;
+	st = atb_store_list_iterations(s, run, &rows, &n, err);
+	if (st)
+		return st;
+	for (i = 0; i < n && rows[i].k < k; i++) {
+		const struct atb_iteration_row *r = &rows[i];
+		json_t *o = json_loads(r->knobs_json, 0, NULL), *f = json_object_get(o, "files"), *v;
+		const char *key;
+
+		put(b, "  %" PRId64 ":", r->k);
+		if (r->k == k - 1)
+			*prev_wrote = json_is_object(f) && json_object_size(f);
+		if (json_is_object(f) && json_object_size(f))
+			json_object_foreach(f, key, v)
+				put(b, " %s %.12s", key, json_string_value(v) ? json_string_value(v) : "?");
+		else
+			put(b, " (no candidate)");
+		put(b, " -> %s", r->outcome);
+		if (r->speedup > 0)
+			put(b, ", %.4fx [%.4f, %.4f] vs the honest baseline", r->speedup, r->ci_low,
+			    r->ci_high);
+		if (r->reason && r->reason[0])
+			put(b, " (%.300s)", r->reason);
+		put(b, "\n");
+		json_decref(o);
+	}
+	if (!i)
+		put(b, "  (none yet)\n");
+	atb_store_iterations_free(rows, n);
+	return ATB_OK;
+}
+
+static int is_torch(const struct atb_task *t)
+{
+	return t->kind && !strcmp(t->kind, ATB_TASK_KIND_TORCH);
+}
+
+static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const char *prev_dir,
+				   int64_t k, char **system, char **prompt, char **schema,
+				   struct atb_error *err)
+{
+	const struct atb_task *t = pp->task;
+	const char *tname = is_torch(t) ? "llm-code-torch-1" : "llm-code-kernel-1";
+	struct sbuf sy = {0}, pr = {0}, surf = {0}, par = {0}, buf = {0}, hist = {0}, prev = {0};
+	struct atb_knob_assignment dk;
+	char path[4096], digest[65], knobs[1024], *text = NULL, *abi = NULL, *ref = NULL;
+	char *tmpl = NULL, *user;
+	size_t len = 0, i, base, maxlen;
+	int prev_wrote = 0;
+	json_t *props, *req, *rf;
+	enum atb_status st;
+
+	*system = *prompt = *schema = NULL;
+	snprintf(path, sizeof(path), "%s/tasks/prompts/%s.txt", pp->home, tname);
+	st = atbi_read_file(path, &text, &len, err);
+	if (st)
+		return st;
+	user = strstr(text, "%%user%%\n");
+	if (!user) {
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s' has no %%%%user%%%% line",
+				     path);
+	}
+	/* PROTO: loop -- the template's digest goes with every call (the system message's first line) */
+	if (atbi_sha256_hex(text, len, digest)) {
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the prompt template");
+	}
+	*user = '\0';
+	user += strlen("%%user%%\n");
+
+	for (i = 0; i < t->nsurface; i++)
+		put(&surf, "%s%s", i ? ", " : "", t->surface[i]);
+	for (i = 0; i < t->nparams; i++) {
+		if (t->params[i].is_real)
+			put(&par, "%s%s=%.17g (real)", i ? ", " : "", t->params[i].name,
+			    t->sets[0].reals[i]);
+		else
+			put(&par, "%s%s=%" PRId64 " (int)", i ? ", " : "", t->params[i].name,
+			    t->sets[0].ints[i]);
+	}
+	if (!t->nparams)
+		put(&par, "none");
+	for (i = 0; i < t->nbuffers; i++) {
+		size_t d;
+
+		put(&buf, "%s%s %s %s [", i ? "; " : "", t->buffers[i].name, t->buffers[i].dtype,
+		    atb_task_role_name(t->buffers[i].role));
+		for (d = 0; d < t->buffers[i].ndims; d++)
+			put(&buf, "%s%s", d ? ", " : "", t->buffers[i].shape[d]);
+		put(&buf, "]");
+	}
+	if (!t->nbuffers)
+		put(&buf, "none");
+	atb_task_default_knobs(t, &dk);
+	atb_task_format_knobs(&dk, knobs, sizeof(knobs));
+	/* the iterations before k: on a replay the recorded run has later ones too */
+	st = history_text(pp->store, pp->history_run ? pp->history_run : pp->run_id, k, &hist,
+			  &prev_wrote, err);
+	if (st)
+		goto out;
+	/* the previous iteration's files, when the model wrote some (its folder: the same bytes on a replay) */
+	if (prev_dir && prev_wrote) {
+		for (i = 0; i < t->nsurface; i++) {
+			char p2[4096], *pt;
+			struct stat sb;
+
+			snprintf(p2, sizeof(p2), "%s/%s", prev_dir, t->surface[i]);
+			if (lstat(p2, &sb) || !S_ISREG(sb.st_mode))
+				continue;
+			pt = read_cut(p2, CODE_FILE_CUT);
+			if (!pt) {
+				prev.bad = 1;
+				break;
+			}
+			put(&prev, "\nThe previous candidate (iteration %" PRId64 "), %s:\n```\n%s\n```\n",
+			    k - 1, t->surface[i], pt);
+			atb_free(pt);
+		}
+	}
+	snprintf(path, sizeof(path), "%s/include/atb/kernel.h", pp->home);
+	abi = is_torch(t) ? atb_strdup("") : read_cut(path, CODE_FILE_CUT);
+	ref = read_cut(t->baseline.path, CODE_FILE_CUT);
+	/* a torch task's candidate.path names the surface file: it has no template */
+	tmpl = t->candidate.path && !is_torch(t) ? read_cut(t->candidate.path, CODE_FILE_CUT)
+						 : atb_strdup("(none)");
+	if (!abi || !ref || !tmpl || surf.bad || par.bad || buf.bad || hist.bad || prev.bad) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the prompt: out of memory");
+		goto out;
+	}
+	{
+		const struct var v[] = {
+			{"kind", t->kind}, {"task", t->name},
+			{"description", t->description ? t->description : ""},
+			{"surface", surf.p}, {"params", par.p}, {"buffers", buf.p},
+			{"knobs", knobs[0] ? knobs : "(none)"},
+			{"cflags", t->nflag_choices ? t->flag_choices[0] : ""},
+			{"abi", abi}, {"reference_file", t->baseline.file ? t->baseline.file : t->name},
+			{"reference", ref},
+			{"template_file", t->candidate.file ? t->candidate.file : "(none)"},
+			{"template", tmpl}, {"history", hist.p}, {"previous", prev.p ? prev.p : ""},
+		};
+
+		put(&sy, "atb prompt template %s sha256:%s\n", tname, digest);
+		st = render(tname, text, v, sizeof(v) / sizeof(v[0]), &sy, err);
+		if (!st)
+			st = render(tname, user, v, sizeof(v) / sizeof(v[0]), &pr, err);
+		if (st)
+			goto out;
+	}
+
+	/*
+	 * The schema bounds each file, so that a model that never closes its
+	 * string stops there instead of at the output cap: a kernel at 4x its
+	 * template (at least 256 characters), a ModelNew at 16x the reference
+	 * (it may carry an inline CUDA source; at least 8192).
+	 */
+	if (is_torch(t)) {
+		base = strlen(ref);
+		maxlen = base * 16 < 8192 ? 8192 : base * 16;
+	} else {
+		base = strlen(tmpl);
+		maxlen = base * 4 < 256 ? 256 : base * 4;
+	}
+	if (maxlen > ATB_LLM_REPLY_MAX_FILE_BYTES)
+		maxlen = ATB_LLM_REPLY_MAX_FILE_BYTES;
+	props = json_object();
+	req = json_array();
+	for (i = 0; props && req && i < t->nsurface; i++) {
+		json_object_set_new(props, t->surface[i], json_pack("{s:s, s:I}", "type", "string",
+								    "maxLength", (json_int_t)maxlen));
+		json_array_append_new(req, json_string(t->surface[i]));
+	}
+	/* not "strict": OpenAI's strict mode refuses maxLength; llama.cpp enforces it anyway */
+	rf = json_pack("{s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:o, s:o, s:b}}, s:[s], s:b}}}",
+		       "type", "json_schema", "json_schema", "name", "candidate",
+		       "schema", "type", "object", "properties", "files", "type", "object",
+		       "properties", props, "required", req, "additionalProperties", 0,
+		       "required", "files", "additionalProperties", 0);
+	if (!rf) {
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the reply schema: out of memory");
+		goto out;
+	}
+	st = atbi_json_canonical(rf, schema, err);
+	json_decref(rf);
+out:
+	if (!st && (sy.bad || pr.bad))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the prompt: out of memory");
+	if (st) {
+		atb_free(sy.p);
+		atb_free(pr.p);
+		atb_free(*schema);
+		*schema = NULL;
+	} else {
+		*system = sy.p;
+		*prompt = pr.p;
+	}
+	atb_free(text);
+	atb_free(abi);
+	atb_free(ref);
+	atb_free(tmpl);
+	atb_free(surf.p);
+	atb_free(par.p);
+	atb_free(buf.p);
+	atb_free(hist.p);
+	atb_free(prev.p);
+	return st;
+}
+
+enum atb_status atbi_llm_propose_code(const struct atbi_llm_proposer *pp, int64_t k,
+				      const char *cand_dir, const char *prev_dir, int *got,
+				      char *why, size_t why_size, struct atb_error *err)
+{
+	const char *allowed[ATB_TASK_MAX_SURFACE];
+	struct atb_llm_request rq;
+	char *system = NULL, *prompt = NULL, *schema = NULL;
+	enum atb_status st;
+	size_t i;
+	int attempt;
+
+	*got = 0;
+	why[0] = '\0';
+	for (i = 0; i < pp->task->nsurface; i++)
+		allowed[i] = pp->task->surface[i];
+	st = code_prompt(pp, prev_dir, k, &system, &prompt, &schema, err);
+	if (st)
+		return st;
+	memset(&rq, 0, sizeof(rq));
+	rq.system = system;
+	rq.prompt = prompt;
+	rq.expect = ATB_LLM_EXPECT_FILES;
+	rq.response_format = schema;
+	rq.temperature = 0;
+	/* PROTO: llm.max_calls_per_iteration */
+	for (attempt = 0; !st && attempt < pp->protocol->llm.max_calls_per_iteration; attempt++) {
+		struct atb_llm_result r;
+		struct atb_llm_reply reply;
+		struct atb_error e;
+		const char *c;
+
+		rq.has_seed = 1;
+		rq.seed = pp->seed * 1000003 + k * 1009 + attempt;
+		st = atb_llm_call(pp->client, &rq, &r, err);
+		if (st == ATB_ERR_LLM) {
+			snprintf(why, why_size, "model call failed: %s", r.error);
+			st = ATB_OK;
+			atb_llm_result_release(&r);
+			continue;
+		}
+		if (st || !r.content || (r.outcome != ATB_LLM_OK && r.outcome != ATB_LLM_UNPARSABLE)) {
+			if (!st)
+				snprintf(why, why_size, "the model's reply was %s",
+					 atb_llm_outcome_name(r.outcome));
+			atb_llm_result_release(&r);
+			continue;
+		}
+		/* JSON as asked; a server that ignored the schema may still have sent fenced code */
+		for (c = r.content; *c == ' ' || *c == '\n' || *c == '\r' || *c == '\t'; c++)
+			;
+		atb_error_clear(&e);
+		if (atb_llm_reply_parse(r.content, *c == '{' ? ATB_LLM_REPLY_JSON : ATB_LLM_REPLY_FENCED,
+					allowed, pp->task->nsurface, &reply, &e)) {
+			snprintf(why, why_size, "%s", e.msg);
+			atb_llm_result_release(&r);
+			continue;
+		}
+		st = atb_llm_reply_write(&reply, cand_dir, &e);
+		atb_llm_reply_release(&reply);
+		atb_llm_result_release(&r);
+		if (st == ATB_ERR_SCHEMA) {
+			snprintf(why, why_size, "%s", e.msg);
+			st = ATB_OK;
+			continue;
+		}
+		if (st) {
+			*err = e;
+			break;
+		}
+		*got = 1;
+		break;
+	}
+	atb_free(system);
+	atb_free(prompt);
+	atb_free(schema);
+	return st;
+}
+
+enum atb_status atbi_candidate_hashes(const struct atb_task *task, const char *dir,
+				      json_t **out, struct atb_error *err)
+{
+	json_t *o;
+	size_t i;
+
+	*out = NULL;
+	atb_alloc_install_json();
+	o = json_object();
+	if (!o)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	for (i = 0; i < task->nsurface; i++) {
+		char path[4096], hex[65], *data = NULL;
+		size_t len = 0;
+		struct stat sb;
+		enum atb_status st;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, task->surface[i]);
+		if (lstat(path, &sb) || !S_ISREG(sb.st_mode))
+			continue;
+		st = atbi_read_file(path, &data, &len, err);
+		if (!st && atbi_sha256_hex(data, len, hex))
+			st = atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash '%s'", path);
+		atb_free(data);
+		if (st) {
+			json_decref(o);
+			return st;
+		}
+		json_object_set_new(o, task->surface[i], json_string(hex));
+	}
+	*out = o;
+	return ATB_OK;
 }

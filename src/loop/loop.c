@@ -26,6 +26,7 @@
 #include "atb/atb.h"
 #include "atb/box.h"
 #include "atb/engine.h"
+#include "atb/llm.h"
 #include "atb/loop.h"
 #include "loop/loop_int.h"
 #include "util.h"
@@ -225,6 +226,11 @@ struct loop {
 	struct atb_engine_config *eprops;    /* run.iterations configurations */
 	struct atb_loop_summary *sum;
 	struct atb_loop_progress prog;
+	/* a model proposer's client (one per run: a replay uses each recording once) */
+	struct atb_llm_client *client;
+	const char *replay_of;               /* a replay: the recorded run; else NULL */
+	struct atb_iteration_row *orig;      /* a replay: the recorded run's iterations */
+	size_t norig;
 	char last_outcome[64];
 	char last_reason[512];
 	double spent_s;                      /* this call's finished iterations */
@@ -363,6 +369,18 @@ static enum atb_status record(struct loop *L, int64_t k, const struct atb_measur
 	/* A usable iteration has no refusal; keep measure's note (a naive arm dropped, say). */
 	it.reason = out.reason[0] ? out.reason : out.note;
 	it.wall_s = (double)(atbi_monotonic_ns() - t0) / 1e9;
+	if (L->replay_of) {
+		/* a replay proposes what the recorded run proposed, byte for byte */
+		size_t i;
+
+		for (i = 0; i < L->norig && L->orig[i].k != k; i++)
+			;
+		if (i == L->norig || strcmp(L->orig[i].knobs_json, knobs_json))
+			return atb_error_set(err, ATB_ERR_CHECK,
+					     "replay of run '%s': iteration %" PRId64 " proposed %.300s,"
+					     " the recorded run %.300s", L->replay_of, k, knobs_json,
+					     i == L->norig ? "nothing" : L->orig[i].knobs_json);
+	}
 	st = atb_store_add_iteration(L->store, &it, err);
 	if (st)
 		return st;
@@ -434,6 +452,132 @@ static enum atb_status engine_iteration(struct loop *L, int64_t k, int64_t t0,
 	return st;
 }
 
+static int is_code(const struct loop *L)
+{
+	return !strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM_CODE);
+}
+
+static const char *home_of(const struct loop *L)
+{
+	return L->o->home ? L->o->home : atb_home();
+}
+
+/* The measurement options every kernel iteration shares. */
+static void measure_opts(struct loop *L, int64_t k, const char *work, char *label,
+			 size_t label_size, struct atb_measure_opts *mo)
+{
+	memset(mo, 0, sizeof(*mo));
+	mo->home = L->o->home;
+	mo->runner_path = L->o->runner_path;
+	mo->work_dir = work;
+	/* Every iteration is measured on the same paired seeds (same inputs). */
+	mo->seed_base = (uint64_t)L->run.seed;
+	mo->nseeds = (size_t)L->run.paired_seeds;
+	mo->with_naive = L->run.naive;
+	snprintf(label, label_size, "run %s iter %" PRId64, L->run.id, k);
+	mo->candidate_label = label;
+	mo->progress_detail = measure_detail;
+	mo->progress_ctx = L;
+}
+
+/* The iteration's proposal: the default knobs and the candidate's files by SHA-256. */
+static enum atb_status code_proposal_json(struct loop *L, const char *cand, char **out,
+					  struct atb_error *err)
+{
+	json_t *o = NULL, *files = NULL;
+	char *kj = NULL;
+	enum atb_status st;
+
+	*out = NULL;
+	st = atb_loop_knobs_json(&L->props[0], &kj, err);
+	if (!st && !(o = json_loads(kj, 0, NULL)))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	if (!st)
+		st = atbi_candidate_hashes(L->task, cand, &files, err);
+	if (!st && json_object_set_new(o, "files", files))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	if (!st)
+		st = atbi_json_canonical(o, out, err);
+	json_decref(o);
+	atb_free(kj);
+	return st;
+}
+
+/*
+ * A code proposer's iteration (llm-code): the candidate folder starts as
+ * the task's template (a surface file the reply leaves out keeps it), the
+ * model's files are written over it inside the folder only, and
+ * the candidate goes to atb_measure_candidate built with the default knobs,
+ * through every gate atb measure applies.  A reply that writes nothing
+ * usable (a traversal, a name off the surface) is an unusable iteration
+ * with outcome "proposal"; nothing is built.
+ */
+static enum atb_status code_iteration(struct loop *L, int64_t k, int64_t t0,
+				      struct atb_error *err)
+{
+	atb_loop_measure_fn measure = L->o->measure ? L->o->measure : atb_measure_candidate;
+	struct atb_measure_opts mo;
+	struct atb_measure_outcome out;
+	char dir[PATH_MAX], cand[PATH_MAX], work[PATH_MAX], prev[PATH_MAX], label[96];
+	char *pj = NULL;
+	/* a torch task's candidate.path names the surface file, not a template */
+	int has_template = L->task->candidate.path && strcmp(L->task->kind, ATB_TASK_KIND_TORCH),
+	    got = 1;
+	enum atb_status st;
+
+	st = iter_dir(L, k, dir, sizeof(dir), err);
+	if (st)
+		return st;
+	if (snprintf(cand, sizeof(cand), "%s/candidate", dir) >= (int)sizeof(cand) ||
+	    snprintf(work, sizeof(work), "%s/work", dir) >= (int)sizeof(work) ||
+	    snprintf(prev, sizeof(prev), "%s/%s/iter-%" PRId64 "/candidate", L->runs_dir,
+		     L->run.id, k - 1) >= (int)sizeof(prev))
+		return atb_error_set(err, ATB_ERR_USAGE, "runs folder '%s' is too long",
+				     L->runs_dir);
+	st = has_template ? atb_task_instantiate_candidate(L->task, &L->props[k], cand, err)
+			  : atbi_make_dir(cand, 0700, err);
+	if (!st)
+		st = atbi_make_dir(work, 0700, err);
+	if (st)
+		return st;
+	memset(&out, 0, sizeof(out));
+	{
+		struct atbi_llm_proposer pp = {
+			.store = L->store, .protocol = L->proto, .task = L->task, .client = L->client,
+			.run_id = L->run.id, .history_run = L->replay_of, .home = home_of(L),
+			.seed = L->run.seed,
+		};
+
+		st = atbi_llm_propose_code(&pp, k, cand, k >= 1 ? prev : NULL, &got, out.reason,
+					   sizeof(out.reason), err);
+		if (st)
+			return st;   /* an infrastructure defect ends the run here, unrecorded */
+	}
+	st = code_proposal_json(L, cand, &pj, err);
+	if (st)
+		return st;
+	if (!got) {
+		/* no usable reply: an unusable iteration, nothing built */
+		out.verdict = ATB_MEASURE_REJECTED;
+		snprintf(out.gate, sizeof(out.gate), "proposal");
+		out.status = ATB_ERR_LLM;
+		atb_free(pj);
+		pj = atb_strdup("{}");
+		if (!pj)
+			return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	} else {
+		measure_opts(L, k, work, label, sizeof(label), &mo);
+		st = measure(L->store, L->proto, L->task, cand, &L->props[k], &mo, &out, err);
+		if (st || stopped(L)) {
+			atb_free(pj);
+			return st;   /* stopped: not recorded, redone on resume */
+		}
+	}
+	st = record(L, k, &out, pj, t0, err);
+	atb_free(pj);
+	return st;
+}
+
 static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error *err)
 {
 	const struct atb_knob_assignment *knobs = &L->props[k];
@@ -455,10 +599,13 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 	report(L, "propose");
 	if (L->etask)
 		return engine_iteration(L, k, t0, err);
+	if (is_code(L))
+		return code_iteration(L, k, t0, err);
 	if (!strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM) && k >= 1) {
 		struct atbi_llm_proposer pp = {
-			.store = L->store, .protocol = L->proto, .task = L->task, .cfg = L->o->llm,
-			.run_id = L->run.id, .seed = L->run.seed,
+			.store = L->store, .protocol = L->proto, .task = L->task, .client = L->client,
+			.run_id = L->run.id, .history_run = L->replay_of, .home = home_of(L),
+			.seed = L->run.seed,
 		};
 		int got = 0;
 
@@ -631,8 +778,61 @@ enum atb_status atbi_this_box(struct atb_store *s, const struct atb_protocol *p,
 	return st;
 }
 
+/*
+ * The run's model client: it records every call under the run's id and,
+ * on a replay, answers from the recorded run's calls without any server.
+ * None for the random proposer.
+ */
+static enum atb_status make_client(struct loop *L, struct atb_error *err)
+{
+	struct atb_llm_client_opts co;
+
+	if (strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM) && !is_code(L))
+		return ATB_OK;
+	memset(&co, 0, sizeof(co));
+	co.cfg = L->o->llm;
+	co.protocol = L->proto;
+	co.store = L->store;
+	co.run = L->run.id;
+	co.replay_run = L->replay_of;
+	return atb_llm_client_new(&co, &L->client, err);
+}
+
+/*
+ * The store and the runs folder must lie outside the task's folder: the
+ * surface gate hashes that folder before and after every runner, so a
+ * store or candidate folder written inside it would refuse every
+ * candidate at gate surface (a KernelBench file's folder is where it lies,
+ * often the current one).
+ */
+static enum atb_status outside_task(const struct loop *L, const char *what, const char *path,
+				    struct atb_error *err)
+{
+	char *t, *p;
+	size_t n;
+	int in;
+
+	if (!L->task || !L->task->dir || !path)
+		return ATB_OK;
+	t = realpath(L->task->dir, NULL);
+	p = realpath(path, NULL);
+	n = t ? strlen(t) : 0;
+	in = t && p && !strncmp(p, t, n) && (p[n] == '/' || p[n] == '\0' || (n == 1 && t[0] == '/'));
+	free(t);   /* realpath's malloc, not ours */
+	free(p);
+	if (in)
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "%s '%s' lies in the folder of task '%s' ('%s'): the surface gate "
+				     "hashes that folder, so every candidate would be refused; put the "
+				     "task in a folder of its own (or the store elsewhere, --runs-dir)",
+				     what, path, L->task->name, L->task->dir);
+	return ATB_OK;
+}
+
 static void loop_release(struct loop *L)
 {
+	atb_llm_client_free(L->client);
+	atb_store_iterations_free(L->orig, L->norig);
 	atb_free(L->props);
 	atb_free(L->eprops);
 	atb_task_free(L->task);
@@ -659,6 +859,14 @@ static enum atb_status alloc_proposals(struct loop *L, struct atb_error *err)
 		atb_task_default_knobs(L->task, &L->props[0]);
 		return ATB_OK;
 	}
+	if (is_code(L)) {
+		/* the model writes the code; it is built with the default knobs */
+		int64_t k;
+
+		for (k = 0; k < L->run.iterations; k++)
+			atb_task_default_knobs(L->task, &L->props[k]);
+		return ATB_OK;
+	}
 	return atb_loop_proposals(L->task, L->run.proposer, L->run.seed,
 				  (size_t)L->run.iterations, L->props, err);
 }
@@ -672,26 +880,28 @@ static void summary_init(struct atb_loop_summary *out, const struct atb_run_row 
 	out->best_k = -1;
 }
 
-/* A kernel task (a name or a folder) or an engine task (a YAML file with kind: engine, or
-   a bundled one's name). */
-static enum atb_status open_task(struct loop *L, const char *home, const char *task,
+/* A kernel task (a name or a folder), a KernelBench-format file (TASK.py: kind torch)
+   or an engine task (a YAML file with kind: engine, or a bundled one's name).  code:
+   the proposer writes code, the only kind of proposal a torch task has. */
+static enum atb_status open_task(struct loop *L, const char *home, const char *task, int code,
 				 struct atb_error *err)
 {
 	char path[PATH_MAX];
-
 	enum atb_status st;
 
 	if (atb_engine_task_find(home, task, path, sizeof(path)))
 		return atb_engine_task_load(home, path, &L->etask, err);
+	/* TASK.py: the interpreter is $ATB_PYTHON, else python3 (atb measure's default) */
 	st = atb_task_open(home, task, &L->task, err);
-	if (!st && L->task->kind && !strcmp(L->task->kind, ATB_TASK_KIND_TORCH))
-		/* no knobs and no candidate template: nothing for a proposer to
+	if (!st && !code && L->task->kind && !strcmp(L->task->kind, ATB_TASK_KIND_TORCH))
+		/* no knobs and no candidate template: nothing for a knob proposer to
 		   draw (its candidates go through atb measure or atb suite, whose
 		   gates, the static checks first, are the same) */
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "task '%s' is a KernelBench-format (torch) task: atb run has "
-				     "nothing to propose for it (no knobs, no candidate template); "
-				     "measure its candidates with atb measure or atb suite",
+				     "nothing to propose for it but code (--proposer llm-code; it has no "
+				     "knobs and no candidate template); or measure its candidates with "
+				     "atb measure or atb suite",
 				     L->task->name);
 	return st;
 }
@@ -702,20 +912,24 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 				  const struct atb_loop_opts *o, struct atb_error *err)
 {
 	const char *proposer = o->proposer ? o->proposer : ATB_LOOP_PROPOSER_RANDOM;
+	int model = !strcmp(proposer, ATB_LOOP_PROPOSER_LLM) ||
+		    !strcmp(proposer, ATB_LOOP_PROPOSER_LLM_CODE);
 	enum atb_status st;
 
-	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM) && strcmp(proposer, ATB_LOOP_PROPOSER_LLM))
+	if (strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM) && !model)
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
-	if (!strcmp(proposer, ATB_LOOP_PROPOSER_LLM) && !o->llm)
-		return atb_error_set(err, ATB_ERR_USAGE, "proposer llm needs a model (atb/llm.h config)");
+				     "unknown proposer '%s'; the proposers are: random, llm, llm-code",
+				     proposer);
+	if (model && !o->llm)
+		return atb_error_set(err, ATB_ERR_USAGE, "proposer %s needs a model (atb/llm.h config)",
+				     proposer);
 	if (o->iterations < 1 || o->iterations > ATB_LOOP_MAX_ITERATIONS)
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "iterations must be 1 to %d, not %" PRId64,
 				     ATB_LOOP_MAX_ITERATIONS, o->iterations);
 	if (o->seed < 0)
 		return atb_error_set(err, ATB_ERR_USAGE, "a seed is a non-negative integer");
-	st = open_task(L, home, task, err);
+	st = open_task(L, home, task, !strcmp(proposer, ATB_LOOP_PROPOSER_LLM_CODE), err);
 	if (!st)
 		st = atb_protocol_load_current(home, &L->proto, err);
 	if (st)
@@ -726,9 +940,10 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 				     "%" PRId64 " paired seeds is below the protocol's "
 				     "stats.min_paired_seeds (%d)",
 				     o->paired_seeds, L->proto->stats.min_paired_seeds);
-	if (!strcmp(proposer, ATB_LOOP_PROPOSER_LLM) && L->etask)
-		return atb_error_set(err, ATB_ERR_USAGE, "proposer llm does not propose engine"
-				     " configurations yet (task '%s'); use random", L->etask->name);
+	if (model && L->etask)
+		return atb_error_set(err, ATB_ERR_USAGE, "proposer %s does not propose engine"
+				     " configurations yet (task '%s'); use random", proposer,
+				     L->etask->name);
 	if (o->naive > 0 && (L->etask || !L->task->has_naive))
 		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
 				     L->etask ? L->etask->name : L->task->name);
@@ -753,7 +968,7 @@ enum atb_status atb_loop_check_task(const char *home, const char *task, struct a
 	enum atb_status st;
 
 	memset(&L, 0, sizeof(L));
-	st = open_task(&L, home ? home : atb_home(), task, err);
+	st = open_task(&L, home ? home : atb_home(), task, 0, err);
 	loop_release(&L);
 	return st;
 }
@@ -767,17 +982,19 @@ enum atb_status atb_loop_plan(const char *home, const char *task, const char *pr
 
 	*out = NULL;
 	memset(&L, 0, sizeof(L));
-	if (proposer && !strcmp(proposer, ATB_LOOP_PROPOSER_LLM))
+	if (proposer && (!strcmp(proposer, ATB_LOOP_PROPOSER_LLM) ||
+			 !strcmp(proposer, ATB_LOOP_PROPOSER_LLM_CODE)))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "proposer llm has no plan: each proposal depends on the verdicts"
-				     " before it");
+				     "proposer %s has no plan: each proposal depends on the verdicts"
+				     " before it", proposer);
 	if (proposer && strcmp(proposer, ATB_LOOP_PROPOSER_RANDOM))
 		return atb_error_set(err, ATB_ERR_USAGE,
-				     "unknown proposer '%s'; the proposers are: random, llm", proposer);
+				     "unknown proposer '%s'; the proposers are: random, llm, llm-code",
+				     proposer);
 	L.run.iterations = (int64_t)n;
 	L.run.seed = seed;
 	snprintf(L.run.proposer, sizeof(L.run.proposer), "%s", ATB_LOOP_PROPOSER_RANDOM);
-	st = open_task(&L, home ? home : atb_home(), task, err);
+	st = open_task(&L, home ? home : atb_home(), task, 0, err);
 	if (!st && !L.etask) {
 		L.props = atb_calloc(n ? n : 1, sizeof(*L.props));
 		st = L.props ? atb_loop_proposals(L.task, proposer, seed, n, L.props, err)
@@ -830,7 +1047,8 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 		goto out;
 	}
 	snprintf(L.run.id, sizeof(L.run.id), "%.12s", id);
-	if (strchr(task, '/') || (strlen(task) > 5 && !strcmp(task + strlen(task) - 5, ".yaml"))) {
+	if (strchr(task, '/') || (strlen(task) > 5 && !strcmp(task + strlen(task) - 5, ".yaml")) ||
+	    (strlen(task) > 3 && !strcmp(task + strlen(task) - 3, ".py"))) {
 		char *abs = realpath(task, NULL);
 		int len = snprintf(L.run.task, sizeof(L.run.task), "%s", abs ? abs : task);
 
@@ -856,7 +1074,11 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	if (!st)
 		st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
 	if (!st)
+		st = outside_task(&L, "store", atb_store_path(s), err);
+	if (!st)
 		st = runs_dir_of(&L, err);
+	if (!st)
+		st = outside_task(&L, "runs folder", L.runs_dir, err);
 	if (!st)
 		st = alloc_proposals(&L, err);
 	if (!st)
@@ -864,7 +1086,9 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 	if (st)
 		goto out;
 	summary_init(out, &L.run);
-	st = run_loop(&L, err);
+	st = make_client(&L, err);
+	if (!st)
+		st = run_loop(&L, err);
 out:
 	loop_release(&L);
 	return st;
@@ -897,7 +1121,8 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 				     "TASK CANDIDATE --run %s'", L.run.id, L.run.id);
 	st = atb_protocol_load_digest(home, L.run.protocol_digest, &L.proto, err);
 	if (!st)
-		st = open_task(&L, home, L.run.task, err);
+		st = open_task(&L, home, L.run.task,
+			       !strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM_CODE), err);
 	if (!st)
 		st = atbi_this_box(NULL, L.proto, fp, NULL, err);
 	if (st)
@@ -909,7 +1134,7 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 				   L.run.id, L.run.box_fingerprint, fp);
 		goto out;
 	}
-	if (!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && !o->llm) {
+	if ((!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) || is_code(&L)) && !o->llm) {
 		st = atb_error_set(err, ATB_ERR_USAGE, "run '%s' was proposed by a model: resume"
 				   " it with one (--proposer llm's options)", L.run.id);
 		goto out;
@@ -923,7 +1148,7 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 	for (i = 0; i < n; i++) {
 		char *want = NULL;
 
-		if (!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && rows[i].k >= 1) {
+		if ((!strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && rows[i].k >= 1) || is_code(&L)) {
 			/* a model's proposals are its recorded calls (atb llm show RUN) */
 			out->usable += rows[i].usable;
 			consider(out, &rows[i]);
@@ -954,9 +1179,92 @@ enum atb_status atb_loop_resume(struct atb_store *s, const char *run_id,
 		goto out;
 	st = runs_dir_of(&L, err);
 	if (!st)
+		st = make_client(&L, err);
+	if (!st)
 		st = run_loop(&L, err);
 out:
 	atb_store_iterations_free(rows, n);
 	loop_release(&L);
+	return st;
+}
+
+enum atb_status atb_loop_replay(struct atb_store *s, const char *run_id,
+				const struct atb_loop_opts *o, struct atb_loop_summary *out,
+				struct atb_error *err)
+{
+	struct loop L;
+	struct atb_loop_opts lo = *o;
+	struct atb_llm_config cfg;
+	struct atb_llm_run_stats rs;
+	const char *home = o->home ? o->home : atb_home();
+	char orig[ATB_RUN_ID_MAX], id[33];
+	enum atb_status st;
+
+	memset(&L, 0, sizeof(L));
+	memset(out, 0, sizeof(*out));
+	memset(&cfg, 0, sizeof(cfg));
+	out->best_k = -1;
+	L.store = s;
+	L.sum = out;
+	st = atb_store_get_run(s, run_id, &L.run, err);
+	if (st)
+		return st;
+	snprintf(orig, sizeof(orig), "%s", L.run.id);
+	if (strcmp(L.run.proposer, ATB_LOOP_PROPOSER_LLM) && !is_code(&L))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "run '%s' was proposed by %s, not a model: its proposals are its"
+				     " seed's ('atb run %s --seed %" PRId64 "' draws them again)",
+				     orig, L.run.proposer, L.run.task, L.run.seed);
+	/* the requests must be the recorded bytes: the same model name, protocol, task, seed */
+	st = atb_llm_run_model(s, orig, cfg.model, sizeof(cfg.model), err);
+	if (!st)
+		st = atb_llm_run_stats(s, orig, &rs, err);
+	if (!st)
+		st = atb_store_list_iterations(s, orig, &L.orig, &L.norig, err);
+	if (!st)
+		st = atb_protocol_load_digest(home, L.run.protocol_digest, &L.proto, err);
+	if (!st)
+		st = open_task(&L, home, L.run.task, is_code(&L), err);
+	if (st)
+		goto out;
+	/* what the recorded run did: its stored iterations, and the one its halt ended */
+	L.run.iterations = (int64_t)L.norig + (rs.halted && (int64_t)L.norig < L.run.iterations);
+	if (L.run.iterations < 1) {
+		st = atb_error_set(err, ATB_ERR_USAGE, "run '%s' has no iteration to replay", orig);
+		goto out;
+	}
+	L.replay_of = orig;
+	lo.llm = &cfg;
+	lo.token_budget = 0;
+	lo.cost_budget_usd = 0;
+	lo.wall_budget_s = 0;
+	L.o = &lo;
+	st = atbi_random_id(id);
+	if (st) {
+		st = atb_error_set(err, st, "cannot make a run id");
+		goto out;
+	}
+	snprintf(L.run.id, sizeof(L.run.id), "%.12s", id);
+	st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
+	if (!st)
+		st = outside_task(&L, "store", atb_store_path(s), err);
+	if (!st)
+		st = runs_dir_of(&L, err);
+	if (!st)
+		st = outside_task(&L, "runs folder", L.runs_dir, err);
+	if (!st)
+		st = alloc_proposals(&L, err);
+	if (!st)
+		st = atb_store_add_run(s, &L.run, err);
+	if (st)
+		goto out;
+	summary_init(out, &L.run);
+	snprintf(out->replay_of, sizeof(out->replay_of), "%s", orig);
+	st = make_client(&L, err);
+	if (!st)
+		st = run_loop(&L, err);
+out:
+	loop_release(&L);
+	atb_llm_config_release(&cfg);
 	return st;
 }

@@ -24,7 +24,7 @@ relu --iterations 100001|atb run: bad --iterations '100001': expected an integer
 relu --seed -1|atb run: bad --seed '-1': expected an integer from 0 to 9223372036854775807
 relu --iterations|atb run: option '--iterations' needs a value
 relu --frobnicate|atb run: unknown option '--frobnicate'
-|atb run: missing TASK (or --resume RUN_ID)
+|atb run: missing TASK (or --resume RUN_ID, --replay RUN_ID)
 relu --resume abc|atb run: give TASK or --resume RUN_ID, not both
 CASES
 
@@ -73,7 +73,7 @@ test_expect "same seed, same proposals; another seed, others" '
 
 test_expect "help documents every option" '
 	"$ATB" run --help >h &&
-	for o in --proposer --iterations --seed --seeds --naive --no-naive --resume \
+	for o in --proposer --iterations --seed --seeds --naive --no-naive --resume --replay llm-code \
 		--plan --runs-dir --runner --quiet --json usable quarantined; do
 		expect_grep "$o" h || exit 1
 	done &&

@@ -92,6 +92,16 @@ Test(llm, test_llm__parse_outcomes)
 	parse(CHAT("\"only ``` one fence\"", "\"stop\"", "{}"), ATB_LLM_EXPECT_FENCED, &r);
 	cr_assert_eq(r.outcome, ATB_LLM_UNPARSABLE);
 	atb_llm_result_release(&r);
+	/* a proposer of files reads JSON or fenced code: either is parsable, prose is not */
+	parse(CHAT("\"{\\\"files\\\": {}}\"", "\"stop\"", "{}"), ATB_LLM_EXPECT_FILES, &r);
+	cr_assert_eq(r.outcome, ATB_LLM_OK);
+	atb_llm_result_release(&r);
+	parse(CHAT("\"```c kernel.c\\nint x;\\n```\\n\"", "\"stop\"", "{}"), ATB_LLM_EXPECT_FILES, &r);
+	cr_assert_eq(r.outcome, ATB_LLM_OK);
+	atb_llm_result_release(&r);
+	parse(CHAT("\"I would write a loop.\"", "\"stop\"", "{}"), ATB_LLM_EXPECT_FILES, &r);
+	cr_assert_eq(r.outcome, ATB_LLM_UNPARSABLE);
+	atb_llm_result_release(&r);
 
 	parse("{\"error\":{\"message\":\"model not loaded\"}}", ATB_LLM_EXPECT_TEXT, &r);
 	cr_assert_eq(r.outcome, ATB_LLM_FAILED);
@@ -338,6 +348,28 @@ Test(llm, test_llm__replay_by_request_hash_without_a_server)
 	rq.temperature = 0.5;
 	cr_assert_eq(atb_llm_call(c, &rq, &r, &err), ATB_ERR_NOT_FOUND);
 	atb_llm_result_release(&r);
+	/* a response_format is part of the request, so of its hash; a bad one is refused */
+	rq.temperature = 0;
+	rq.response_format = "{\"type\":\"json_object\"}";
+	cr_assert_eq(atb_llm_call(c, &rq, &r, &err), ATB_ERR_NOT_FOUND);
+	cr_assert(strstr(err.msg, "was not recorded"), "%s", err.msg);
+	cr_assert_str_neq(r.request_hash, first.request_hash);
+	atb_llm_result_release(&r);
+	rq.response_format = "[1]";
+	cr_assert_eq(atb_llm_call(c, &rq, &r, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "response_format is not a json object"), "%s", err.msg);
+	atb_llm_result_release(&r);
+	/* the model a replay asks: the recorded run's */
+	{
+		char model[64];
+
+		cr_assert_eq(atb_llm_run_model(s, "rec", model, sizeof(model), &err), ATB_OK, "%s",
+			     err.msg);
+		cr_assert_str_eq(model, "m");
+		cr_assert_eq(atb_llm_run_model(s, "nosuch", model, sizeof(model), &err),
+			     ATB_ERR_NOT_FOUND);
+		cr_assert(strstr(err.msg, "has no recorded model calls"), "%s", err.msg);
+	}
 	atb_llm_result_release(&first);
 	atb_llm_client_free(c);
 	atb_store_close(s);

@@ -460,10 +460,13 @@ Test(loop, bad_plans_are_refused_before_any_row)
 	o.iterations = 2;
 	o.proposer = "grid";
 	cr_assert_eq(atb_loop_start(S, "relu", &o, &sum, &err), ATB_ERR_USAGE);
-	cr_assert_str_eq(err.msg, "unknown proposer 'grid'; the proposers are: random, llm");
+	cr_assert_str_eq(err.msg, "unknown proposer 'grid'; the proposers are: random, llm, llm-code");
 	o.proposer = "llm";   /* without a model */
 	cr_assert_eq(atb_loop_start(S, "relu", &o, &sum, &err), ATB_ERR_USAGE);
 	cr_assert_str_eq(err.msg, "proposer llm needs a model (atb/llm.h config)");
+	o.proposer = "llm-code";
+	cr_assert_eq(atb_loop_start(S, "relu", &o, &sum, &err), ATB_ERR_USAGE);
+	cr_assert_str_eq(err.msg, "proposer llm-code needs a model (atb/llm.h config)");
 	o.proposer = NULL;
 	o.paired_seeds = 3;
 	cr_assert_eq(atb_loop_start(S, "relu", &o, &sum, &err), ATB_ERR_USAGE);

@@ -1,0 +1,46 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# atb run --replay of a run of the knob proposer (--proposer llm), with a
+# TEST DOUBLE (tests/cli/llm-double.py) as the model: iteration 1's four
+# replies name a flag choice the task does not have (the harness builds
+# only declared knobs), so it is a "proposal" iteration; the replay, with
+# the double stopped, asks the same four requests (the prompts' history is
+# the recorded run's, whatever the re-measured iteration 0 gave) and
+# reproduces every stored proposal.  The task is the fixture relu-tiny (no
+# knobs, one flag choice); iteration 0's timing outcome is this box's and
+# is not asserted.
+. "$(dirname "$0")/lib.sh"
+command -v jq >/dev/null || skip_all "jq not installed"
+command -v python3 >/dev/null || skip_all "python3 not installed"
+command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
+
+cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-tiny" relu
+python3 -c 'import json; json.dump([{"content": json.dumps({"knobs": {}, "cflags": "-O9"})}], open("script.json", "w"))'
+python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
+DOUBLE=$!
+trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
+for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
+URL=http://127.0.0.1:$(cat d.port)
+iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome FROM iteration WHERE run = '$1' ORDER BY k"; }
+
+test_expect "the recorded run: iteration 1's replies lie outside the space" '
+	"$ATB" run ./relu --proposer llm --model double --base-url "$URL" --iterations 2 \
+		--quiet --json >run.json &&
+	RUN=$(jq -r .run run.json) && echo "$RUN" >run_id &&
+	iters "$RUN" >it.json && cat it.json &&
+	jq -e ".[1].outcome == \"proposal\" and .[1].knobs == \"{}\"" it.json &&
+	test "$(wc -l <d.log)" = 4
+'
+
+test_expect "the replay asks no server and reproduces the proposals" '
+	RUN=$(cat run_id) && kill $DOUBLE && wait $DOUBLE 2>/dev/null;
+	"$ATB" run --replay "$RUN" --quiet --json >rep.json &&
+	REP=$(jq -r .run rep.json) && jq -e ".replay_of == \"$RUN\" and .done == 2" rep.json &&
+	cmp <(iters "$RUN" | jq -c "[.[] | .knobs]") <(iters "$REP" | jq -c "[.[] | .knobs]") &&
+	iters "$REP" | jq -e ".[1].outcome == \"proposal\"" &&
+	test "$(sqlite3 atb.db "SELECT count(*) FROM llm_call WHERE run = '\''$REP'\'' AND transport = '\''replay'\''")" = 4 &&
+	test "$(wc -l <d.log)" = 4 &&
+	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
+'
+
+test_done
