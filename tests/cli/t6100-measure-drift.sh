@@ -52,8 +52,12 @@ for a in range(attempts):
                      else ["baseline.so", "candidate.so"]), x
 if out["verdict"] == "admitted":
     assert 1 / 1.05 <= out["drift_ratio"] <= 1.05, out
-else:  # a loaded box: only noise may refuse an honest candidate
-    assert out["gate"] == "noise", out
+else:
+    # What is tested is the jobs' layout, the same on every attempt: a
+    # loaded box may refuse the honest candidate after whole attempts
+    # (noise; baseline_drift when the box's load shifted between the paired
+    # and the alone runners on most seeds), never by another gate.
+    assert out["gate"] in ("noise", "baseline_drift"), out
 PY
 '
 
