@@ -34,7 +34,7 @@ test_expect "llama-server answers greedily and deterministically on the tiny mod
 	"$LLAMA_SERVER" --model "$ATB_TINY_GGUF" --host 127.0.0.1 --port "$port" --parallel 1 \
 		>srv.log 2>&1 &
 	pid=$!
-	for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+	for i in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done  # 60 s: a loaded box
 	p=$(jq -c "{prompt, max_tokens: 24, temperature: 0}" "${REP%/*}/probes.jsonl" | head -1)
 	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >a
 	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >b

@@ -53,9 +53,9 @@ for a in range(attempts):
 if out["verdict"] == "admitted":
     assert 1 / 1.05 <= out["drift_ratio"] <= 1.05, out
 else:
-    # What is tested is the jobs' layout, the same on every attempt: a
+    # What is tested is the layout of the jobs, the same on every attempt: a
     # loaded box may refuse the honest candidate after whole attempts
-    # (noise; baseline_drift when the box's load shifted between the paired
+    # (noise; baseline_drift when the load shifted between the paired
     # and the alone runners on most seeds), never by another gate.
     assert out["gate"] in ("noise", "baseline_drift"), out
 PY

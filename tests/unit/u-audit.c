@@ -358,12 +358,18 @@ Test(audit, sigkill_during_ingest_loses_nothing_that_completed, .timeout = 120)
 	struct atb_audit_report rep;
 	struct atb_error err;
 	int round, status;
+	unsigned seed;
 	FILE *f;
 
 	snprintf(done_path, sizeof(done_path), "%s/done.txt", F.dir);
 	atb_store_close(F.s);
 	F.s = NULL;
-	srand((unsigned)time(NULL));
+	/* the kill moments are random; the seed is logged (and ATB_TEST_SEED
+	   replays it) so that a failing draw can be run again */
+	seed = getenv("ATB_TEST_SEED") ? (unsigned)strtoul(getenv("ATB_TEST_SEED"), NULL, 10)
+				       : (unsigned)time(NULL) ^ (unsigned)getpid();
+	cr_log_info("kill moments drawn with ATB_TEST_SEED=%u", seed);
+	srand(seed);
 	for (round = 0; round < 50; round++) {
 		pid_t pid = fork();
 
