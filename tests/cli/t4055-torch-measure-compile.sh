@@ -52,7 +52,7 @@ test_expect "a copy with --baseline compile: a compile speedup with its CI, comp
 			.compile.mode==\"default\" and .compile.compile_s>0 and .naive==null and
 			(.per_seed_medians_ns.compile|length)==8" stats.json >/dev/null
 	else
-		echo "note: not admitted on this box ($(jq -r .gate copy.json)); stored checks not run"
+		echo "# note: not admitted on this box ($(jq -r .gate copy.json)); stored checks not run"
 	fi
 '
 

@@ -49,8 +49,8 @@ test_expect "copy candidates, killed mid-suite and resumed: all correct, about 1
 import json
 r = json.load(open("copy.json"))
 t = r["totals"]
-print("copy:", [(x["task"], x["outcome"], x["speedup"], x["ci_low"], x["ci_high"]) for x in r["tasks"]])
-print("median", t["median_speedup"], "geomean", t["geomean_speedup"])
+print("# copy:", [(x["task"], x["outcome"], x["speedup"], x["ci_low"], x["ci_high"]) for x in r["tasks"]])
+print("# median", t["median_speedup"], "geomean", t["geomean_speedup"])
 assert r["done"] == 2 and t["correct"] == 2, r
 for x in r["tasks"]:
     assert "calls_replaced_op" in x["findings"], x
@@ -66,7 +66,7 @@ if t["admitted"]:
     m = t["median_speedup"]
     assert 0.9 < m["value"] < 1.1 and m["ci_verdict"] == "below", m
 else:
-    print("note: no task admitted (noise on this box); speedup checks not run")
+    print("# note: no task admitted (noise on this box); speedup checks not run")
 PY
 	"$ATB" --db c.db db check >/dev/null && "$ATB" --db c.db audit verify >/dev/null
 '
