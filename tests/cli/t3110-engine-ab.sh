@@ -44,7 +44,7 @@ test_expect "a port already taken is named" '
 import socket,time,sys
 s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(1)
 open(\"port\",\"w\").write(str(s.getsockname()[1])); sys.stdout.flush(); time.sleep(60)" &
-	pid=$!; for i in 1 2 3 4 5 6 7 8 9 10; do [ -s port ] && break; sleep 0.2; done
+	pid=$!; for i in $(seq 150); do [ -s port ] && break; sleep 0.2; done  # 30 s: a loaded box
 	mkdir -p w-engine_start;
 	rejected_with engine_start "already taken" "bind_port=$(cat port)"; rc=$?
 	kill $pid; exit $rc
@@ -66,20 +66,22 @@ if command -v sqlite3 >/dev/null; then
 	'
 fi
 
+# The double sleeps 10 ms a token, so the 2x is in sleeps a loaded box hardly
+# moves (it read 1.8-2.0x); the bounds leave it far more room.  An honest
+# candidate: a refusal by the box (noise, client_lag) or a miss of the bounds
+# gets an independent try (lib.sh's expect_verdict).
 test_expect "an honest lossless 2x decode speed-up is admitted with CIs" '
-	# a refusal by the box (noise: a loaded shared machine) gets one more try
-	expect_exit_past_box 0 "$ATB" --db atb.db --json engine ab "$TASK" --candidate speedup=2.0 \
-		--seeds 8 --work-dir . && cp "$TRASH/out" j &&
-	python3 -c "
-import json; d=json.load(open(\"j\"))
-assert d[\"verdict\"]==\"admitted\", d
-assert 1.3 < d[\"speedup\"] < 2.2 and d[\"ci_low\"] > 1.2, d"
+	expect_verdict ".verdict == \"admitted\" and .speedup > 1.3 and .speedup < 2.2 and
+		.ci_low > 1.2" \
+		"$ATB" --db atb.db --json engine ab "$TASK" --candidate speedup=2.0 --seeds 8 \
+		--work-dir .
 '
 
 if command -v sqlite3 >/dev/null; then
 	test_expect "the stored result is kind engine, req/s, paired seeds, latency ratios" '
-		test "$(sqlite3 atb.db "select kind||\" \"||n_seeds from result")" = "engine 8" &&
-		sqlite3 atb.db "select stats from result" >s &&
+		# the last result: an earlier try of expect_verdict may have stored one
+		test "$(sqlite3 atb.db "select kind||\" \"||n_seeds from result order by id desc limit 1")" = "engine 8" &&
+		sqlite3 atb.db "select stats from result order by id desc limit 1" >s &&
 		python3 -c "
 import json; d=json.load(open(\"s\"))
 assert d[\"latency\"][\"e2e_median_ms\"][\"ratio\"] > 1.3, d[\"latency\"]
@@ -93,7 +95,7 @@ o = {(p[\"seed\"], p[\"arm\"]): p[\"order\"] for p in d[\"per_seed\"] if p[\"att
 assert len(o) == 16 and d[\"rerun_arms\"] == \"both\", d[\"per_seed\"]
 assert all(abs(o[(s, \"baseline\")] - o[(s, \"candidate\")]) == 1 for s in range(1, 9)), o
 import sqlite3
-t = sqlite3.connect(\"atb.db\").execute(\"select distinct trial from sample\").fetchall()
+t = sqlite3.connect(\"atb.db\").execute(\"select distinct trial from sample where job = (select job from result order by id desc limit 1)\").fetchall()
 assert t == [(k - 1,)], (t, k)"
 	'
 fi

@@ -39,16 +39,26 @@ sys.exit(0 if s.connect_ex((\"127.0.0.1\", $port)) != 0 else 1)" &&
 	"$ATB" audit verify >verify.out
 '
 
+# What is tested is the resume: the redone iteration has the planned knobs
+# and an outcome.  Its verdict is real timing of the double (a 2x in
+# sleeps), which a loaded box can still refuse (client_lag: the load
+# generator starved; noise): then the run is done with that iteration
+# unusable, and the best is iteration 0.  Seen at load 13 under ctest -j2.
 test_expect "atb run --resume redoes the unfinished iteration with the planned configuration" '
 	id=$("$ATB" report --last --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"run\"][\"id\"])") &&
 	"$ATB" --json run --resume "$id" --quiet >res.json &&
-	python3 -c "
-import json; d=json.load(open(\"res.json\"))
-assert d[\"done\"]==2 and d[\"usable\"]==2 and d[\"best\"][\"iteration\"]==1, d" &&
 	"$ATB" report "$id" --json >rj &&
 	python3 -c "
-import json; d=json.load(open(\"rj\"))
-assert [t[\"knobs\"] for t in d[\"trajectory\"]] == [{}, {\"speedup\": \"2.0\"}], d[\"trajectory\"]"
+import json; d=json.load(open(\"res.json\")); r=json.load(open(\"rj\"))
+t = r[\"trajectory\"]
+assert [x[\"knobs\"] for x in t] == [{}, {\"speedup\": \"2.0\"}], t
+assert d[\"done\"]==2 and d[\"first_iteration\"]==1, d
+assert d[\"usable\"] == sum(bool(x[\"usable\"]) for x in t), (d, t)
+if t[1][\"usable\"]:
+    assert d[\"best\"][\"iteration\"]==1, d
+else:
+    assert t[1][\"outcome\"] in (\"noise\", \"client_lag\"), t[1]
+    print(\"# iteration 1 refused by the box:\", t[1][\"outcome\"])"
 '
 
 test_done

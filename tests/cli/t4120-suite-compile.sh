@@ -37,7 +37,7 @@ test_expect "a copy under --baseline compile: eager headline, compile speedup wi
 		"$ATB" --db c.db suite --resume "$(jq -r .run c.json)" >table.out 2>table.err &&
 		expect_grep "vs compile " table.out && expect_grep "median vs compile" table.out
 	else
-		echo "note: not admitted on this box ($(jq -r ".tasks[0].outcome" c.json)); compile checks not run"
+		echo "# note: not admitted on this box ($(jq -r ".tasks[0].outcome" c.json)); compile checks not run"
 	fi
 '
 

@@ -62,7 +62,7 @@ test_expect "a calibration stopped by SIGINT after its first copy exits 130, res
 	"$ATB" --json calibrate "$WORK" "$WORK" --runs-dir "$TRASH/runs" >first.json 2>first.err &
 	pid=$!
 	# the first task has begun once its folder exists: the stop waits for it
-	for i in $(seq 600); do
+	for i in $(seq 3000); do   # 5 minutes: a loaded box
 		ls -d "$TRASH"/runs/*/task-0 >/dev/null 2>&1 && break
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.1

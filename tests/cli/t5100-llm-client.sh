@@ -21,7 +21,7 @@ double() {
 	rm -f "$1.port"
 	python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" "$1.script" "$1.log" "$1.port" &
 	echo $! >"$1.pid"
-	for i in $(seq 1 100); do [ -s "$1.port" ] && break; sleep 0.05; done
+	for i in $(seq 1 600); do [ -s "$1.port" ] && break; sleep 0.05; done  # 30 s: a loaded box
 	URL=http://127.0.0.1:$(cat "$1.port")
 	export ATB_LLM_BASE_URL=$URL
 }

@@ -15,7 +15,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 	--threads 1 --ctx-size 128 >server.log 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 150); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
+for i in $(seq 1 600); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done  # 60 s: a loaded box
 export ATB_LLM_BASE_URL=http://127.0.0.1:$PORT ATB_LLM_MODEL=tiny
 echo "first prompt" >p1.txt
 echo "second prompt" >p2.txt

@@ -16,7 +16,7 @@ echo '[{"content": "{\"knobs\": {\"SELECT\": \"1\", \"UNROLL\": \"2\", \"ALIGN_H
 python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
 DOUBLE=$!
 trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
+for i in $(seq 1 600); do [ -s d.port ] && break; sleep 0.05; done  # 30 s: a loaded box
 URL=http://127.0.0.1:$(cat d.port)
 
 test_expect "usage: the baseline is random, budgets are positive" '

@@ -6,9 +6,13 @@
 # max(gates.hang.min_s, factor x the longest silence so far) (20 s and 10
 # by default; startup_s, 120 s, before the first check) and measure refuses
 # it as hang, naming the last event, the silence and the limit.  The cheat
-# loops forever on about its 3rd timed call; the bound asserted (< 100 s
-# for the whole measurement, builds included) is far under the 300 s and
-# far over the 20 s a loaded box adds a few seconds to.  PROTO: gates.hang.
+# loops forever on about its 3rd timed call.  That the watchdog, not the
+# 300 s job timeout, ended it is the gate and reason asserted; its limit rule
+# is checked exactly on the stored numbers (the second test).  The wall-time
+# bound (< 200 s for the whole measurement, builds included) is under the
+# 300 s and leaves a loaded box room: the limit itself grows with the box's
+# stalls (10 x the longest silence before: 5 s stalls at load 15 make it
+# 50 s).  PROTO: gates.hang.
 . "$(dirname "$0")/lib.sh"
 
 CHEATS=$ATB_SOURCE_DIR/tests/fixtures/cheats
@@ -22,7 +26,7 @@ test_expect "hang: a kernel that loops on its 3rd timed call is refused in far l
 	t0=$(date +%s) &&
 	expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/hang" --seeds 2 &&
 	t1=$(date +%s) && echo "# refused after $((t1 - t0)) s" &&
-	[ $((t1 - t0)) -lt 100 ] &&
+	[ $((t1 - t0)) -lt 200 ] &&
 	jq -e ".verdict == \"rejected\" and .gate == \"hang\" and (.rejection_id > 0)
 		and (.reason | test(\"made no progress for [0-9.]+ s after .timed_begin seed [0-9]+. and was killed: limit [0-9.]+ s\"))" \
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }

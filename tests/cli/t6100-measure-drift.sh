@@ -39,21 +39,34 @@ import glob, json
 out = json.load(open("out"))
 jobs = [json.load(open(f)) for f in sorted(glob.glob("jobs/*.json"))]
 attempts = out["attempts"]
-assert len(jobs) == 16 * attempts, (len(jobs), attempts)
+why = (len(jobs), attempts, out.get("gate"), out.get("reason"))
+# A refusal by the clock gate (judged after each runner: a loaded box can
+# delay the harness reading a group marker) ends an attempt early: its jobs
+# are then a prefix of the layout.  Every other outcome runs whole attempts.
+if out.get("gate") == "clock":
+    assert 16 * (attempts - 1) < len(jobs) <= 16 * attempts, why
+else:
+    assert len(jobs) == 16 * attempts, why
 for a in range(attempts):
     run = jobs[16 * a:16 * (a + 1)]
+    k = len(run)
     sos = [[arm["so"].rsplit("/", 1)[-1] for arm in j["arms"]] for j in run]
     sides = ["A" if "baseline-twin.so" in x else "P" for x in sos]
-    assert "".join(sides) == "PAAP" * 4, sides
-    assert [j["seeds"] for j in run] == [[s] for s in range(1, 9) for _ in (0, 1)], run
+    assert "".join(sides) == ("PAAP" * 4)[:k], sides
+    assert [j["seeds"] for j in run] == [[s] for s in range(1, 9) for _ in (0, 1)][:k], run
     for x, side in zip(sos, sides):
         # the alone runner mirrors the paired one, without the candidate code
         assert x == (["baseline.so", "baseline-twin.so"] if side == "A"
                      else ["baseline.so", "candidate.so"]), x
 if out["verdict"] == "admitted":
     assert 1 / 1.05 <= out["drift_ratio"] <= 1.05, out
-else:  # a loaded box: only noise may refuse an honest candidate
-    assert out["gate"] == "noise", out
+else:
+    # What is tested is the layout of the jobs: a loaded box may refuse the
+    # honest candidate by one of lib.sh BOX_GATES (noise; baseline_drift when
+    # the load shifted between the paired and the alone runners on most
+    # seeds; clock), never by another gate.
+    assert out["gate"] in ("noise", "baseline_drift", "clock"), out
+    print("# refused by the box:", out["gate"], out["reason"][:200])
 PY
 '
 
@@ -64,6 +77,8 @@ test_expect "the stored result keeps every per-seed median and the drift rule" '
 			(.per_seed_medians_ns.baseline_alone | length) == 8 and
 			(.per_seed_medians_ns.drift_ratio | length) == 8 and
 			(.drift.rule | test(\"per\")) and .drift.spread >= 0" >/dev/null
+	elif [ "$(sqlite3 "$ATB_DB" "SELECT rule FROM rejection")" = gate:clock ]; then
+		echo "# refused by the clock gate mid-attempt: no per-seed medians to check"
 	else
 		sqlite3 "$ATB_DB" "SELECT detail FROM rejection" | jq -e "
 			(.per_seed_medians_ns.baseline_alone | length) == 8" >/dev/null

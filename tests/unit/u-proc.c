@@ -275,6 +275,22 @@ static int alive(const char *marker)
 	return found;
 }
 
+/*
+ * alive(marker) once it has settled to want, polled for up to 5 s: a
+ * killed process needs the CPU to exit, and a started one to exec, which a
+ * loaded box can delay past any fixed pause (200 ms was one).
+ */
+static int alive_settled(const char *marker, int want)
+{
+	int i, a = alive(marker);
+
+	for (i = 0; i < 500 && a != want; i++) {
+		usleep(10000);
+		a = alive(marker);
+	}
+	return a;
+}
+
 Test(proc, nothing_outlives_the_child)
 {
 	struct atb_sandbox *sb = new_sb(ATB_SANDBOX_AUTO);
@@ -283,9 +299,8 @@ Test(proc, nothing_outlives_the_child)
 	/* left behind in the background, and escaped from the group with setsid */
 	run_sh(sb, "sleep 41.25 & setsid sleep 42.25 & sleep 0.2; echo started", out,
 	       sizeof(out));
-	usleep(200000);
-	cr_expect_not(alive("sleep 41.25"), "a background child outlived the job");
-	cr_expect_not(alive("sleep 42.25"), "a setsid child outlived the job");
+	cr_expect_not(alive_settled("sleep 41.25", 0), "a background child outlived the job");
+	cr_expect_not(alive_settled("sleep 42.25", 0), "a setsid child outlived the job");
 	atb_sandbox_free(sb);
 }
 
@@ -715,11 +730,10 @@ Test(proc, kill_takes_what_left_the_group)
 
 	/* a session of its own (setsid) and a group of its own (a job of sh -m) */
 	start_ready("setsid sleep 46.25 & set -m; sleep 47.25 & echo ready; wait", &p);
-	usleep(100000);
-	cr_assert(alive("sleep 46.25") && alive("sleep 47.25"));
+	cr_assert(alive_settled("sleep 46.25", 1) && alive_settled("sleep 47.25", 1));
 	atb_proc_kill(&p);
 	atb_proc_reap(&p);
-	usleep(200000);
-	cr_expect_not(alive("sleep 46.25"), "a setsid child outlived the kill");
-	cr_expect_not(alive("sleep 47.25"), "a child in a group of its own outlived the kill");
+	cr_expect_not(alive_settled("sleep 46.25", 0), "a setsid child outlived the kill");
+	cr_expect_not(alive_settled("sleep 47.25", 0),
+		      "a child in a group of its own outlived the kill");
 }
