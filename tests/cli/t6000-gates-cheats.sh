@@ -104,9 +104,13 @@ test_expect "baseline_drift: a candidate that slows the baseline beside it" '
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
 '
 
+# Refused as noise either way: by the cv cap, or (a loaded box, the
+# baseline beside it 2.8x slower than alone in one run) already by the
+# drift check's seeds disagreeing, which runs first; both after 3 runs.
 test_expect "noise: a candidate whose time varies from seed to seed, after bounded re-runs" '
 	refused "$CHEATS/relu/noisy" noise &&
-	jq -e ".attempts == 3 and (.reason | test(\"over the cap\"))" "$TRASH/out" >/dev/null
+	jq -e ".attempts == 3 and (.reason | test(\"over the cap|too noisy to judge baseline drift\"))" \
+		"$TRASH/out" >/dev/null || { jq -c "{attempts, reason}" "$TRASH/out"; exit 1; }
 '
 
 test_expect "every refusal is in the store and the audit chain verifies" '
