@@ -308,6 +308,8 @@ static void report(struct cal *C, const char *phase)
 		if (in_task > mean)
 			in_task = mean;
 		pr.eta_s = mean * (double)((int64_t)C->ntasks - C->done) - in_task;
+		if (pr.eta_s < 0)
+			pr.eta_s = 0;   /* the last task done: nothing left */
 	} else {
 		pr.eta_s = -1.0;
 	}

@@ -880,6 +880,32 @@ static void summary_init(struct atb_loop_summary *out, const struct atb_run_row 
 	out->best_k = -1;
 }
 
+/*
+ * A new run's row, for atb run and its replay alike: this box, the store
+ * and the runs folder outside the task's folder (a file the measurement
+ * changes there fails the surface gate), the proposals, the row, the
+ * summary.
+ */
+static enum atb_status start_run(struct loop *L, struct atb_store *s,
+				 struct atb_loop_summary *out, struct atb_error *err)
+{
+	enum atb_status st = atbi_this_box(s, L->proto, L->run.box_fingerprint, NULL, err);
+
+	if (!st)
+		st = outside_task(L, "store", atb_store_path(s), err);
+	if (!st)
+		st = runs_dir_of(L, err);
+	if (!st)
+		st = outside_task(L, "runs folder", L->runs_dir, err);
+	if (!st)
+		st = alloc_proposals(L, err);
+	if (!st)
+		st = atb_store_add_run(s, &L->run, err);
+	if (!st)
+		summary_init(out, &L->run);
+	return st;
+}
+
 /* A kernel task (a name or a folder), a KernelBench-format file (TASK.py: kind torch)
    or an engine task (a YAML file with kind: engine, or a bundled one's name).  code:
    the proposer writes code, the only kind of proposal a torch task has. */
@@ -1072,20 +1098,9 @@ enum atb_status atb_loop_start(struct atb_store *s, const char *task,
 		st = atb_store_sync_protocols(s, frozen, nfrozen, NULL, err);
 	atb_protocol_frozen_free(frozen, nfrozen);
 	if (!st)
-		st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
-	if (!st)
-		st = outside_task(&L, "store", atb_store_path(s), err);
-	if (!st)
-		st = runs_dir_of(&L, err);
-	if (!st)
-		st = outside_task(&L, "runs folder", L.runs_dir, err);
-	if (!st)
-		st = alloc_proposals(&L, err);
-	if (!st)
-		st = atb_store_add_run(s, &L.run, err);
+		st = start_run(&L, s, out, err);
 	if (st)
 		goto out;
-	summary_init(out, &L.run);
 	st = make_client(&L, err);
 	if (!st)
 		st = run_loop(&L, err);
@@ -1245,20 +1260,9 @@ enum atb_status atb_loop_replay(struct atb_store *s, const char *run_id,
 		goto out;
 	}
 	snprintf(L.run.id, sizeof(L.run.id), "%.12s", id);
-	st = atbi_this_box(s, L.proto, L.run.box_fingerprint, NULL, err);
-	if (!st)
-		st = outside_task(&L, "store", atb_store_path(s), err);
-	if (!st)
-		st = runs_dir_of(&L, err);
-	if (!st)
-		st = outside_task(&L, "runs folder", L.runs_dir, err);
-	if (!st)
-		st = alloc_proposals(&L, err);
-	if (!st)
-		st = atb_store_add_run(s, &L.run, err);
+	st = start_run(&L, s, out, err);
 	if (st)
 		goto out;
-	summary_init(out, &L.run);
 	snprintf(out->replay_of, sizeof(out->replay_of), "%s", orig);
 	st = make_client(&L, err);
 	if (!st)
