@@ -76,7 +76,7 @@ URL=http://127.0.0.1:$(cat d.port)
 BUILT='.outcome != "surface" and .outcome != "static" and .outcome != "build"'
 CORRECT='.outcome != "correctness" and .outcome != "runner" and .outcome != "input_mutation" and .outcome != "result_reuse"'
 TIMED='.outcome == "usable" or .outcome == "noise" or .outcome == "baseline_drift" or .outcome == "clock"'
-iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
+iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the model's code is written into the candidate folder only and measured" '
 	"$ATB" run ./relu --proposer llm-code --model double --base-url "$URL" \

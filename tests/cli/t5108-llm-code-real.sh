@@ -28,7 +28,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TRASH"' EXIT
 for i in $(seq 1 150); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.1; done
 cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-tiny" relu
-iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
+iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the real server's schema-bound reply is parsed, written and refused by the build gate" '
 	"$ATB" run ./relu --proposer llm-code --model tiny --base-url "http://127.0.0.1:$PORT" \

@@ -29,7 +29,7 @@ trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
 for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
 URL=http://127.0.0.1:$(cat d.port)
 OK='.outcome == "usable" or .outcome == "noise" or .outcome == "baseline_drift" or .outcome == "clock"'
-iters() { sqlite3 -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
+iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the model's honest ModelNew is built, correct and measured against eager" '
 	"$ATB" run task/relu01.py --proposer llm-code --model double --base-url "$URL" \
