@@ -158,6 +158,8 @@ static int read_job(char **out, size_t *len)
  * most 10 s), so that its reading of this process in /proc as the last
  * group's samples arrive is of a live process (gates.background, the
  * preemption bound of gate clock).  Run by hand, stdin ends at once.
+ * Only after "done" (exit status OK): the harness closes its end when it
+ * has read "done", so a runner that failed must not wait for it.
  */
 static void linger_for_harness(void)
 {
@@ -236,7 +238,8 @@ int main(int argc, char **argv)
 		rc = runner_torch_run(text, len);
 		atb_free(text);
 		fclose(events);
-		linger_for_harness();
+		if (rc == RUNNER_EXIT_OK)
+			linger_for_harness();
 		return rc;
 	}
 	if (atb_runner_job_parse(text, len, &job, &err)) {
@@ -250,6 +253,7 @@ int main(int argc, char **argv)
 	rc = job->backend == ATB_RUNNER_BACKEND_CUDA ? runner_cuda_run(job) : runner_cpu_run(job);
 	atb_runner_job_free(job);
 	fclose(events);
-	linger_for_harness();
+	if (rc == RUNNER_EXIT_OK)
+		linger_for_harness();
 	return rc;
 }

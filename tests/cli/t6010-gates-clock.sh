@@ -41,6 +41,31 @@ test_expect "the runner marks each timed group and reports its span" '
 		| .[0] == \"timed_begin\"" a.ev >/dev/null
 '
 
+# The runner stays after "done" until the harness closes its end (so the
+# harness's /proc reading of the last group is of a live process; at most
+# 10 s), and only then: a runner that failed exits at once.  Its stdin is a
+# fifo this script holds open (fd 3), so it never ends by itself.  The
+# failed one must be gone within 8 s (it takes milliseconds; lingering
+# would be 10 s); the good one must be alive as its done arrives (looked
+# at every 0.1 s) and gone once fd 3 is closed.
+wait_gone() {  # wait_gone PID TENTHS: 0 when PID exited within TENTHS/10 s
+	local i
+	for ((i = 0; i < $2; i++)); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+	return 1
+}
+test_expect "after done the runner waits for the channel to close; a failed one does not" '
+	jq -c --arg b "$PWD/ref.so" ".arms[0].so=\$b | .arms[1].so=\$b" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json" >good.json &&
+	jq -c ".arms[1].so=\"$PWD/no-such.so\"" good.json >bad.json &&
+	mkfifo in.fifo && exec 3<>in.fifo &&
+	cat bad.json >&3 && { "$RUNNER" <in.fifo >bad.ev 2>/dev/null & pid=$!; } &&
+	wait_gone $pid 80 && { wait $pid; echo "failed runner: exit $?"; } &&
+	jq -se "map(select(.event==\"error\")) | length >= 1" bad.ev >/dev/null &&
+	cat good.json >&3 && { "$RUNNER" <in.fifo >good.ev 2>/dev/null & pid=$!; } &&
+	for i in $(seq 1 600); do grep -q "\"event\": *\"done\"" good.ev && break; sleep 0.1; done &&
+	kill -0 $pid && exec 3>&- && wait_gone $pid 300 && wait $pid
+'
+
 # Without the gate the cheat would pass as 2x: on the runner's own clock
 # its calls read half the baseline's (the same relu and 1 ms busy wait).
 test_expect "the planted cheat works: on the runner's clock its trials read half" '
