@@ -46,6 +46,7 @@
 
 #include "atb/alloc.h"
 #include "atb/cuda.h"
+#include "atb/cuda_compare.h"
 #include "atb/timing.h"
 #include "runner_int.h"
 #include "runner_torch.h"
@@ -160,6 +161,8 @@ struct trt {
 	/* where the time goes (the "phases" event): the C side's own phases */
 	int64_t interpreter_ns;      /* Py_InitializeEx and importing atb_torch.runner */
 	int64_t compare_ns;          /* runner_compare over the output pairs */
+	int compare_on_device;       /* outputs compared on the GPU (compare_device) */
+	char compare_why[256];       /* why not, on cuda ("" when they are) */
 	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
 	int64_t timed_ns;            /* the sum of the timed windows (every sample) */
@@ -707,6 +710,50 @@ static void compare_parallel(const void *ref, const void *got, enum atb_dtype d,
 	}
 }
 
+/*
+ * One output pair at device addresses (the Python side's dense copies, alive
+ * until its next call): atb_cuda_compare, the same rule on the GPU.  Where
+ * the driver fails mid-run, both arrays are copied to the host and compared
+ * there instead: an infrastructure error must not read as the candidate's.
+ * 0, or -1 (out of memory, or the copies failed too: the message in rt->msg).
+ */
+static int compare_device(struct trt *rt, uint64_t ref, uint64_t got, enum atb_dtype d, size_t n,
+			  double atol, double rtol, struct runner_cmp *c)
+{
+	struct atb_cuda_cmp dc;
+	struct atb_error err;
+	size_t bytes = n * atb_dtype_size(d);
+	void *hr, *hg;
+
+	atb_error_clear(&err);
+	if (!atb_cuda_compare(rt->cu, ref, got, d, n, atol, rtol, &dc, &err)) {
+		c->max_abs = dc.max_abs;
+		c->max_rel = dc.max_rel;
+		c->first_bad = dc.first_bad;
+		c->bad_ref = dc.bad_ref;
+		c->bad_got = dc.bad_got;
+		c->nbad = dc.nbad;
+		c->nnan = dc.nnan;
+		return 0;
+	}
+	atb_error_format(&err, rt->compare_why, sizeof(rt->compare_why));
+	hr = atb_malloc(bytes ? bytes : 1);
+	hg = atb_malloc(bytes ? bytes : 1);
+	atb_error_clear(&err);
+	if (!hr || !hg || atb_cuda_d2h(rt->cu, hr, ref, bytes, &err) ||
+	    atb_cuda_d2h(rt->cu, hg, got, bytes, &err)) {
+		snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: %s",
+			 !hr || !hg ? "out of memory" : err.msg);
+		atb_free(hr);
+		atb_free(hg);
+		return -1;
+	}
+	compare_parallel(hr, hg, d, n, atol, rtol, c);
+	atb_free(hr);
+	atb_free(hg);
+	return 0;
+}
+
 /* An entry of the correctness event's "buffers" for an output that cannot be compared. */
 static json_t *unjudged(const char *name, const char *why)
 {
@@ -766,10 +813,32 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 		t0 = atbi_monotonic_ns();
 		/* PROTO: correctness.tolerances -- the Python side keeps both tensors
 		 * alive until its next call; these are their CPU addresses. */
-		compare_parallel((const void *)(uintptr_t)json_integer_value(json_object_get(o, "ref")),
-			       (const void *)(uintptr_t)json_integer_value(json_object_get(o, "got")),
-			       dt, (size_t)json_integer_value(json_object_get(o, "n")), atol, rtol,
-			       &c);
+		if (json_is_true(json_object_get(o, "on_device")) && rt->compare_on_device) {
+			if (compare_device(rt, (uint64_t)json_integer_value(json_object_get(o, "ref")),
+					   (uint64_t)json_integer_value(json_object_get(o, "got")),
+					   dt, (size_t)json_integer_value(json_object_get(o, "n")),
+					   atol, rtol, &c)) {
+				if (arr)
+					json_array_append_new(arr, unjudged(name, rt->msg));
+				pass = 0;
+				continue;
+			}
+		} else if (json_is_true(json_object_get(o, "on_device"))) {
+			/* device addresses from a side that was told to send host ones */
+			if (arr)
+				json_array_append_new(arr, unjudged(name, "device output "
+								    "addresses where host ones "
+								    "were asked for"));
+			pass = 0;
+			continue;
+		} else {
+			compare_parallel((const void *)(uintptr_t)json_integer_value(
+						 json_object_get(o, "ref")),
+					 (const void *)(uintptr_t)json_integer_value(
+						 json_object_get(o, "got")),
+					 dt, (size_t)json_integer_value(json_object_get(o, "n")),
+					 atol, rtol, &c);
+		}
 		rt->compare_ns += atbi_monotonic_ns() - t0;
 		if (c.nbad)
 			pass = 0;
@@ -1667,6 +1736,10 @@ static int emit_env(struct trt *rt, const struct atb_timer *timer)
 								(json_int_t)d->l2_bytes));
 		json_object_set_new(ev, "spin_ns", json_integer(ATB_CUDA_SPIN_NS));
 		json_object_set_new(ev, "gpu", gpu_json(&g));
+		/* where outputs are compared, and why not on the GPU */
+		json_object_set_new(ev, "compare", rt->compare_on_device
+				    ? json_string("gpu")
+				    : json_sprintf("host: %s", rt->compare_why));
 	}
 	return runner_emit(ev);
 }
@@ -1707,6 +1780,18 @@ static int open_device(struct trt *rt, const char **reason)
 	if (rt->cu)
 		json_object_set_new((json_t *)rt->torch, "stream",
 				    json_integer((json_int_t)(uintptr_t)atb_cuda_stream(rt->cu)));
+	/* PROTO: correctness.tolerances -- on the GPU the outputs are compared
+	 * where they are (compare_device), when the driver takes the kernel;
+	 * else copied to the host as on the cpu (the reason in the env event) */
+	if (rt->cu) {
+		atb_error_clear(&err);
+		if (atb_cuda_compare_load(rt->cu, &err))
+			atb_error_format(&err, rt->compare_why, sizeof(rt->compare_why));
+		else
+			rt->compare_on_device = 1;
+		json_object_set_new((json_t *)rt->torch, "compare_on_device",
+				    json_boolean(rt->compare_on_device));
+	}
 	return 0;
 }
 

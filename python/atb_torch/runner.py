@@ -225,9 +225,16 @@ class Session:
         # non_blocking copy each, one sync), allocated once per slot and
         # shape and reused; False when pinning failed (pageable then).
         self.pinned = self.device.type == "cuda"
+        # PROTO: correctness.tolerances -- on cuda the C side compares on
+        # the GPU when the driver took its kernel (runner/torch.c
+        # compare_device): the outputs are handed over as dense device
+        # copies, not copied to the host (68% of a 19_ReLU measurement's
+        # wall on the H200 went to those host copies).
+        self.compare_on_device = self.device.type == "cuda" and bool(t.get("compare_on_device"))
         if self.watch is not None:
             self.watch.fix_session(("watch", "input_names", "inputs_on_device", "compile_mode",
-                                    "placement", "placement_key", "trusted_threads"))
+                                    "placement", "placement_key", "trusted_threads",
+                                    "compare_on_device"))
 
     def compiled_reference(self):
         """torch.compile of a fresh Model built under the same seed, with the
@@ -338,13 +345,8 @@ class Session:
         except BaseException:
             return None, traceback.format_exc(limit=4)
 
-    def host(self, t, slot=None):
-        """A CPU contiguous tensor in a dtype the C comparison knows, and its
-        name: a copy in host buffer slot (None: this entry point's next)."""
-        with self.ph("host_copy"):
-            return self._host(t, slot)
-
-    def _host(self, t, slot):
+    def comparable(self, t):
+        """t detached, as a dtype the C comparison knows, and that dtype's name."""
         torch = self.torch
         t = t.detach()
         if t.is_complex():
@@ -353,6 +355,35 @@ class Session:
         if name is None:
             t = t.to(torch.float32) if t.is_floating_point() else t.to(torch.int64)
             name = "fp32" if t.dtype == torch.float32 else "int64"
+        return t, name
+
+    def dev(self, t, copy=True):
+        """A dense copy of device tensor t on the device for the C side's
+        comparison there (compare_on_device), and its dtype's name.  A copy,
+        as host() makes one: the arm's tensor may be an input that a later
+        step overwrites.  copy=False (a reference's output, kept alive by its
+        set and never handed to an arm): t itself when it is already dense
+        in a known dtype.  Alive until this entry point's next call (keep).
+        Out of device memory: None (the pair goes to the host instead)."""
+        with self.ph("device_copy"):
+            c, name = self.comparable(t)
+            if copy or not c.is_contiguous():
+                try:
+                    c = self.torch.empty(c.shape, dtype=c.dtype, device=c.device).copy_(c)
+                except self.torch.cuda.OutOfMemoryError:
+                    return None, name
+            self.keep.append(c)
+            self.pending = True
+            return c, name
+
+    def host(self, t, slot=None):
+        """A CPU contiguous tensor in a dtype the C comparison knows, and its
+        name: a copy in host buffer slot (None: this entry point's next)."""
+        with self.ph("host_copy"):
+            return self._host(t, slot)
+
+    def _host(self, t, slot):
+        t, name = self.comparable(t)
         # A copy into this entry point's next host buffer: the arm's tensor
         # may be an input that a later step overwrites (an identity "kernel"
         # returns its input).  The buffers are reused by the next entry point
@@ -423,18 +454,32 @@ class Session:
             if g.dtype != r.dtype:
                 return None, "%s has dtype %s, expected %s" % (name, g.dtype, r.dtype)
             k = len(res)
-            if ref_host is not None and k < len(ref_host["copies"]):
-                rh, dt = ref_host["copies"][k]
-            elif ref_host is not None:
-                # the input set's reference, copied once for every arm (its
-                # own slots: they live as long as the set)
-                rh, dt = self.host(r, "%s%d" % (ref_host["slot"], k))
-                ref_host["copies"].append((rh, dt))
+            gh = None
+            on_dev = self.compare_on_device and r.is_cuda and g.is_cuda
+            if on_dev:
+                gh, _ = self.dev(g)
+                on_dev = gh is not None
+            if ref_host is not None and k < len(ref_host["copies"]) and \
+                    ref_host["copies"][k][2] == on_dev:
+                rh, dt, _ = ref_host["copies"][k]
             else:
-                rh, dt = self.host(r)
-            gh, _ = self.host(g)
+                # the input set's reference, copied once for every arm (its
+                # own slots: they live as long as the set); on the device
+                # the reference's own dense output when it is one
+                rh = None
+                if on_dev:
+                    rh, dt = self.dev(r, copy=False)
+                    on_dev = rh is not None
+                if rh is None:
+                    rh, dt = self.host(r, None if ref_host is None else
+                                       "%s%d" % (ref_host["slot"], k))
+                if ref_host is not None:
+                    del ref_host["copies"][k:]
+                    ref_host["copies"].append((rh, dt, on_dev))
+            if not on_dev:
+                gh, _ = self.host(g)
             res.append({"name": name, "dtype": dt, "n": rh.numel(),
-                        "ref": rh.data_ptr(), "got": gh.data_ptr()})
+                        "ref": rh.data_ptr(), "got": gh.data_ptr(), "on_device": on_dev})
         return res, None
 
     def step(self, arm, xs, ref_out, ref_host=None):

@@ -289,6 +289,10 @@ void atb_cuda_close(struct atb_cuda *c)
 		return;
 	if (c->spin_mod)
 		atbi_cu.cuModuleUnload(c->spin_mod);
+	if (c->cmp_mod)
+		atbi_cu.cuModuleUnload(c->cmp_mod);
+	if (c->cmp_out)
+		atbi_cu.cuMemFree(c->cmp_out);
 	if (c->stream)
 		atbi_cu.cuStreamDestroy(c->stream);
 	if (c->retained)

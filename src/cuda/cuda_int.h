@@ -80,6 +80,8 @@ struct atb_cuda {
 	int retained;
 	cu_handle stream;
 	cu_handle spin_mod, spin_fn;
+	cu_handle cmp_mod, cmp_fn[6];  /* compare.c: one entry point per atb_dtype */
+	cu_dptr cmp_out;               /* compare.c: its 5 x u64 result */
 };
 
 /*

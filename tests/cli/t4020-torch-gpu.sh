@@ -6,7 +6,8 @@
 # side_stream); empty_like after the reference reads the poisoned caching
 # allocator's blocks; the ReLU identity is caught on the signed variants; a
 # copy of an eager GEMM is admitted at ~1.00x with the CI covering 1; the
-# tamper watch sees no change in the honest run and sees the planted hook.
+# tamper watch sees no change in the honest run and sees the planted hook;
+# the outputs are compared on the GPU (runner/torch.c compare_device).
 # Needs ATB_PYTHON (the GPU machine's /opt/torch/.venv/bin/python3).
 # PROTO: gates side_stream, result_reuse, correctness.distributions.
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +41,8 @@ test_expect "honest on cuda: every fact passes, timed with cuda events on PyTorc
 	run honest ".options.skip_timing=false" && [ "$(cat honest.rc)" = 0 ] &&
 	jq -se "map(select(.event==\"env\"))[0] | .device==\"cuda\" and .timer==\"cuda_events\"
 		and .torch.stream>0" honest.ev >/dev/null &&
+	{ jq -se "map(select(.event==\"env\"))[0] | .compare==\"gpu\"" honest.ev >/dev/null ||
+	  { echo "outputs not compared on the GPU: $(jq -sc "map(select(.event==\"env\"))[0].compare" honest.ev)"; false; }; } &&
 	jq -se "map(select(.event==\"done\"))[0] | .correctness_failures==0 and .timing==\"done\"
 		and .side_stream_escapes==0" honest.ev >/dev/null
 '

@@ -22,6 +22,8 @@
 #include <criterion/criterion.h>
 
 #include "atb/alloc.h"
+#include "atb/cuda.h"
+#include "atb/cuda_compare.h"
 #include "atb/runner.h"
 #include "runner-check-alone.h"
 #include "compare-oracle.h"
@@ -509,4 +511,156 @@ Test(compare, a_quotient_just_above_the_maximum_is_seen)
 	atb_free(ref);
 	atb_free(got);
 	cr_assert_gt(found, 0, "no such pair found: the test proves nothing");
+}
+
+/* ---- the same rule on the GPU (atb_cuda_compare) ------------------------ */
+
+/*
+ * The device comparison (src/cuda/compare.cu, PTX) held to the oracle bit
+ * for bit, on the same planted data; skipped where no CUDA driver loads
+ * (scripts/gpu-check runs these on the GPU machine, step u-cuda).
+ */
+static struct atb_cuda *gpu;
+static uint64_t gpu_ref, gpu_got;
+static size_t gpu_cap;
+
+static void gpu_open_or_skip(void)
+{
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	if (atb_cuda_load(&err) == ATB_ERR_NOT_FOUND)
+		cr_skip_test("no cuda driver here: %s", err.msg);
+	cr_assert_eq(atb_cuda_open(0, &gpu, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_cuda_compare_load(gpu, &err), ATB_OK, "%s", err.msg);
+}
+
+static void gpu_close(void)
+{
+	if (gpu_ref)
+		atb_cuda_free(gpu, gpu_ref);
+	if (gpu_got)
+		atb_cuda_free(gpu, gpu_got);
+	gpu_ref = gpu_got = 0;
+	gpu_cap = 0;
+	atb_cuda_close(gpu);
+	gpu = NULL;
+}
+
+static void expect_same_gpu(const void *ref, const void *got, enum atb_dtype d, size_t n,
+			    double atol, double rtol, const char *what)
+{
+	struct runner_cmp want;
+	struct atb_cuda_cmp have;
+	struct atb_error err;
+	size_t bytes = n * atb_dtype_size(d);
+
+	atb_error_clear(&err);
+	if (bytes > gpu_cap) {
+		if (gpu_ref)
+			atb_cuda_free(gpu, gpu_ref);
+		if (gpu_got)
+			atb_cuda_free(gpu, gpu_got);
+		cr_assert_eq(atb_cuda_alloc(gpu, bytes, &gpu_ref, &err), ATB_OK, "%s", err.msg);
+		cr_assert_eq(atb_cuda_alloc(gpu, bytes, &gpu_got, &err), ATB_OK, "%s", err.msg);
+		gpu_cap = bytes;
+	}
+	if (bytes) {
+		cr_assert_eq(atb_cuda_h2d(gpu, gpu_ref, ref, bytes, &err), ATB_OK, "%s", err.msg);
+		cr_assert_eq(atb_cuda_h2d(gpu, gpu_got, got, bytes, &err), ATB_OK, "%s", err.msg);
+	}
+	oracle_compare(ref, got, d, n, atol, rtol, NULL, &want);
+	cr_assert_eq(atb_cuda_compare(gpu, gpu_ref, gpu_got, d, n, atol, rtol, &have, &err),
+		     ATB_OK, "%s", err.msg);
+	cr_assert(same_double(want.max_abs, have.max_abs) &&
+		  same_double(want.max_rel, have.max_rel) &&
+		  want.first_bad == have.first_bad &&
+		  (want.first_bad < 0 || (same_double(want.bad_ref, have.bad_ref) &&
+					  same_double(want.bad_got, have.bad_got))) &&
+		  want.nbad == have.nbad && want.nnan == have.nnan,
+		  "gpu %s: %s n=%zu atol=%g rtol=%g: want max_abs %a max_rel %a first %lld "
+		  "ref %a got %a nbad %zu nnan %zu; have %a %a %lld %a %a %zu %zu",
+		  what, atb_dtype_name(d), n, atol, rtol, want.max_abs, want.max_rel,
+		  want.first_bad, want.bad_ref, want.bad_got, want.nbad, want.nnan, have.max_abs,
+		  have.max_rel, have.first_bad, have.bad_ref, have.bad_got, have.nbad, have.nnan);
+}
+
+Test(compare, gpu_random_data_with_planted_differences_is_bit_identical)
+{
+	static const unsigned plants[] = {0, 1, 10, 50};
+	struct pair p;
+	size_t di, si, pi, ti;
+
+	gpu_open_or_skip();
+	rng_state = 11;
+	pair_alloc(&p, 4099);
+	for (di = 0; di < NDTYPES; di++)
+		for (si = 0; si < NSIZES; si++)
+			for (pi = 0; pi < sizeof(plants) / sizeof(plants[0]); pi++) {
+				fill(p.ref, p.got, dtypes[di], sizes[si], plants[pi]);
+				for (ti = 0; ti < NTOLS; ti++)
+					expect_same_gpu(p.ref, p.got, dtypes[di], sizes[si],
+							tols[ti][0], tols[ti][1], "random");
+			}
+	pair_free(&p);
+	gpu_close();
+}
+
+Test(compare, gpu_each_special_against_each_special_is_bit_identical)
+{
+	struct pair p;
+	size_t di, a, b, ti, n = 67;
+
+	gpu_open_or_skip();
+	rng_state = 12;
+	pair_alloc(&p, n);
+	for (di = 0; di < NDTYPES; di++) {
+		const uint64_t *sp;
+		size_t ns = specials(dtypes[di], &sp);
+
+		for (a = 0; a < ns; a++)
+			for (b = 0; b < ns; b++) {
+				fill(p.ref, p.got, dtypes[di], n, 0);
+				memcpy(p.got, p.ref, n * atb_dtype_size(dtypes[di]));
+				put_raw(p.ref, dtypes[di], (a * ns + b) % n, sp[a]);
+				put_raw(p.got, dtypes[di], (a * ns + b) % n, sp[b]);
+				for (ti = 0; ti < NTOLS; ti++)
+					expect_same_gpu(p.ref, p.got, dtypes[di], n, tols[ti][0],
+							tols[ti][1], "special");
+			}
+	}
+	pair_free(&p);
+	gpu_close();
+}
+
+/* Many blocks and the grid's stride: 2^23 + 3 elements, bad ones far
+ * apart (the first found by the lowest index, not by the first block to
+ * finish), all equal, all bad. */
+Test(compare, gpu_large_arrays_are_bit_identical)
+{
+	size_t n = ((size_t)1 << 23) + 3, di, k;
+	struct pair p;
+
+	gpu_open_or_skip();
+	rng_state = 13;
+	p.ref = atb_calloc(n, 8);
+	p.got = atb_calloc(n, 8);
+	cr_assert(p.ref && p.got);
+	for (di = 0; di < NDTYPES; di++) {
+		enum atb_dtype d = dtypes[di];
+
+		fill(p.ref, p.got, d, n, 1);
+		expect_same_gpu(p.ref, p.got, d, n, 1e-5, 1e-5, "large random");
+		memcpy(p.got, p.ref, n * atb_dtype_size(d));
+		expect_same_gpu(p.ref, p.got, d, n, 0, 0, "large equal");
+		put(p.got, d, n - 1, 12345.0);
+		put(p.got, d, 3000001, -777.0);
+		expect_same_gpu(p.ref, p.got, d, n, 1e-5, 1e-5, "large two bad");
+		for (k = 0; k < n; k += 4097)
+			put(p.got, d, k, oracle_elem(p.ref, d, k) * 2 + 1);
+		expect_same_gpu(p.ref, p.got, d, n, 1e-5, 1e-5, "large many bad");
+	}
+	atb_free(p.ref);
+	atb_free(p.got);
+	gpu_close();
 }
