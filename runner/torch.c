@@ -162,6 +162,9 @@ struct trt {
 	int64_t interpreter_ns;      /* Py_InitializeEx and importing atb_torch.runner */
 	int64_t compare_ns;          /* runner_compare over the output pairs */
 	int compare_on_device;       /* outputs compared on the GPU (compare_device) */
+	/* the references' copies in the runner's own device memory (ref_slot) */
+	struct { char name[24]; uint64_t d; size_t cap, bytes; int direct; } refs[32];
+	size_t nrefs;
 	char compare_why[256];       /* why not, on cuda ("" when they are) */
 	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
@@ -754,6 +757,76 @@ static int compare_device(struct trt *rt, uint64_t ref, uint64_t got, enum atb_d
 	return 0;
 }
 
+/*
+ * The reference's output for a device comparison, in the runner's own
+ * memory: copied from the Python side's dense tensor src when the pair says
+ * it is fresh (the first arm of an input set, which is the baseline's call
+ * in check_input_set, before the candidate's runs), read from that copy by
+ * every later arm.  A tensor of PyTorch's allocator is listed by
+ * torch.cuda.memory_snapshot() to any candidate that calls it; a
+ * cuMemAlloc block is not.  Past 32 slots, src itself (the Python side's
+ * tensor, as reachable as the host copy of the cpu path).  0 and the
+ * address in *out, or -1 (the message in rt->msg).
+ */
+static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, size_t bytes,
+		    uint64_t *out)
+{
+	const size_t max = sizeof(rt->refs) / sizeof(rt->refs[0]);
+	struct atb_error err;
+	size_t i;
+
+	*out = src;
+	if (!name || strlen(name) >= sizeof(rt->refs[0].name))
+		return 0;
+	for (i = 0; i < rt->nrefs && strcmp(rt->refs[i].name, name); i++)
+		;
+	if (i == rt->nrefs) {
+		if (i == max)
+			return 0;  /* every slot taken: src itself, first arm or later */
+		if (!fresh) {
+			snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: no copy of the "
+				 "reference in slot '%s'", name);
+			return -1;
+		}
+		memset(&rt->refs[i], 0, sizeof(rt->refs[i]));
+		snprintf(rt->refs[i].name, sizeof(rt->refs[i].name), "%s", name);
+		rt->nrefs++;
+	}
+	atb_error_clear(&err);
+	if (fresh) {
+		rt->refs[i].direct = 0;
+		rt->refs[i].bytes = bytes;
+		if (bytes > rt->refs[i].cap) {
+			if (rt->refs[i].d)
+				atb_cuda_free(rt->cu, rt->refs[i].d);
+			rt->refs[i].d = 0;
+			rt->refs[i].cap = 0;
+			if (atb_cuda_alloc(rt->cu, bytes, &rt->refs[i].d, &err)) {
+				/* out of device memory: src itself for this set */
+				rt->refs[i].d = 0;
+				rt->refs[i].direct = 1;
+				return 0;
+			}
+			rt->refs[i].cap = bytes;
+		}
+		if (bytes && (atb_cuda_d2d_async(rt->cu, rt->refs[i].d, src, bytes, &err) ||
+			      atb_cuda_stream_sync(rt->cu, &err))) {
+			rt->refs[i].bytes = 0;
+			snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: %s", err.msg);
+			return -1;
+		}
+	} else if (rt->refs[i].direct) {
+		return 0;
+	} else if (rt->refs[i].bytes != bytes) {
+		snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: the reference's copy in slot "
+			 "'%s' holds %zu bytes, the pair %zu", name, rt->refs[i].bytes, bytes);
+		return -1;
+	}
+	if (bytes)
+		*out = rt->refs[i].d;
+	return 0;
+}
+
 /* An entry of the correctness event's "buffers" for an output that cannot be compared. */
 static json_t *unjudged(const char *name, const char *why)
 {
@@ -814,10 +887,16 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 		/* PROTO: correctness.tolerances -- the Python side keeps both tensors
 		 * alive until its next call; these are their CPU addresses. */
 		if (json_is_true(json_object_get(o, "on_device")) && rt->compare_on_device) {
-			if (compare_device(rt, (uint64_t)json_integer_value(json_object_get(o, "ref")),
+			size_t n = (size_t)json_integer_value(json_object_get(o, "n"));
+			uint64_t ref;
+
+			if (ref_slot(rt, json_string_value(json_object_get(o, "ref_slot")),
+				     json_is_true(json_object_get(o, "ref_fresh")),
+				     (uint64_t)json_integer_value(json_object_get(o, "ref")),
+				     n * atb_dtype_size(dt), &ref) ||
+			    compare_device(rt, ref,
 					   (uint64_t)json_integer_value(json_object_get(o, "got")),
-					   dt, (size_t)json_integer_value(json_object_get(o, "n")),
-					   atol, rtol, &c)) {
+					   dt, n, atol, rtol, &c)) {
 				if (arr)
 					json_array_append_new(arr, unjudged(name, rt->msg));
 				pass = 0;

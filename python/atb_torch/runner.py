@@ -459,9 +459,14 @@ class Session:
             if on_dev:
                 gh, _ = self.dev(g)
                 on_dev = gh is not None
+            # on the device the C side copies the reference into its own
+            # memory the first time (ref_fresh) and reads that copy after
+            slot = "%s%d" % (ref_host["slot"] if ref_host is not None else "tmp", k)
+            fresh = True
             if ref_host is not None and k < len(ref_host["copies"]) and \
                     ref_host["copies"][k][2] == on_dev:
                 rh, dt, _ = ref_host["copies"][k]
+                fresh = False
             else:
                 # the input set's reference, copied once for every arm (its
                 # own slots: they live as long as the set); on the device
@@ -478,8 +483,11 @@ class Session:
                     ref_host["copies"].append((rh, dt, on_dev))
             if not on_dev:
                 gh, _ = self.host(g)
-            res.append({"name": name, "dtype": dt, "n": rh.numel(),
-                        "ref": rh.data_ptr(), "got": gh.data_ptr(), "on_device": on_dev})
+            pair = {"name": name, "dtype": dt, "n": rh.numel(),
+                    "ref": rh.data_ptr(), "got": gh.data_ptr(), "on_device": on_dev}
+            if on_dev:
+                pair["ref_slot"], pair["ref_fresh"] = slot, fresh
+            res.append(pair)
         return res, None
 
     def step(self, arm, xs, ref_out, ref_host=None):

@@ -74,6 +74,21 @@ test_expect "ReLU identity on cuda: caught on the signed sets only" '
 		identity_copy.ev >/dev/null
 '
 
+# The reference's output zeroed in PyTorch's memory (memory_snapshot and a
+# CUDA extension) while the candidate returns zeros: the runner compares
+# with its own copy of the reference (cuMemAlloc, outside the allocator's
+# list), made after the baseline's call, so every set still fails.
+if "$PY" -c "import torch.utils.cpp_extension as c; c.verify_ninja_availability()" 2>/dev/null; then
+test_expect "the reference's output overwritten through memory_snapshot: still caught" '
+	run overwrite_ref &&
+	jq -se "[.[]|select(.event==\"correctness\" and .arm==\"candidate\")] | length > 0 and
+		(map(.pass|not)|all)" overwrite_ref.ev >/dev/null ||
+	{ tail -5 overwrite_ref.err; jq -sc "[.[]|select(.event==\"correctness\")|{arm,pass}]" overwrite_ref.ev; false; }
+'
+else
+	echo "# skipped: overwrite_ref needs ninja for torch.utils.cpp_extension (not installed)"
+fi
+
 test_expect "atb measure rejects the side-stream cheat (gate side_stream)" '
 	expect_exit 2 "$ATB" measure --json --seeds 2 "$FIX/relu01.py" "$FIX/relu01/side_stream" &&
 	cat "$TRASH/out" && jq -e ".gate==\"side_stream\"" "$TRASH/out" >/dev/null
