@@ -91,7 +91,10 @@ REFLECTION_ATTRS = {"__subclasses__", "__bases__", "__base__", "__mro__", "mro",
                     "__spec__", "__traceback__", "__import__", "__reduce__", "__reduce_ex__",
                     "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "gi_frame",
                     "cr_frame", "ag_frame", "tb_frame", "tb_next", "func_globals",
-                    "attrgetter", "methodcaller"}
+                    "attrgetter", "methodcaller",
+                    # the caching allocator's list of every block: the
+                    # reference's tensors by address (relu01/overwrite_ref)
+                    "memory_snapshot", "_snapshot", "_record_memory_history"}
 ATTR_BUILTINS = {"getattr", "setattr", "delattr", "hasattr"}
 # C++ (load_inline) reaching back into the interpreter
 CXX_INTO_PYTHON = ("PyImport_", "PyRun_", "PyEval_", "Py_CompileString", "PyObject_GetAttr",

@@ -49,7 +49,7 @@ done
 
 # PROTO: timing.placement -- the runner's pad draws reached through its own
 # module (t4075 runs them in a bare runner)
-for fx in placement_replace:reflection:10 placement_read:reflection:13; do
+for fx in placement_replace:reflection:10 placement_read:reflection:13 overwrite_ref:reflection:43; do
 	IFS=: read -r c rule line <<<"$fx"
 	test_expect "atb measure refuses $c at gate static ($rule, line $line)" '
 		refused "$FIX/relu01.py" "$FIX/relu01/'"$c"'/model_new.py" '"$rule $line"'
@@ -67,13 +67,13 @@ done
 
 test_expect "the refusals are in the store as gate:static, the findings in the audit chain" '
 	n=$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
-	test "$n" = 19 &&
+	test "$n" = 20 &&
 	test "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
 	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
 	jq -e ".rule==\"reflection\" and .line==8 and (.file|endswith(\"static_gc/model_new.py\")) and
 		.checker.sandbox != null" gc.detail >/dev/null &&
 	"$ATB" audit show --json >audit.json &&
-	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 19 &&
+	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 20 &&
 	"$ATB" db check >/dev/null && "$ATB" audit verify >/dev/null
 '
 
