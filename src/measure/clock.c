@@ -15,6 +15,7 @@
  * docs/internals/gates.md ("clock").  Judges facts only; measure.c stores.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,10 @@ static void finish_group(struct atbi_clock_state *s, double rel, int64_t slack_n
 		s->total_preempted_ns += g->preempted_ns;
 		s->total_offcpu_ns += g->offcpu_ns;
 	}
+	if (g->offcpu_ns >= 0 && g->wall_ns > 0) {
+		s->load_wall_ns += g->wall_ns;
+		s->load_offcpu_ns += g->offcpu_ns < g->wall_ns ? g->offcpu_ns : g->wall_ns;
+	}
 	if (!s->refused &&
 	    (atbi_gate_clock(g->runner_ns, g->harness_ns, g->trials_ns, rel, slack_ns, why,
 			     sizeof(why)) ||
@@ -117,6 +122,30 @@ static int64_t preempted(const json_t *ev)
 	const json_t *p = json_object_get(ev, "preempted_ns");
 
 	return json_is_integer(p) && json_integer_value(p) > 0 ? (int64_t)json_integer_value(p) : 0;
+}
+
+/* The harness's wall over the group (harness_background), or -1. */
+static int64_t hb_wall(const json_t *ev)
+{
+	const json_t *hb = json_object_get(ev, "harness_background");
+	const json_t *w = json_object_get(hb, "wall_ns");
+
+	if (!json_is_object(hb) || !json_is_integer(w) ||
+	    json_is_true(json_object_get(hb, "runner_gone")))
+		return -1;
+	return (int64_t)json_integer_value(w);
+}
+
+int atbi_drift_is_load(double ratio, double share1, double share2)
+{
+	double load;
+
+	if (!(share1 >= 0 && share1 < 1 && share2 >= 0 && share2 < 1 && ratio > 0) ||
+	    ratio == 1)
+		return 0;
+	load = (1 - share2) / (1 - share1);
+	/* in the drift's direction, and at least half of it (in logs) */
+	return (ratio > 1) == (load > 1) && fabs(log(load)) >= 0.5 * fabs(log(ratio));
 }
 
 /* The harness's reading over the group: its wall less the timing thread's CPU. */
@@ -161,6 +190,7 @@ void atbi_clock_samples(struct atbi_clock_state *s, const json_t *ev, int64_t no
 		s->cur.trials_ns = trials_sum(ev);
 		s->cur.preempted_ns = preempted(ev);
 		s->cur.offcpu_ns = offcpu(ev);
+		s->cur.wall_ns = hb_wall(ev);
 		if (seed != s->mark_seed)
 			s->cur.runner_ns = -1;  /* not the marked group: no span to trust */
 		return;

@@ -67,6 +67,13 @@ struct seed_times {
 	size_t n, cap;
 };
 
+/* The share of a job's timed groups its timing thread spent off the CPU, as
+   the harness read it (-1 when no group was read). */
+static double load_share(const struct atbi_clock_state *c)
+{
+	return c->load_wall_ns > 0 ? (double)c->load_offcpu_ns / (double)c->load_wall_ns : -1;
+}
+
 /* What one runner job reported. */
 struct job_result {
 	size_t nseeds;
@@ -2276,6 +2283,38 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 						 p->gates.drift_tolerance, out->drift_min,
 						 out->drift_max);
 				continue;
+			}
+			/* PROTO: gates.baseline_drift.tolerance -- a drift the box's
+			   load explains (the harness saw the runners' timing threads off
+			   the CPU that much more in one than the other) is the box's,
+			   not the candidate's: refused as noise, naming both shares.
+			   The cpu backend only: on a GPU the thread waits for the device. */
+			if (!drift_ok && consistent && !m->cuda && !m->torch &&
+			    atbi_drift_is_load(out->drift_ratio, load_share(&j1.clock),
+					       load_share(&j2.clock))) {
+				snprintf(why, sizeof(why),
+					 "the baseline beside the candidate took %.4gx its time alone "
+					 "(median of per-seed ratios; medians %.0f ns vs %.0f ns), "
+					 "outside 1 +/- %.3g after %d runs, and the box's load changed "
+					 "between the runners: the harness saw the timing thread off the "
+					 "CPU for %.1f%% of the paired runner's timed groups and %.1f%% "
+					 "of the alone runner's (which moves the ratio to about %.4g): "
+					 "the box is too busy to judge baseline drift",
+					 out->drift_ratio, out->baseline_median_ns,
+					 out->baseline_alone_median_ns, p->gates.drift_tolerance,
+					 out->attempts, 100 * load_share(&j1.clock),
+					 100 * load_share(&j2.clock),
+					 (1 - load_share(&j2.clock)) / (1 - load_share(&j1.clock)));
+				st = reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+					    json_pack("{s:s, s:o, s:f, s:f, s:f, s:i, s:o}", "cause",
+						      "load_shift", "drift_ratio",
+						      jreal(out->drift_ratio), "offcpu_share_paired",
+						      load_share(&j1.clock), "offcpu_share_alone",
+						      load_share(&j2.clock), "tolerance",
+						      p->gates.drift_tolerance, "attempts", out->attempts,
+						      "per_seed_medians_ns", per_seed_json(m, &j1, &j2)),
+					    err);
+				goto done;
 			}
 			if (!drift_ok && consistent) {
 				snprintf(why, sizeof(why),

@@ -171,6 +171,7 @@ struct atbi_clock_group {
 	 * harness saw its timing thread off the CPU over the group (its wall
 	 * less the thread's CPU time, from /proc; -1: not seen) */
 	int64_t preempted_ns, offcpu_ns;
+	int64_t wall_ns;         /* the harness's wall over the group (harness_background; -1) */
 };
 
 /* A job's groups as their events arrive; zero-initialised is empty. */
@@ -184,6 +185,9 @@ struct atbi_clock_state {
 	size_t ngroups;          /* groups judged */
 	int64_t total_runner_ns, total_harness_ns;  /* their spans, summed */
 	int64_t total_preempted_ns, total_offcpu_ns; /* likewise, where seen */
+	/* the box's load as the job met it: the harness's wall and its timing
+	   thread's time off the CPU, over every group where both were read */
+	int64_t load_wall_ns, load_offcpu_ns;
 	int refused;             /* the first refusal: bad and why */
 	struct atbi_clock_group bad;
 	char why[768];
@@ -323,6 +327,20 @@ ATBI_FUNC int atbi_gate_drift(const double *beside_ns, size_t n, const double *a
  * seeds disagree (the box is too noisy to tell).  On a median that is not
  * positive: returns 0 with *ratio 0, *spread INFINITY, *consistent 0.
  */
+/*
+ * PROTO: gates.baseline_drift.tolerance -- whose is a drift?  ratio: the
+ * baseline beside the candidate over alone (median of per-seed ratios);
+ * share1, share2: the share of the paired and the alone runner's timed
+ * groups that the harness saw their timing thread off the CPU (its wall
+ * less the thread's CPU time, in /proc: the runner cannot forge it).  A
+ * busier box slows every call of a runner by about 1 / (1 - share), so the
+ * load alone moves the ratio to about (1 - share2) / (1 - share1).  1 when
+ * that explains at least half of the drift, in its direction (the box's
+ * load changed between the runners: not the candidate's doing, refused as
+ * noise); 0 when it does not or a share is unknown (< 0).
+ */
+ATBI_FUNC int atbi_drift_is_load(double ratio, double share1, double share2);
+
 ATBI_FUNC int atbi_gate_drift_paired(const double *beside_ns, const double *alone_ns, size_t n,
 				     double tolerance, double *ratio, double *spread,
 				     int *consistent);

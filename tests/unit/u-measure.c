@@ -185,6 +185,30 @@ Test(measure, drift_paired_seeds_that_disagree_are_noise)
 	expect_drift(split, alone, 3, 0, 1.3, 0);
 }
 
+/* Whose drift: the box's load, read by the harness, or the candidate's. */
+Test(measure, drift_explained_by_the_box_load_is_the_boxs)
+{
+	/* the paired runner's thread off the CPU 20% of its groups, the alone
+	   runner's 2%: the load moves the ratio to 0.98/0.8 = 1.225 */
+	cr_assert_eq(atbi_drift_is_load(1.25, 0.20, 0.02), 1);
+	cr_assert_eq(atbi_drift_is_load(1.40, 0.20, 0.02), 1);   /* 0.203 of log 0.336: over half */
+	/* the same load, a drift four times larger: the candidate's */
+	cr_assert_eq(atbi_drift_is_load(2.25, 0.20, 0.02), 0);
+	/* the alone runner was the busier one: a slower baseline beside the
+	   candidate is not explained, a faster one is */
+	cr_assert_eq(atbi_drift_is_load(1.25, 0.02, 0.20), 0);
+	cr_assert_eq(atbi_drift_is_load(0.80, 0.02, 0.20), 1);
+	/* a quiet box both times: a drift of 1.10 is the candidate's */
+	cr_assert_eq(atbi_drift_is_load(1.10, 0.001, 0.001), 0);
+	cr_assert_eq(atbi_drift_is_load(1.10, 0.011, 0.010), 0);
+	/* a share not read, or out of range: never the box's */
+	cr_assert_eq(atbi_drift_is_load(1.25, -1, 0.02), 0);
+	cr_assert_eq(atbi_drift_is_load(1.25, 0.20, -1), 0);
+	cr_assert_eq(atbi_drift_is_load(1.25, 1.0, 0.02), 0);
+	cr_assert_eq(atbi_drift_is_load(1.25, NAN, 0.02), 0);
+	cr_assert_eq(atbi_drift_is_load(1.0, 0.20, 0.02), 0);
+}
+
 Test(measure, drift_paired_refuses_non_positive_medians)
 {
 	double beside[2] = {100, 100}, alone[2] = {100, 100};
