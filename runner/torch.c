@@ -162,8 +162,9 @@ struct trt {
 	int64_t interpreter_ns;      /* Py_InitializeEx and importing atb_torch.runner */
 	int64_t compare_ns;          /* runner_compare over the output pairs */
 	int compare_on_device;       /* outputs compared on the GPU (compare_device) */
-	/* the references' copies in the runner's own device memory (ref_slot) */
-	struct { char name[24]; uint64_t d; size_t cap, bytes; int direct; } refs[32];
+	/* the references' copies in the runner's own memory, on the device (d)
+	   or the host (h): ref_slot, ref_store */
+	struct { char name[24]; uint64_t d; void *h; size_t cap, bytes; int direct; } refs[32];
 	size_t nrefs;
 	char compare_why[256];       /* why not, on cuda ("" when they are) */
 	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
@@ -793,6 +794,17 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 		rt->nrefs++;
 	}
 	atb_error_clear(&err);
+	if (rt->refs[i].h) {
+		/* held a host copy before (a pair sent to the host): device from now */
+		atb_free(rt->refs[i].h);
+		rt->refs[i].h = NULL;
+		rt->refs[i].cap = 0;
+		if (!fresh) {
+			snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: slot '%s' holds a "
+				 "host copy of the reference", name);
+			return -1;
+		}
+	}
 	if (fresh) {
 		rt->refs[i].direct = 0;
 		rt->refs[i].bytes = bytes;
@@ -825,6 +837,86 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 	if (bytes)
 		*out = rt->refs[i].d;
 	return 0;
+}
+
+/*
+ * A new input set's reference outputs ({"refs": [{slot, dtype, n, ptr,
+ * on_device}]}, from Session.set_reference, before any arm of the set runs):
+ * each copied into the runner's own memory, device (ref_slot) or host (a
+ * malloc block no Python object refers to), for every arm's comparison.
+ * 0, or -1 (the message in rt->msg).
+ */
+static int ref_store(struct trt *rt, const json_t *refs)
+{
+	const json_t *o;
+	size_t k;
+
+	json_array_foreach(refs, k, o) {
+		const char *name = json_string_value(json_object_get(o, "slot"));
+		struct atb_error err;
+		enum atb_dtype dt;
+		uint64_t src = (uint64_t)json_integer_value(json_object_get(o, "ptr")), out;
+		size_t bytes, i;
+
+		atb_error_clear(&err);
+		if (!name || atb_dtype_parse(json_string_value(json_object_get(o, "dtype")), &dt,
+					     &err)) {
+			snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: a bad entry");
+			return -1;
+		}
+		bytes = (size_t)json_integer_value(json_object_get(o, "n")) * atb_dtype_size(dt);
+		if (json_is_true(json_object_get(o, "on_device"))) {
+			if (!rt->compare_on_device) {
+				snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: device "
+					 "addresses where host ones were asked for");
+				return -1;
+			}
+			if (ref_slot(rt, name, 1, src, bytes, &out))
+				return -1;
+			continue;
+		}
+		if (strlen(name) >= sizeof(rt->refs[0].name))
+			continue;
+		for (i = 0; i < rt->nrefs && strcmp(rt->refs[i].name, name); i++)
+			;
+		if (i == rt->nrefs) {
+			if (i == sizeof(rt->refs) / sizeof(rt->refs[0]))
+				continue;  /* every slot taken: "ref" itself, read later */
+			memset(&rt->refs[i], 0, sizeof(rt->refs[i]));
+			snprintf(rt->refs[i].name, sizeof(rt->refs[i].name), "%s", name);
+			rt->nrefs++;
+		}
+		if (rt->refs[i].d) {
+			atb_cuda_free(rt->cu, rt->refs[i].d);
+			rt->refs[i].d = 0;
+			rt->refs[i].cap = 0;
+		}
+		if (bytes > rt->refs[i].cap || !rt->refs[i].h) {
+			atb_free(rt->refs[i].h);
+			rt->refs[i].h = atb_malloc(bytes ? bytes : 1);
+			rt->refs[i].cap = rt->refs[i].h ? bytes : 0;
+			if (!rt->refs[i].h) {
+				snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: out of "
+					 "memory for %zu bytes", bytes);
+				return -1;
+			}
+		}
+		memcpy(rt->refs[i].h, (const void *)(uintptr_t)src, bytes);
+		rt->refs[i].bytes = bytes;
+		rt->refs[i].direct = 0;
+	}
+	return 0;
+}
+
+/* The host copy in slot name holding bytes, or NULL (none: "ref" is read). */
+static const void *ref_host_slot(struct trt *rt, const char *name, size_t bytes)
+{
+	size_t i;
+
+	for (i = 0; name && i < rt->nrefs; i++)
+		if (!strcmp(rt->refs[i].name, name))
+			return rt->refs[i].h && rt->refs[i].bytes == bytes ? rt->refs[i].h : NULL;
+	return NULL;
 }
 
 /* An entry of the correctness event's "buffers" for an output that cannot be compared. */
@@ -910,6 +1002,22 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 								    "were asked for"));
 			pass = 0;
 			continue;
+		} else if (json_string_value(json_object_get(o, "ref_slot"))) {
+			/* the reference's copy the runner made before the arms ran */
+			size_t n = (size_t)json_integer_value(json_object_get(o, "n"));
+			const void *ref = ref_host_slot(rt, json_string_value(json_object_get(o,
+									  "ref_slot")),
+							n * atb_dtype_size(dt));
+
+			if (!ref) {
+				if (arr)
+					json_array_append_new(arr, unjudged(name, "no copy of the "
+									    "reference to compare with"));
+				pass = 0;
+				continue;
+			}
+			compare_parallel(ref, (const void *)(uintptr_t)json_integer_value(
+					      json_object_get(o, "got")), dt, n, atol, rtol, &c);
 		} else {
 			compare_parallel((const void *)(uintptr_t)json_integer_value(
 						 json_object_get(o, "ref")),
@@ -1096,8 +1204,23 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 			   size_t *failures, size_t *nevents)
 {
 	const struct atb_runner_job *job = rt->job;
+	json_t *refs;
 	size_t ai;
 
+	/* the reference first, its outputs copied by the runner before any arm
+	   (the candidate) runs on the set */
+	if (!(refs = py_answer(rt, "set_reference", int_tuple(2, (long long)seed, dist, 0))))
+		return -1;
+	if (json_object_get(refs, "skip")) {
+		json_decref(refs);
+		return 1;
+	}
+	if (ref_store(rt, json_object_get(refs, "refs"))) {
+		json_decref(refs);
+		runner_emit_error("python", rt->msg);
+		return -1;
+	}
+	json_decref(refs);
 	for (ai = 0; ai < job->narms; ai++) {
 		struct runner_facts f = {.seed = seed, .arm = job->arms[ai].name, .set_index = 0,
 					 .dist = dist, .reuse = {.follows = 1}};

@@ -485,7 +485,9 @@ class Session:
                 gh, _ = self.host(g)
             pair = {"name": name, "dtype": dt, "n": rh.numel(),
                     "ref": rh.data_ptr(), "got": gh.data_ptr(), "on_device": on_dev}
-            if on_dev:
+            if on_dev or not fresh and ref_host.get("owned"):
+                # the C side's copy (made by reference(), or the first time
+                # here): "ref" is not read then
                 pair["ref_slot"], pair["ref_fresh"] = slot, fresh
             res.append(pair)
         return res, None
@@ -598,9 +600,49 @@ class Session:
             e["stream"] = self.stream.cuda_stream
         return e
 
-    def _check(self, seed, dist, arm):
-        torch = self.torch
+    def _set_reference(self, seed, dist):
+        """A new input set's reference, run before any arm: its outputs
+        handed to the C side, which copies them into its own memory (host
+        or device: runner/torch.c ref_slot) before the candidate runs, and
+        compares every arm of the set with those copies.  A candidate that
+        rewrites the reference's output while it runs (found through the
+        allocator or the garbage collector: relu01/overwrite_ref) changes
+        the reference's tensors, not the runner's copies."""
         self.begin()
+        skip = self._set(seed, dist)
+        if skip is not None:
+            return skip
+        c = self.cur
+        refs = []
+        c["ref_host"]["copies"] = []
+        for k, (name, r) in enumerate([e for e in flatten(c["ref_out"])
+                                       if self.torch.is_tensor(e[1])]):
+            on_dev = self.compare_on_device and r.is_cuda
+            rh = None
+            if on_dev:
+                rh, dt = self.dev(r, copy=False)
+                on_dev = rh is not None
+            if rh is None:
+                rh, dt = self.host(r, "%s%d" % (c["ref_host"]["slot"], k))
+            c["ref_host"]["copies"].append((rh, dt, on_dev))
+            refs.append({"slot": "%s%d" % (c["ref_host"]["slot"], k), "dtype": dt,
+                         "n": rh.numel(), "ptr": rh.data_ptr(), "on_device": on_dev})
+        if self.pending:
+            with self.ph("host_copy"):
+                self.sync()
+            self.pending = False
+        c["ref_host"]["owned"] = True
+        return {"refs": refs}
+
+    def set_reference(self, seed, dist):
+        with self.ph("check_other"):
+            return answer(lambda: self._set_reference(seed, dist))
+
+    def _set(self, seed, dist):
+        """self.cur for input set (seed, dist): made (inputs, the reference's
+        run and outputs) unless it is the current one; a skip answer when the
+        reference is not defined on it, else None."""
+        torch = self.torch
         key = (seed, dist)
         if self.cur is None or self.cur["key"] != key:
             self.cur = None  # the last set's tensors freed before the next is made
@@ -628,6 +670,14 @@ class Session:
             self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
                         "aliased": self.aliases(ref_out, ref_in),
                         "ref_host": {"slot": "ref", "copies": []}}
+        return None
+
+    def _check(self, seed, dist, arm):
+        torch = self.torch
+        self.begin()
+        skip = self._set(seed, dist)
+        if skip is not None:
+            return skip
         c = self.cur
         arm_in = self.clone(c["xs"])
         res = self.step(arm, arm_in, c["ref_out"], c["ref_host"])
