@@ -77,7 +77,7 @@ test_expect "ReLU identity on cuda: caught on the signed sets only" '
 # The reference's output zeroed in PyTorch's memory (memory_snapshot and a
 # CUDA extension) while the candidate returns zeros: the runner compares
 # with its own copy of the reference (cuMemAlloc, outside the allocator's
-# list), made after the baseline's call, so every set still fails.
+# list), made before the candidate runs on the set, so every set fails.
 if "$PY" -c "import torch.utils.cpp_extension as c; c.verify_ninja_availability()" 2>/dev/null; then
 test_expect "the reference's output overwritten through memory_snapshot: still caught" '
 	run overwrite_ref &&
