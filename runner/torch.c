@@ -760,14 +760,15 @@ static int compare_device(struct trt *rt, uint64_t ref, uint64_t got, enum atb_d
 
 /*
  * The reference's output for a device comparison, in the runner's own
- * memory: copied from the Python side's dense tensor src when the pair says
- * it is fresh (the first arm of an input set, which is the baseline's call
- * in check_input_set, before the candidate's runs), read from that copy by
- * every later arm.  A tensor of PyTorch's allocator is listed by
- * torch.cuda.memory_snapshot() to any candidate that calls it; a
- * cuMemAlloc block is not.  Past 32 slots, src itself (the Python side's
- * tensor, as reachable as the host copy of the cpu path).  0 and the
- * address in *out, or -1 (the message in rt->msg).
+ * memory: copied from the Python side's dense tensor src when the pair (or
+ * ref_store, before any arm of a new input set runs) says it is fresh,
+ * read from that copy by every later arm.  The result-reuse step's second
+ * reference and the timed checks' run in the same call as the candidate,
+ * so theirs are fresh right after it.  A tensor of PyTorch's allocator is
+ * listed by torch.cuda.memory_snapshot() to any candidate that calls it; a
+ * cuMemAlloc block is not.  Past 32 slots, or out of device memory, src
+ * itself (the Python side's tensor).  0 and the address in *out, or -1
+ * (the message in rt->msg).
  */
 static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, size_t bytes,
 		    uint64_t *out)
