@@ -7,7 +7,8 @@
  * warm-up excluded; the output-equivalence gate on every engine start;
  * death (watched while the load runs), request failures and client lag
  * refused (from protocol version 6 by the share of the load it can have
- * moved and by the arms' difference, client_lag_share below); statistics by stats/ (per-seed requests/s ratios, geometric
+ * moved, the load generator's client_lag_share, and by the arms'
+ * difference); statistics by stats/ (per-seed requests/s ratios, geometric
  * mean, bootstrap CI, Wilcoxon, cv), both arms of every seed re-run, in
  * the seed's paired order, at most twice when the cv is over the cap (so
  * every stored pair is two measurements adjacent in time), and the result
@@ -175,34 +176,6 @@ static const char *first_error(const struct atb_loadgen_result *res)
 static const char *arm_name(int arm)
 {
 	return arm == ARM_A ? "baseline" : "candidate";
-}
-
-/*
- * PROTO: engine.client_lag.  How far the client's own lateness can have
- * moved the arm's requests/s, as a share of the load's duration.  TTFT,
- * TPOT and e2e are timed from the send, so the dispatch lag is not in them
- * (queueing holds it); it reaches the rate through the run's end only.
- * Open loop: every send is at most the largest lag late, and a server
- * that takes requests in order ends each at most that much later, so the
- * end moves by at most the largest lag.  Closed loop: a slot idles for
- * its request's lag before sending, so the slots lose the summed lag over
- * the concurrency.  Paired arms run back to back on one box: a share the
- * box's load gives both arms alike moves both rates alike.
- */
-static double client_lag_share(const struct atb_loadgen_config *cfg,
-			       const struct atb_loadgen_summary *sum)
-{
-	const struct atb_loadgen_latency *l = &sum->dispatch_lag_ms;
-	double moved_ms;
-
-	if (!(sum->duration_s > 0) || !l->n)
-		return 0;
-	if (cfg->arrival == ATB_LOADGEN_ARRIVAL_CLOSED)
-		moved_ms = l->mean * (double)l->n /
-			   (double)(cfg->concurrency ? cfg->concurrency : 1);
-	else
-		moved_ms = l->max;
-	return moved_ms / (sum->duration_s * 1000.0);
 }
 
 static void settle(void)
@@ -459,7 +432,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 			    NULL);
 		goto out;
 	}
-	share = client_lag_share(&cfg, sum);
+	share = sum->client_lag_share;   /* atb/loadgen.h says what it bounds */
 	if (A->p->engine.has_client_lag && share > A->p->engine.client_lag_max_share) {
 		/* PROTO: engine.client_lag.max_share */
 		snprintf(why, sizeof(why), "%s arm, seed %" PRIu64 ": the client's lag could move "
@@ -468,10 +441,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 			 "not the engine, was measured", arm_name(arm), seed, 100.0 * share,
 			 cfg.arrival == ATB_LOADGEN_ARRIVAL_CLOSED ? "summed over the slots, a slot's"
 								    : "largest",
-			 cfg.arrival == ATB_LOADGEN_ARRIVAL_CLOSED
-				 ? sum->dispatch_lag_ms.mean * (double)sum->dispatch_lag_ms.n /
-					   (double)(cfg.concurrency ? cfg.concurrency : 1)
-				 : sum->dispatch_lag_ms.max,
+			 sum->client_lag_ms,
 			 sum->duration_s, sum->dispatch_lag_ms.median, sum->dispatch_lag_ms.p99,
 			 100.0 * A->p->engine.client_lag_max_share);
 		*refused = 1;
