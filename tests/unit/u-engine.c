@@ -513,8 +513,9 @@ static void lag_setup(struct abfx *F, int v6, double max_share, double max_arm_d
 	F->p->engine.client_lag_max_arm_difference = max_arm_difference;
 }
 
-static void ab_run_lag(struct abfx *F, const char *settings, int64_t lag_baseline_ns,
-		       int64_t lag_candidate_ns, struct atb_measure_outcome *out)
+static void ab_run_lag(struct abfx *F, const char *settings, size_t nseeds,
+		       int64_t lag_baseline_ns, int64_t lag_candidate_ns,
+		       struct atb_measure_outcome *out)
 {
 	struct atb_engine_ab_opts o;
 	struct atb_engine_config c;
@@ -525,6 +526,7 @@ static void ab_run_lag(struct abfx *F, const char *settings, int64_t lag_baselin
 	memset(&o, 0, sizeof(o));
 	o.work_dir = tmp;
 	o.seed_base = 1;
+	o.nseeds = nseeds;   /* 0: the protocol's 8 */
 	o.test_dispatch_delay_ns[0] = lag_baseline_ns;
 	o.test_dispatch_delay_ns[1] = lag_candidate_ns;
 	cr_assert_eq(atb_engine_ab(F->s, F->p, F->t, &c, &o, out, &err), ATB_OK, "%s", err.msg);
@@ -540,7 +542,7 @@ Test(engine, test_engine__common_client_lag_was_refused_by_v5, .timeout = 120)
 	struct atb_measure_outcome out;
 
 	lag_setup(&F, 0, 0, 0);
-	ab_run_lag(&F, "speedup=2.0", 15000000, 15000000, &out);
+	ab_run_lag(&F, "speedup=2.0", 2, 15000000, 15000000, &out);
 	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
 	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
 	cr_assert(strstr(out.reason, "over the protocol's 10.000 ms"), "%s", out.reason);
@@ -550,13 +552,14 @@ Test(engine, test_engine__common_client_lag_was_refused_by_v5, .timeout = 120)
  * v6: a lag both arms share (15 ms each dispatch, about 0.3% of a 5.2 s
  * load: under max_share 2%, and the arms' shares equal) is not refused.
  */
-Test(engine, test_engine__client_lag_common_to_both_arms_passes_v6, .timeout = 200)
+Test(engine, test_engine__client_lag_common_to_both_arms_passes_v6, .timeout = 400)
 {
 	struct abfx F;
 	struct atb_measure_outcome out;
 
 	lag_setup(&F, 1, 0.02, 0.01);
-	ab_run_lag(&F, "speedup=2.0", 15000000, 15000000, &out);
+	/* 8 seeds (the protocol's minimum, to be admitted): about 2 min beside two CPU hogs */
+	ab_run_lag(&F, "speedup=2.0", 0, 15000000, 15000000, &out);
 	cr_assert_neq(out.verdict, ATB_MEASURE_REJECTED, "%s: %s", out.gate, out.reason);
 	cr_assert(out.result_id > 0);
 }
@@ -572,7 +575,7 @@ Test(engine, test_engine__client_lag_in_one_arm_is_refused_by_max_share, .timeou
 	struct atb_measure_outcome out;
 
 	lag_setup(&F, 1, 0.02, 0.01);
-	ab_run_lag(&F, "speedup=2.0", 300000000, 0, &out);
+	ab_run_lag(&F, "speedup=2.0", 2, 300000000, 0, &out);
 	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
 	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
 	cr_assert(strstr(out.reason, "baseline arm, seed 1: the client's lag could move "
@@ -586,16 +589,18 @@ Test(engine, test_engine__client_lag_in_one_arm_is_refused_by_max_share, .timeou
  * with max_share at 10% so that the arms' difference is what is judged
  * (about 6% against max_arm_difference 1%): refused, both shares named.
  */
-Test(engine, test_engine__client_lag_differing_between_arms_is_refused, .timeout = 200)
+Test(engine, test_engine__client_lag_differing_between_arms_is_refused, .timeout = 300)
 {
 	struct abfx F;
 	struct atb_measure_outcome out;
 
 	lag_setup(&F, 1, 0.10, 0.01);
-	ab_run_lag(&F, "speedup=2.0", 0, 300000000, &out);
+	/* 2 seeds: the arms' difference is judged before the statistics */
+	ab_run_lag(&F, "speedup=2.0", 2, 0, 300000000, &out);
 	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
 	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
 	cr_assert(strstr(out.reason, "the arms' client lag differs"), "%s", out.reason);
+	cr_assert(strstr(out.reason, "(mean over 2 seeds of the share"), "%s", out.reason);
 	cr_assert(strstr(out.reason, "over the protocol's max_arm_difference 1.00%"), "%s",
 		  out.reason);
 	cr_assert(out.rejection_id > 0);
