@@ -95,8 +95,12 @@ static const char loadgen_help[] =
 	"TPOT = (end - first token) / (tokens out - 1); ITL = every gap between\n"
 	"token chunks; queueing = sent - intended; dispatch lag = sent - eligible\n"
 	"(eligible: the intended time, or later when the cap was full), the\n"
-	"client's own lateness.  Tokens come from the server's usage (requested\n"
-	"with stream_options.include_usage) or else are counted chunks.\n"
+	"client's own lateness; client lag = the largest dispatch lag (open\n"
+	"loop) or the summed lag over the concurrency (closed loop): how far the\n"
+	"lag can have moved the run's end, and so requests/s (latencies are\n"
+	"timed from the send and hold none of it).  Tokens come from the\n"
+	"server's usage (requested with stream_options.include_usage) or else\n"
+	"are counted chunks.\n"
 	"Failure categories: connect, http_4xx, http_5xx, timeout, reset,\n"
 	"malformed_event, too_large, http_other, other; a failed request is\n"
 	"recorded and the run goes on.  On a terminal, a progress line with an\n"
@@ -181,6 +185,9 @@ static void print_text(const struct atb_loadgen_config *cfg,
 	else if (s->max_dispatch_lag_ms > 0)
 		printf("client       ok: p99 dispatch lag %.3f ms <= %.3f ms\n",
 		       s->dispatch_lag_ms.p99, s->max_dispatch_lag_ms);
+	/* PROTO: engine.client_lag: what atb engine judges from protocol version 6 */
+	printf("client lag   %.3f ms, %.3f%% of the %.3f s run: requests/s moved by at most that\n",
+	       s->client_lag_ms, 100.0 * s->client_lag_share, s->duration_s);
 }
 
 /* Options that take a value, declared as a table (git's parse-options, much smaller). */

@@ -337,6 +337,10 @@ struct atb_engine_ab_opts {
 	const char *box_fingerprint; /* registered box; NULL: probed and registered here */
 	void (*progress)(void *ctx, const char *phase);
 	void *progress_ctx;
+	/* fault injection for tests: busy-wait this long before each dispatch
+	   of the baseline [0] or the candidate [1] arm, on top of the
+	   workload's test_dispatch_delay_ns (a client lagging in one arm) */
+	int64_t test_dispatch_delay_ns[2];
 };
 
 /*
@@ -352,7 +356,9 @@ struct atb_engine_ab_opts {
  * failed, or its outputs differ across restarts: not the candidate's
  * fault), engine_start, output_equivalence, engine_died (the load stopped
  * at once), engine_errors (failures counted by category), client_lag
- * (engine.max_dispatch_lag_ms), noise (cv over the cap after the first run
+ * (engine.client_lag from protocol version 6: an arm's lag share of the
+ * load over max_share, or the arms' shares apart by more than
+ * max_arm_difference; before it engine.max_dispatch_lag_ms on the p99), noise (cv over the cap after the first run
  * and at most 2 re-runs, PROTO: stats.cv_cap; out->attempts says how many),
  * then the store's validator (kind "engine", unit "req/s").  A noise re-run
  * measures BOTH arms of every seed again, back to back in the seed's paired

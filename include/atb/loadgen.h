@@ -273,6 +273,18 @@ struct atb_loadgen_summary {
 	 */
 	int client_limited;     /* bool */
 	double max_dispatch_lag_ms; /* the limit applied (0 = none) */
+	/*
+	 * PROTO: engine.client_lag.  How far the client's own lateness can
+	 * have moved requests/s, as a share of the duration: TTFT, TPOT and
+	 * e2e are timed from the send, so the dispatch lag reaches only the
+	 * run's end.  Open loop: every send is at most the largest lag late,
+	 * and a server taking requests in order ends each at most that much
+	 * later.  Closed loop: a slot idles for its request's lag, so the
+	 * slots lose the summed lag over the concurrency.  client_lag_ms is
+	 * that time (the largest lag, or the summed lag / concurrency).
+	 */
+	double client_lag_ms;
+	double client_lag_share;
 	int aborted;            /* bool: cfg->should_abort stopped the run */
 };
 

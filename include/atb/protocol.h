@@ -221,6 +221,19 @@ struct atb_protocol {
 		int warmup_requests;
 		char output_equivalence[32];
 		double max_dispatch_lag_ms;
+		/*
+		 * engine.client_lag (version 6 on; absent: has_client_lag 0 and
+		 * an A/B is refused when an arm's p99 dispatch lag exceeds
+		 * max_dispatch_lag_ms, as in versions 1 to 5).  Per arm, the
+		 * share of the load's duration by which the client's lateness
+		 * can have moved requests/s (open loop: the largest lag; closed
+		 * loop: the summed lag over the concurrency) over max_share, or
+		 * the arms' shares apart by more than max_arm_difference on the
+		 * mean over seeds: the client biased the comparison.
+		 */
+		int has_client_lag;
+		double client_lag_max_share;
+		double client_lag_max_arm_difference;
 	} engine;
 };
 

@@ -6,7 +6,9 @@
  * engine per arm, the identical seeded workload for both arms of a seed,
  * warm-up excluded; the output-equivalence gate on every engine start;
  * death (watched while the load runs), request failures and client lag
- * refused; statistics by stats/ (per-seed requests/s ratios, geometric
+ * refused (from protocol version 6 by the share of the load it can have
+ * moved, the load generator's client_lag_share, and by the arms'
+ * difference); statistics by stats/ (per-seed requests/s ratios, geometric
  * mean, bootstrap CI, Wilcoxon, cv), both arms of every seed re-run, in
  * the seed's paired order, at most twice when the cv is over the cap (so
  * every stored pair is two measurements adjacent in time), and the result
@@ -63,6 +65,7 @@ struct ab {
 	struct atb_error *err;
 	size_t nseeds;
 	double *rate[2];               /* [arm][seed] requests/s */
+	double *lag_share[2];          /* [arm][seed] client_lag_share */
 	double *lat[2][NLAT];          /* [arm][metric][seed] */
 	struct atb_engine_probe_set ref; /* the default configuration's first probes */
 	int have_ref;
@@ -344,7 +347,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	struct atb_loadgen_workload *wl = NULL;
 	struct watch watch;
 	int64_t load_t0, load_start_ns, load_end_ns;
-	double before[64], after[64], load_s;
+	double before[64], after[64], load_s, share;
 	uint64_t seed = A->o->seed_base + si;
 	enum atb_status st;
 	json_t *ps;
@@ -388,6 +391,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	if (!A->t->warmup_set)
 		cfg.warmup = (size_t)A->p->engine.warmup_requests;   /* PROTO: engine.warmup_requests */
 	cfg.max_dispatch_lag_ms = A->p->engine.max_dispatch_lag_ms;  /* PROTO: engine.max_dispatch_lag_ms */
+	cfg.test_dispatch_delay_ns += A->o->test_dispatch_delay_ns[arm];
 	read_counters(proc, spec, before);
 	phase(A, "seed %zu/%zu %s: load", si + 1, A->nseeds, arm_name(arm));
 	/* Death during the load stops it at once (engine_died within ~50 ms). */
@@ -428,8 +432,29 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 			    NULL);
 		goto out;
 	}
-	if (sum->client_limited) {
-		/* PROTO: engine.max_dispatch_lag_ms */
+	share = sum->client_lag_share;   /* atb/loadgen.h says what it bounds */
+	if (A->p->engine.has_client_lag && share > A->p->engine.client_lag_max_share) {
+		/* PROTO: engine.client_lag.max_share */
+		snprintf(why, sizeof(why), "%s arm, seed %" PRIu64 ": the client's lag could move "
+			 "requests/s by %.2f%% (%s lag %.3f ms over the %.3f s load; dispatch lag "
+			 "p50 %.3f ms, p99 %.3f ms) over the protocol's max_share %.2f%%: the client, "
+			 "not the engine, was measured", arm_name(arm), seed, 100.0 * share,
+			 cfg.arrival == ATB_LOADGEN_ARRIVAL_CLOSED ? "summed over the slots, a slot's"
+								    : "largest",
+			 sum->client_lag_ms,
+			 sum->duration_s, sum->dispatch_lag_ms.median, sum->dispatch_lag_ms.p99,
+			 100.0 * A->p->engine.client_lag_max_share);
+		*refused = 1;
+		st = refuse(A, ATB_GATE_CLIENT_LAG, why,
+			    json_pack("{s:s,s:I,s:f,s:f,s:f,s:f}", "arm", arm_name(arm), "seed",
+				      (json_int_t)seed, "client_lag_share", share, "max_share",
+				      A->p->engine.client_lag_max_share, "dispatch_lag_p99_ms",
+				      sum->dispatch_lag_ms.p99, "dispatch_lag_max_ms",
+				      sum->dispatch_lag_ms.max));
+		goto out;
+	}
+	if (!A->p->engine.has_client_lag && sum->client_limited) {
+		/* PROTO: engine.max_dispatch_lag_ms (versions 1 to 5) */
 		snprintf(why, sizeof(why), "%s arm, seed %" PRIu64 ": the client lagged (p99 dispatch "
 			 "lag %.3f ms over the protocol's %.3f ms): the client, not the engine, was "
 			 "measured", arm_name(arm), seed, sum->dispatch_lag_ms.p99,
@@ -441,6 +466,7 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 	read_counters(proc, spec, after);
 	add_counters(A, arm, before, after);
 	A->rate[arm][si] = sum->requests_per_s;
+	A->lag_share[arm][si] = share;
 	A->lat[arm][0][si] = sum->ttft_ms.median;
 	A->lat[arm][1][si] = sum->tpot_ms.median;
 	A->lat[arm][2][si] = sum->e2e_ms.median;
@@ -454,6 +480,17 @@ static enum atb_status run_arm(struct ab *A, size_t si, int arm, int *refused)
 		       sum->e2e_ms.p99, "workload_digest", atb_loadgen_result_workload_digest(res),
 		       "attempt", A->attempts, "order", (json_int_t)A->order, "load_start_ns",
 		       (json_int_t)load_start_ns, "load_end_ns", (json_int_t)load_end_ns);
+	/* the client's lag per arm, judged or not (PROTO: engine.client_lag) */
+	if (ps && json_object_update_new(ps, json_pack("{s:f,s:f,s:f,s:f,s:f}",
+						       "dispatch_lag_p50_ms",
+						       sum->dispatch_lag_ms.median,
+						       "dispatch_lag_p99_ms", sum->dispatch_lag_ms.p99,
+						       "dispatch_lag_max_ms", sum->dispatch_lag_ms.max,
+						       "dispatch_lag_mean_ms", sum->dispatch_lag_ms.mean,
+						       "client_lag_share", share))) {
+		json_decref(ps);
+		ps = NULL;
+	}
 	A->order++;
 	if (ps)
 		json_array_append_new(A->per_seed, ps);
@@ -597,6 +634,41 @@ static enum atb_status again(struct ab *A, const struct atb_paired_result *r)
 }
 
 /*
+ * PROTO: engine.client_lag.max_arm_difference.  A lag the box gives both
+ * arms alike moves both rates alike; one that hits one arm more than the
+ * other moves the paired ratio by up to the difference of their shares.
+ * Its mean over the seeds (baseline minus candidate: > 0 flatters the
+ * candidate) is the systematic part; what varies from seed to seed is
+ * in the per-seed ratios' spread, which the CI and the noise gate judge.
+ */
+static enum atb_status arms_lag_check(struct ab *A, int *refused)
+{
+	double d = 0, b = 0, c = 0, lim = A->p->engine.client_lag_max_arm_difference;
+	char why[600];
+	size_t i;
+
+	for (i = 0; i < A->nseeds; i++) {
+		b += A->lag_share[ARM_A][i];
+		c += A->lag_share[ARM_B][i];
+	}
+	b /= (double)A->nseeds;
+	c /= (double)A->nseeds;
+	d = b - c;
+	if (!(fabs(d) > lim))
+		return ATB_OK;
+	snprintf(why, sizeof(why), "the arms' client lag differs: it could move the paired "
+		 "requests/s ratio by %.2f%% (mean over %zu seeds of the share of the load the lag "
+		 "can have moved: baseline %.2f%%, candidate %.2f%%) over the protocol's "
+		 "max_arm_difference %.2f%%: the client, not the engine, made the difference",
+		 100.0 * fabs(d), A->nseeds, 100.0 * b, 100.0 * c, 100.0 * lim);
+	*refused = 1;
+	return refuse(A, ATB_GATE_CLIENT_LAG, why,
+		      json_pack("{s:f,s:f,s:f,s:f,s:O}", "client_lag_share_baseline", b,
+				"client_lag_share_candidate", c, "difference", d,
+				"max_arm_difference", lim, "per_seed", A->per_seed));
+}
+
+/*
  * The attempt's per-seed requests/s to the judge, which computes the
  * statistics, applies the noise gate with its re-run bound and ingests.
  */
@@ -617,6 +689,12 @@ static enum atb_status conclude(struct ab *A)
 	if (!ps || !js) {
 		st = atb_error_set(A->err, ATB_ERR_NOMEM, "out of memory");
 		goto out;
+	}
+	if (A->p->engine.has_client_lag) {
+		int refused = 0;
+
+		if ((st = arms_lag_check(A, &refused)) || refused)
+			goto out;
 	}
 	for (i = 0; i < A->nseeds; i++) {
 		js[i].seed = A->o->seed_base + i;
@@ -698,6 +776,7 @@ static void ab_release(struct ab *A)
 
 	for (a = 0; a < 2; a++) {
 		atb_free(A->rate[a]);
+		atb_free(A->lag_share[a]);
 		for (m = 0; m < NLAT; m++)
 			atb_free(A->lat[a][m]);
 	}
@@ -752,7 +831,9 @@ enum atb_status atb_engine_ab(struct atb_store *store, const struct atb_protocol
 	st = atb_engine_config_json(A.config[ARM_B], &A.config_json, err);
 	for (a = 0; !st && a < 2; a++) {
 		A.rate[a] = atb_calloc(A.nseeds, sizeof(double));
-		st = A.rate[a] ? ATB_OK : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+		A.lag_share[a] = atb_calloc(A.nseeds, sizeof(double));
+		st = A.rate[a] && A.lag_share[a] ? ATB_OK
+						 : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
 		for (m = 0; !st && m < NLAT; m++) {
 			A.lat[a][m] = atb_calloc(A.nseeds, sizeof(double));
 			st = A.lat[a][m] ? ATB_OK : atb_error_set(err, ATB_ERR_NOMEM, "out of memory");

@@ -57,8 +57,12 @@ static const struct atb_judge_gate gates[] = {
 	 "event"},
 	{ATB_GATE_ENGINE_DIED, "engine", E, "the engine alive after every load", "log_dir"},
 	{ATB_GATE_ENGINE_ERRORS, "engine", E, "no failed request or probe", ""},
-	{ATB_GATE_CLIENT_LAG, "engine.max_dispatch_lag_ms", E,
-	 "the load generator's p99 dispatch lag", ""},
+	{ATB_GATE_CLIENT_LAG, "engine.client_lag", E,
+	 "version 6 on: each arm's client_lag_share against max_share, the arms' shares "
+	 "(mean over seeds) against max_arm_difference; versions 1 to 5: an arm's p99 "
+	 "dispatch lag against engine.max_dispatch_lag_ms",
+	 "arm, seed, client_lag_share, max_share; or client_lag_share_baseline, "
+	 "client_lag_share_candidate, difference, max_arm_difference, per_seed"},
 	/* the numbers */
 	{ATB_GATE_PHYSICAL_FLOOR, "gates.physical_floor.margin", K,
 	 "every per-seed candidate median at or over margin x the floor",

@@ -141,6 +141,14 @@ enum atb_status atbi_loadgen_summarize(const struct atb_loadgen_config *cfg,
 			(double)(sum->tokens_in + sum->tokens_out) / sum->duration_s;
 		sum->goodput_per_s = (double)sum->good / sum->duration_s;
 	}
+	/* PROTO: engine.client_lag: what the lag can have done to requests/s (loadgen.h) */
+	if (cfg->arrival == ATB_LOADGEN_ARRIVAL_CLOSED)
+		sum->client_lag_ms = sum->dispatch_lag_ms.mean * (double)sum->dispatch_lag_ms.n /
+				     (double)(cfg->concurrency ? cfg->concurrency : 1);
+	else
+		sum->client_lag_ms = sum->dispatch_lag_ms.max;
+	if (sum->duration_s > 0)
+		sum->client_lag_share = sum->client_lag_ms / (sum->duration_s * 1000.0);
 	/* PROTO: engine.max_dispatch_lag_ms: the p99, so one hiccup does not refuse a run */
 	sum->client_limited = cfg->max_dispatch_lag_ms > 0 &&
 			      sum->dispatch_lag_ms.p99 > cfg->max_dispatch_lag_ms;
@@ -209,7 +217,7 @@ static json_t *summary_json(const struct atb_loadgen_summary *s)
 			return NULL;
 		}
 	o = json_pack("{s:I, s:I, s:I, s:o, s:f, s:I, s:I, s:f, s:f, s:f,"
-		      " s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:f, s:I, s:b, s:f}",
+		      " s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:f, s:I, s:b, s:f, s:f, s:f}",
 		      "requests", (json_int_t)s->requests, "completed", (json_int_t)s->completed,
 		      "failed", (json_int_t)s->failed, "failures", f,
 		      "duration_s", s->duration_s, "tokens_in", (json_int_t)s->tokens_in,
@@ -223,7 +231,8 @@ static json_t *summary_json(const struct atb_loadgen_summary *s)
 		      "good", (json_int_t)s->good, "goodput_per_s", s->goodput_per_s,
 		      "peak_in_flight", (json_int_t)s->peak_in_flight,
 		      "client_limited", s->client_limited,
-		      "max_dispatch_lag_ms", s->max_dispatch_lag_ms);
+		      "max_dispatch_lag_ms", s->max_dispatch_lag_ms, "client_lag_ms",
+		      s->client_lag_ms, "client_lag_share", s->client_lag_share);
 	return o;
 }
 

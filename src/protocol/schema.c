@@ -443,6 +443,23 @@ static const struct field loop_fields[] = {
 	END,
 };
 
+static enum atb_status client_lag_after(struct vctx *c, struct fy_node *map, void *base,
+				       const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->engine.has_client_lag = 1;
+	return ATB_OK;
+}
+
+/* PROTO: engine.client_lag (version 6 on) -- the A/B's client lag rule */
+static const struct field client_lag_fields[] = {
+	REAL("max_share", engine.client_lag_max_share, OPEN01),
+	REAL("max_arm_difference", engine.client_lag_max_arm_difference, OPEN01),
+	END,
+};
+
 static const struct field engine_fields[] = {
 	{.key = "paired_order", .kind = F_ENUM, .off = OFF(engine.paired_order),
 	 .size = SZ(engine.paired_order), .choices = paired_orders},
@@ -451,6 +468,11 @@ static const struct field engine_fields[] = {
 	{.key = "output_equivalence", .kind = F_ENUM, .off = OFF(engine.output_equivalence),
 	 .size = SZ(engine.output_equivalence), .choices = equivalences},
 	REAL("max_dispatch_lag_ms", engine.max_dispatch_lag_ms, POS),
+	/* optional: versions 1 to 5 have no such key (an arm's p99 dispatch
+	 * lag over max_dispatch_lag_ms refuses, as before); required from
+	 * version 6 on (atbi_protocol_validate) */
+	{.key = "client_lag", .kind = F_MAP, .off = NOSTORE, .sub = client_lag_fields,
+	 .after = client_lag_after, .optional = 1},
 	END,
 };
 
@@ -1045,6 +1067,16 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 			atbi_yaml_mark(gn, &line, &col);
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.rerun",
 					"missing field 'rerun' (required from version 5)");
+	}
+	if (!st && p->version >= 6 && !p->engine.has_client_lag) {
+		unsigned line = 1, col = 1;
+		struct fy_node *en = fy_node_mapping_lookup_by_string(y->root, "engine", -1);
+
+		if (en)
+			atbi_yaml_mark(en, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"engine.client_lag",
+					"missing field 'client_lag' (required from version 6)");
 	}
 	if (!st && p->version >= 4 && !p->llm.has_alarms) {
 		unsigned line = 1, col = 1;

@@ -32,9 +32,9 @@ test_expect "--json reports the error as an object too" '
 # value changed (it has every key the current version requires).
 cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
 next=$((cur + 1))
-# the keys the next version requires that the current has not (v5: protocol/v5-*.yaml.snippet)
-NEW_KEYS='s/^\(    abs_slack_ms: 20 .*\)$/\1\n    torch_cpu: true/; s/^\(  placement: shuffled\)$/\1\n  preemption: none/; s/^gates:$/gates:\n  rerun: {max_runs: 3}/'
-grep -q '^    torch_cpu:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
+# the keys the next version requires that the current has not (v6: protocol/v6-*.yaml.snippet)
+NEW_KEYS='s/^\(  max_dispatch_lag_ms: .*\)$/\1\n  client_lag: {max_share: 0.02, max_arm_difference: 0.01}/'
+grep -q '^  client_lag:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
 
 test_expect "freeze adds a new version and keeps the old one" '
 	mkdir home && cp -r "$ATB_HOME/protocol" home/ &&

@@ -491,6 +491,121 @@ Test(engine, test_engine__client_lag_is_refused, .timeout = 120)
 	cr_assert(out.rejection_id > 0);
 }
 
+/*
+ * PROTO: engine.client_lag (protocol version 6).  A slow open loop (6
+ * requests at a constant 1/s, about 5.2 s a load) with a planted client lag
+ * (the load generator's busy-wait before each dispatch, a fault injection):
+ * lag = sent - eligible is at least the planted wait whatever the box's
+ * load, and the box's own lag (3-25 ms seen beside two CPU hogs) is far
+ * below the margins the assertions need (50 ms and more).
+ */
+static void lag_setup(struct abfx *F, int v6, double max_share, double max_arm_difference)
+{
+	ab_setup(F);
+	F->t->workload.arrival = ATB_LOADGEN_ARRIVAL_CONSTANT;
+	F->t->workload.rate_per_s = 1.0;
+	F->t->workload.requests = 6;
+	F->t->workload.warmup = 1;
+	F->t->warmup_set = 1;
+	/* the v6 rule in a v5 protocol struct: the rule reads these fields only */
+	F->p->engine.has_client_lag = v6;
+	F->p->engine.client_lag_max_share = max_share;
+	F->p->engine.client_lag_max_arm_difference = max_arm_difference;
+}
+
+static void ab_run_lag(struct abfx *F, const char *settings, size_t nseeds,
+		       int64_t lag_baseline_ns, int64_t lag_candidate_ns,
+		       struct atb_measure_outcome *out)
+{
+	struct atb_engine_ab_opts o;
+	struct atb_engine_config c;
+	struct atb_error err;
+
+	atb_error_clear(&err);
+	cr_assert_eq(atb_engine_config_parse(F->t->spec, settings, &c, &err), ATB_OK);
+	memset(&o, 0, sizeof(o));
+	o.work_dir = tmp;
+	o.seed_base = 1;
+	o.nseeds = nseeds;   /* 0: the protocol's 8 */
+	o.test_dispatch_delay_ns[0] = lag_baseline_ns;
+	o.test_dispatch_delay_ns[1] = lag_candidate_ns;
+	cr_assert_eq(atb_engine_ab(F->s, F->p, F->t, &c, &o, out, &err), ATB_OK, "%s", err.msg);
+	atb_store_close(F->s);
+	atb_protocol_free(F->p);
+	atb_engine_task_free(F->t);
+}
+
+/* The same honest A/B, lag 15 ms common to both arms: v5 refused it. */
+Test(engine, test_engine__common_client_lag_was_refused_by_v5, .timeout = 120)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	lag_setup(&F, 0, 0, 0);
+	ab_run_lag(&F, "speedup=2.0", 2, 15000000, 15000000, &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
+	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
+	cr_assert(strstr(out.reason, "over the protocol's 10.000 ms"), "%s", out.reason);
+}
+
+/*
+ * v6: a lag both arms share (15 ms each dispatch, about 0.3% of a 5.2 s
+ * load: under max_share 2%, and the arms' shares equal) is not refused.
+ */
+Test(engine, test_engine__client_lag_common_to_both_arms_passes_v6, .timeout = 400)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	lag_setup(&F, 1, 0.02, 0.01);
+	/* 8 seeds (the protocol's minimum, to be admitted): about 2 min beside two CPU hogs */
+	ab_run_lag(&F, "speedup=2.0", 0, 15000000, 15000000, &out);
+	cr_assert_neq(out.verdict, ATB_MEASURE_REJECTED, "%s: %s", out.gate, out.reason);
+	cr_assert(out.result_id > 0);
+}
+
+/*
+ * v6, planted: the client lags 300 ms before every baseline dispatch only
+ * (a share of about 6% of the load, the baseline's rate moved by up to
+ * that): refused at max_share 2%, with the numbers.
+ */
+Test(engine, test_engine__client_lag_in_one_arm_is_refused_by_max_share, .timeout = 120)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	lag_setup(&F, 1, 0.02, 0.01);
+	ab_run_lag(&F, "speedup=2.0", 2, 300000000, 0, &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
+	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
+	cr_assert(strstr(out.reason, "baseline arm, seed 1: the client's lag could move "
+			 "requests/s by "), "%s", out.reason);
+	cr_assert(strstr(out.reason, "over the protocol's max_share 2.00%"), "%s", out.reason);
+	cr_assert(out.rejection_id > 0);
+}
+
+/*
+ * v6, planted: the client lags 300 ms before every candidate dispatch only,
+ * with max_share at 10% so that the arms' difference is what is judged
+ * (about 6% against max_arm_difference 1%): refused, both shares named.
+ */
+Test(engine, test_engine__client_lag_differing_between_arms_is_refused, .timeout = 300)
+{
+	struct abfx F;
+	struct atb_measure_outcome out;
+
+	lag_setup(&F, 1, 0.10, 0.01);
+	/* 2 seeds: the arms' difference is judged before the statistics */
+	ab_run_lag(&F, "speedup=2.0", 2, 0, 300000000, &out);
+	cr_assert_eq(out.verdict, ATB_MEASURE_REJECTED);
+	cr_assert_str_eq(out.gate, ATB_GATE_CLIENT_LAG);
+	cr_assert(strstr(out.reason, "the arms' client lag differs"), "%s", out.reason);
+	cr_assert(strstr(out.reason, "(mean over 2 seeds of the share"), "%s", out.reason);
+	cr_assert(strstr(out.reason, "over the protocol's max_arm_difference 1.00%"), "%s",
+		  out.reason);
+	cr_assert(out.rejection_id > 0);
+}
+
 Test(engine, test_engine__noise_over_the_cv_cap_is_refused, .timeout = 300)
 {
 	struct abfx F;

@@ -851,7 +851,23 @@ Test(loadgen, a_starved_client_is_flagged_client_limited)
 	cr_assert(s->client_limited, "p99 lag %g ms", s->dispatch_lag_ms.p99);
 	cr_assert_gt(s->dispatch_lag_ms.p99, 10.0);
 	cr_assert_eq(s->max_dispatch_lag_ms, 10.0);
+	/* PROTO: engine.client_lag: open loop, the run's end moved by the largest lag */
+	cr_assert_eq(s->client_lag_ms, s->dispatch_lag_ms.max);
+	cr_assert_float_eq(s->client_lag_share, s->client_lag_ms / (s->duration_s * 1000.0), 1e-12);
+	/* 10 sends 20 ms apart in all where the schedule wanted 5: the lag piles up */
+	cr_assert_gt(s->client_lag_ms, 100.0, "%g", s->client_lag_ms);
 	atb_loadgen_result_free(res);
+	/* closed loop: the summed lag over the concurrency */
+	cfg.arrival = ATB_LOADGEN_ARRIVAL_CLOSED;
+	cfg.concurrency = 2;
+	res = run_ok(&cfg);
+	s = atb_loadgen_result_summary(res);
+	cr_assert_float_eq(s->client_lag_ms,
+			   s->dispatch_lag_ms.mean * (double)s->dispatch_lag_ms.n / 2.0, 1e-9);
+	cr_assert_gt(s->client_lag_ms, 10 * 20.0 / 2 - 1e-6, "%g", s->client_lag_ms);
+	cr_assert_float_eq(s->client_lag_share, s->client_lag_ms / (s->duration_s * 1000.0), 1e-12);
+	atb_loadgen_result_free(res);
+	cfg.arrival = ATB_LOADGEN_ARRIVAL_CONSTANT;
 	/* the same server and rate with a client that keeps up: not flagged */
 	cfg.test_dispatch_delay_ns = 0;
 	cfg.rate_per_s = 20;

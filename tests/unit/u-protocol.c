@@ -124,6 +124,33 @@ static char *v5_text(const char *v4, const char *omit)
 	return t;
 }
 
+/*
+ * Every key version 6 requires, as for v5_keys: v6_text makes version 5 a
+ * complete version 6 with all of them but `omit` ("" none).
+ */
+static const struct {
+	const char *key, *after, *add;
+} v6_keys[] = {
+	{"engine.client_lag", "  max_dispatch_lag_ms: 10",
+	 "\n  client_lag: {max_share: 0.02, max_arm_difference: 0.01}"},
+};
+
+static char *v6_text(const char *v5, const char *omit)
+{
+	char *t = replace(v5, "\nversion: 5", "\nversion: 6"), *u, with[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(v6_keys) / sizeof(v6_keys[0]); i++) {
+		if (!strcmp(v6_keys[i].key, omit))
+			continue;
+		snprintf(with, sizeof(with), "%s%s", v6_keys[i].after, v6_keys[i].add);
+		u = replace(t, v6_keys[i].after, with);
+		atb_free(t);
+		t = u;
+	}
+	return t;
+}
+
 /* A temporary home holding a copy of the shipped protocol/. */
 static char home[256];
 
@@ -413,6 +440,46 @@ Test(protocol, any_value_change_changes_digest, .fini = remove_home)
 	atb_free(orig);
 }
 
+/*
+ * PROTO: engine.client_lag -- absent before version 6 (an arm's p99
+ * dispatch lag over max_dispatch_lag_ms refuses, as in version 5),
+ * required from it.
+ */
+Test(protocol, client_lag_is_required_from_version_6, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	cr_assert_eq(atb_protocol_load_file(V5, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->engine.has_client_lag);
+	cr_expect_eq(p->engine.max_dispatch_lag_ms, 10);
+	atb_protocol_free(p);
+	text = slurp(V5);
+	t2 = v6_text(text, "engine.client_lag");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "engine.client_lag");
+	cr_expect(strstr(err.msg, "required from version 6"), "%s", err.msg);
+	atb_free(t2);
+	t2 = v6_text(text, "");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->engine.has_client_lag);
+	cr_expect_eq(p->engine.client_lag_max_share, 0.02);
+	cr_expect_eq(p->engine.client_lag_max_arm_difference, 0.01);
+	atb_protocol_free(p);
+	t3 = replace(t2, "max_arm_difference: 0.01", "max_arm_difference: 1.5");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "engine.client_lag.max_arm_difference");
+	atb_free(t3);
+	atb_free(t2);
+	atb_free(text);
+}
+
 /* ---- versions ---------------------------------------------------------- */
 
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
@@ -428,7 +495,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
 	/* the next version after the current one (5), one value changed */
 	text = slurp(V5);
-	t2 = replace(text, "\nversion: 5", "\nversion: 6");
+	t2 = v6_text(text, "");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
