@@ -10,9 +10,9 @@
 
 #include "atb/cuda_compare.h"
 #include "cuda_int.h"
-#include "banned.h"
-
+/* the kernel as PTX text (scripts/gen-cuda-ptx), before banned.h as every header */
 #include "compare_ptx.inc"
+#include "banned.h"
 
 static const char *const entry[] = {
 	[ATB_DTYPE_FP32] = "atb_dcmp_fp32", [ATB_DTYPE_FP64] = "atb_dcmp_fp64",
