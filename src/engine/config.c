@@ -226,7 +226,7 @@ enum atb_status atb_engine_config_check(const struct atb_engine_task *t,
 				snprintf(norm, sizeof(norm), "%s", f->values[j]);
 				break;
 			}
-		memcpy(s->value, norm, sizeof(norm));
+		snprintf(s->value, sizeof(s->value), "%s", norm);
 	}
 	sort_config(t->spec, c);
 	return ATB_OK;
