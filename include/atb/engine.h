@@ -254,6 +254,30 @@ enum atb_status atb_engine_proposals(const struct atb_engine_task *t, int64_t se
 struct atb_engine_proc;
 
 /*
+ * Check a proposal c against task t's search space, the check every
+ * configuration of atb run passes before it is measured (the random
+ * proposer's draws and a model's replies alike): each setting names a flag
+ * of the spec that is among the task's search flags, no flag twice, and
+ * its value lies inside the flag's type and domain (atb_engine_config_parse's
+ * rule).  Values are normalized in place (bools "true"/"false", a number
+ * of a value list in its listed spelling: 2 and 2.0 are one configuration)
+ * and sorted into spec order.  ATB_ERR_USAGE naming the flag and value.
+ */
+enum atb_status atb_engine_config_check(const struct atb_engine_task *t,
+					struct atb_engine_config *c, struct atb_error *err);
+
+/*
+ * A configuration from a JSON object {"FLAG": VALUE, ...} (VALUE a string,
+ * an integer, a number or a boolean; null or an absent flag: the engine's
+ * default), then atb_engine_config_check.  ATB_ERR_USAGE naming the flag
+ * and value (an unknown flag, a flag outside the search, a wrong type, a
+ * value outside the domain); out is then unspecified.
+ */
+enum atb_status atb_engine_config_from_json(const struct atb_engine_task *t,
+					    const struct json_t *obj,
+					    struct atb_engine_config *out, struct atb_error *err);
+
+/*
  * Spawn the engine for config in its own process group on a free loopback
  * port (found by binding port 0; an engine that then reports the port
  * taken is a start failure saying so), stdout and stderr in

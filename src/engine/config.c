@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * Engine configurations: parsing "name=value,..." against a spec, their
- * canonical JSON, rendering the command line (docs/engine-spec.md, "How a
+ * canonical JSON, checking a proposal against a task's search space (and
+ * reading one from JSON), rendering the command line (docs/engine-spec.md, "How a
  * value renders"), and the seeded random proposals of a flag search.
  *
  * Does not: start engines (proc.c) or measure them (ab.c).
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include <gsl/gsl_rng.h>
+#include <jansson.h>
 
 #include "atb/alloc.h"
 #include "engine_int.h"
@@ -174,6 +176,117 @@ enum atb_status atb_engine_config_json(const struct atb_engine_config *c, char *
 	st = atbi_json_canonical(o, out, err);
 	json_decref(o);
 	return st;
+}
+
+/* ---- checking a proposal ---- */
+
+static int searched(const struct atb_engine_task *t, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < t->nsearch; i++)
+		if (!strcmp(t->search[i], name))
+			return 1;
+	return 0;
+}
+
+enum atb_status atb_engine_config_check(const struct atb_engine_task *t,
+					struct atb_engine_config *c, struct atb_error *err)
+{
+	size_t i, j;
+
+	if (c->n > ATB_ENGINE_MAX_FLAGS)
+		return atb_error_set(err, ATB_ERR_USAGE, "too many settings");
+	for (i = 0; i < c->n; i++) {
+		struct atb_engine_setting *s = &c->set[i];
+		const struct atb_engine_flag *f = atb_engine_spec_flag(t->spec, s->name);
+		char norm[ATB_ENGINE_VALUE_MAX];
+		enum atb_status st;
+
+		if (!f)
+			return atb_error_set(err, ATB_ERR_USAGE, "engine '%s' has no flag '%s'",
+					     t->spec->name, s->name);
+		/* the harness runs only the search the task declares (docs/engine-spec.md) */
+		if (!searched(t, s->name))
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "flag '%s' is not among the search flags of task '%s'",
+					     s->name, t->name);
+		for (j = 0; j < i; j++)
+			if (!strcmp(c->set[j].name, s->name))
+				return atb_error_set(err, ATB_ERR_USAGE, "flag '%s' given twice",
+						     s->name);
+		if ((st = check_value(f, s->value, norm, err)))
+			return st;
+		/* a listed number in its listed spelling: 2 and 2.0 are one configuration */
+		for (j = 0; f->type != ATB_ENGINE_BOOL && j < f->nvalues; j++)
+			if (!strcmp(f->values[j], norm) ||
+			    (f->type == ATB_ENGINE_FLOAT && strtod(f->values[j], NULL) == strtod(norm, NULL)) ||
+			    (f->type == ATB_ENGINE_INT &&
+			     strtoll(f->values[j], NULL, 10) == strtoll(norm, NULL, 10))) {
+				snprintf(norm, sizeof(norm), "%s", f->values[j]);
+				break;
+			}
+		snprintf(s->value, sizeof(s->value), "%s", norm);
+	}
+	sort_config(t->spec, c);
+	return ATB_OK;
+}
+
+/* The shortest decimal text that reads back as d. */
+static void real_text(double d, char *out, size_t size)
+{
+	int prec;
+
+	for (prec = 1; prec < 17; prec++) {
+		snprintf(out, size, "%.*g", prec, d);
+		if (strtod(out, NULL) == d)
+			return;
+	}
+	snprintf(out, size, "%.17g", d);
+}
+
+enum atb_status atb_engine_config_from_json(const struct atb_engine_task *t,
+					    const struct json_t *obj,
+					    struct atb_engine_config *out, struct atb_error *err)
+{
+	const char *name;
+	json_t *v;
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(obj))
+		return atb_error_set(err, ATB_ERR_USAGE, "a configuration is a JSON object");
+	json_object_foreach((json_t *)obj, name, v) {
+		struct atb_engine_setting *s;
+
+		if (json_is_null(v))
+			continue;   /* left at the engine's default, as an absent flag */
+		if (strlen(name) >= ATB_ENGINE_NAME_MAX || !atb_engine_spec_flag(t->spec, name))
+			return atb_error_set(err, ATB_ERR_USAGE, "engine '%s' has no flag '%.64s'",
+					     t->spec->name, name);
+		if (out->n >= ATB_ENGINE_MAX_FLAGS)
+			return atb_error_set(err, ATB_ERR_USAGE, "too many settings");
+		s = &out->set[out->n];
+		snprintf(s->name, sizeof(s->name), "%s", name);
+		if (json_is_string(v)) {
+			if (strlen(json_string_value(v)) >= ATB_ENGINE_VALUE_MAX)
+				return atb_error_set(err, ATB_ERR_USAGE,
+						     "value of flag '%s' is too long", name);
+			snprintf(s->value, sizeof(s->value), "%s", json_string_value(v));
+		} else if (json_is_integer(v)) {
+			snprintf(s->value, sizeof(s->value), "%" JSON_INTEGER_FORMAT,
+				 json_integer_value(v));
+		} else if (json_is_real(v)) {
+			real_text(json_real_value(v), s->value, sizeof(s->value));
+		} else if (json_is_boolean(v)) {
+			snprintf(s->value, sizeof(s->value), "%s", json_is_true(v) ? "true" : "false");
+		} else {
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "flag '%s': a value is a string, a number or a boolean,"
+					     " not an %s", name, json_is_array(v) ? "array" : "object");
+		}
+		out->n++;
+	}
+	return atb_engine_config_check(t, out, err);
 }
 
 /* ---- rendering ---- */

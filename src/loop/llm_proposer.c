@@ -14,8 +14,15 @@
  * manifest is rewritten), and its reply goes through atb_llm_reply_parse
  * and atb_llm_reply_write, the only way a model's text reaches a file.
  *
+ * The engine proposer (llm on an engine task) asks for a launch
+ * configuration: JSON {"config": {FLAG: VALUE}} under a JSON schema built
+ * from the task's search flags, read back with atb_engine_config_from_json,
+ * the check every configuration of a flag search passes; a reply outside
+ * the space is a failed attempt, never started.
+ *
  * Does not: measure or judge (loop.c hands every candidate to
- * atb_measure_candidate, the same gates as atb measure).
+ * atb_measure_candidate or atb_engine_ab, the same gates as atb measure
+ * and atb engine ab).
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -27,6 +34,7 @@
 #include <jansson.h>
 
 #include "atb/alloc.h"
+#include "atb/engine.h"
 #include "atb/llm.h"
 #include "loop/llm_proposer.h"
 #include "banned.h"
@@ -631,4 +639,272 @@ enum atb_status atbi_candidate_hashes(const struct atb_task *task, const char *d
 	}
 	*out = o;
 	return ATB_OK;
+}
+
+/* ---- the engine proposer ---- */
+
+/* One search flag's line of the prompt: its type, domain and the engine's default. */
+static void flag_line(struct sbuf *b, const struct atb_engine_flag *f)
+{
+	static const char *const type[] = {"bool", "int", "float", "enum", "string"};
+	size_t j;
+
+	put(b, "  %s: %s", f->name, type[f->type]);
+	if (f->type == ATB_ENGINE_BOOL) {
+		put(b, ", true or false");
+	} else if (f->nvalues) {
+		put(b, ", one of");
+		for (j = 0; j < f->nvalues; j++)
+			put(b, "%s %s", j ? "," : "", f->values[j]);
+	} else if (f->has_range) {
+		put(b, ", %.17g to %.17g%s", f->min, f->max, f->log ? " (log scale)" : "");
+	} else {
+		put(b, ", any text");
+	}
+	put(b, "; default %s\n", f->default_text ? f->default_text : "the engine's own (unknown)");
+}
+
+/* A number of a value list as JSON: the list's text read as the flag's type. */
+static json_t *listed(const struct atb_engine_flag *f, const char *v)
+{
+	if (f->type == ATB_ENGINE_INT)
+		return json_integer(strtoll(v, NULL, 10));
+	if (f->type == ATB_ENGINE_FLOAT)
+		return json_real(strtod(v, NULL));
+	return json_string(v);
+}
+
+/* The reply's schema: {"config": {FLAG: its type and domain, ...}}, every flag optional. */
+static enum atb_status engine_schema(const struct atb_engine_task *t, char **out,
+				     struct atb_error *err)
+{
+	json_t *props = json_object(), *rf = NULL;
+	size_t i, j;
+	int bad = !props;
+
+	*out = NULL;
+	for (i = 0; !bad && i < t->nsearch; i++) {
+		const struct atb_engine_flag *f = atb_engine_spec_flag(t->spec, t->search[i]);
+		json_t *s;
+
+		if (f->type == ATB_ENGINE_BOOL) {
+			s = json_pack("{s:s}", "type", "boolean");
+		} else if (f->nvalues) {
+			json_t *e = json_array();
+
+			for (j = 0; e && j < f->nvalues; j++)
+				if (json_array_append_new(e, listed(f, f->values[j])))
+					bad = 1;
+			s = e ? json_pack("{s:o}", "enum", e) : NULL;
+		} else if (f->has_range) {
+			s = f->type == ATB_ENGINE_INT
+				? json_pack("{s:s, s:I, s:I}", "type", "integer", "minimum",
+					    (json_int_t)f->min, "maximum", (json_int_t)f->max)
+				: json_pack("{s:s, s:f, s:f}", "type", "number", "minimum", f->min,
+					    "maximum", f->max);
+		} else if (f->type == ATB_ENGINE_STRING) {
+			s = json_pack("{s:s, s:i}", "type", "string", "maxLength",
+				      ATB_ENGINE_VALUE_MAX - 1);
+		} else {
+			s = json_pack("{s:s}", "type", f->type == ATB_ENGINE_INT ? "integer" : "number");
+		}
+		if (!s || json_object_set_new(props, f->name, s))
+			bad = 1;
+	}
+	if (!bad)
+		rf = json_pack("{s:s, s:{s:s, s:{s:s, s:{s:{s:s, s:O, s:b}}, s:[s], s:b}}}",
+			       "type", "json_schema", "json_schema", "name", "engine_config",
+			       "schema", "type", "object", "properties", "config", "type", "object",
+			       "properties", props, "additionalProperties", 0, "required", "config",
+			       "additionalProperties", 0);
+	json_decref(props);
+	if (!rf)
+		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the reply schema: out of memory");
+	{
+		enum atb_status st = atbi_json_canonical(rf, out, err);
+
+		json_decref(rf);
+		return st;
+	}
+}
+
+/* The history lines of run before iteration k: configuration and verdict. */
+static enum atb_status engine_history(struct atb_store *s, const char *run, int64_t k,
+				      struct sbuf *b, struct atb_error *err)
+{
+	struct atb_iteration_row *rows = NULL;
+	size_t n = 0, i;
+	enum atb_status st = atb_store_list_iterations(s, run, &rows, &n, err);
+
+	if (st)
+		return st;
+	for (i = 0; i < n && rows[i].k < k; i++) {
+		const struct atb_iteration_row *r = &rows[i];
+
+		put(b, "  %" PRId64 ": %s -> %s", r->k, r->knobs_json, r->outcome);
+		if (r->speedup > 0)
+			put(b, ", requests/s %.4fx [%.4f, %.4f] vs the default", r->speedup,
+			    r->ci_low, r->ci_high);
+		if (r->reason && r->reason[0])
+			put(b, " (%.300s)", r->reason);
+		put(b, "\n");
+	}
+	if (!i)
+		put(b, "  (none yet)\n");
+	atb_store_iterations_free(rows, n);
+	return ATB_OK;
+}
+
+static enum atb_status engine_prompt(const struct atbi_llm_proposer *pp, int64_t k,
+				     char **system, char **prompt, struct atb_error *err)
+{
+	static const char tname[] = "llm-engine-1";
+	const struct atb_engine_task *t = pp->etask;
+	struct sbuf sy = {0}, pr = {0}, flags = {0}, args = {0}, hist = {0};
+	char path[4096], digest[65], *text = NULL, *user;
+	size_t len = 0, i;
+	enum atb_status st;
+
+	*system = *prompt = NULL;
+	snprintf(path, sizeof(path), "%s/tasks/prompts/%s.txt", pp->home, tname);
+	st = atbi_read_file(path, &text, &len, err);
+	if (st)
+		return st;
+	user = strstr(text, "%%user%%\n");
+	if (!user) {
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s' has no %%%%user%%%% line",
+				     path);
+	}
+	/* PROTO: loop -- the template's digest goes with every call (the system message's first line) */
+	if (atbi_sha256_hex(text, len, digest)) {
+		atb_free(text);
+		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the prompt template");
+	}
+	*user = '\0';
+	user += strlen("%%user%%\n");
+	for (i = 0; i < t->nsearch; i++)
+		flag_line(&flags, atb_engine_spec_flag(t->spec, t->search[i]));
+	for (i = 0; i < t->nextra_args; i++)
+		put(&args, "%s%s", i ? " " : "", t->extra_args[i]);
+	if (!t->nextra_args)
+		put(&args, "(none)");
+	/* the iterations before k: on a replay the recorded run has later ones too */
+	st = engine_history(pp->store, pp->history_run ? pp->history_run : pp->run_id, k, &hist,
+			    err);
+	if (!st && (flags.bad || args.bad || hist.bad))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the prompt: out of memory");
+	if (!st) {
+		/* the model as the task names it (a template such as {env:NAME}): the same
+		   bytes on every box, so a replay elsewhere asks the recorded request */
+		const struct var v[] = {
+			{"engine", t->spec->name}, {"task", t->name},
+			{"description", t->description ? t->description : ""},
+			{"model", t->model}, {"extra_args", args.p},
+			{"workload", t->workload_json}, {"flags", flags.p}, {"history", hist.p},
+		};
+
+		put(&sy, "atb prompt template %s sha256:%s\n", tname, digest);
+		st = render(tname, text, v, sizeof(v) / sizeof(v[0]), &sy, err);
+		if (!st)
+			st = render(tname, user, v, sizeof(v) / sizeof(v[0]), &pr, err);
+	}
+	if (!st && (sy.bad || pr.bad))
+		st = atb_error_set(err, ATB_ERR_NOMEM, "cannot build the prompt: out of memory");
+	if (st) {
+		atb_free(sy.p);
+		atb_free(pr.p);
+	} else {
+		*system = sy.p;
+		*prompt = pr.p;
+	}
+	atb_free(text);
+	atb_free(flags.p);
+	atb_free(args.p);
+	atb_free(hist.p);
+	return st;
+}
+
+/* The reply's configuration into out; 0, or why not in why. */
+static int read_config(const struct atb_engine_task *t, const char *content,
+		       struct atb_engine_config *out, char *why, size_t why_size)
+{
+	json_t *o, *c;
+	json_error_t je;
+	struct atb_error e;
+	int rc = 0;
+
+	atb_alloc_install_json();
+	o = json_loads(content, JSON_REJECT_DUPLICATES, &je);
+	c = json_object_get(o, "config");
+	if (!o) {
+		snprintf(why, why_size, "the reply is not JSON: %s", je.text);
+		return -1;
+	}
+	if (!json_is_object(c) || json_object_size(o) != 1) {
+		snprintf(why, why_size, "the reply is not {\"config\": {...}}");
+		json_decref(o);
+		return -1;
+	}
+	atb_error_clear(&e);
+	/* the same check as every configuration the harness runs (atb_engine_config_check) */
+	if (atb_engine_config_from_json(t, c, out, &e)) {
+		snprintf(why, why_size, "%s", e.msg);
+		memset(out, 0, sizeof(*out));
+		rc = -1;
+	}
+	json_decref(o);
+	return rc;
+}
+
+enum atb_status atbi_llm_propose_engine(const struct atbi_llm_proposer *pp, int64_t k,
+					struct atb_engine_config *out, int *got, char *why,
+					size_t why_size, struct atb_error *err)
+{
+	struct atb_llm_request rq;
+	char *system = NULL, *prompt = NULL, *schema = NULL;
+	enum atb_status st;
+	int attempt;
+
+	*got = 0;
+	why[0] = '\0';
+	memset(out, 0, sizeof(*out));
+	st = engine_prompt(pp, k, &system, &prompt, err);
+	if (!st)
+		st = engine_schema(pp->etask, &schema, err);
+	if (st) {
+		atb_free(system);
+		atb_free(prompt);
+		return st;
+	}
+	memset(&rq, 0, sizeof(rq));
+	rq.system = system;
+	rq.prompt = prompt;
+	rq.expect = ATB_LLM_EXPECT_JSON;
+	rq.response_format = schema;
+	rq.temperature = 0;
+	/* PROTO: llm.max_calls_per_iteration */
+	for (attempt = 0; !st && attempt < pp->protocol->llm.max_calls_per_iteration; attempt++) {
+		struct atb_llm_result r;
+
+		/* a seed per attempt: a server that honours it gives another draw, the same one on replay */
+		rq.has_seed = 1;
+		rq.seed = pp->seed * 1000003 + k * 1009 + attempt;
+		st = atb_llm_call(pp->client, &rq, &r, err);
+		if (st == ATB_ERR_LLM) {
+			snprintf(why, why_size, "model call failed: %s", r.error);
+			st = ATB_OK;
+		} else if (!st && r.outcome != ATB_LLM_OK) {
+			snprintf(why, why_size, "the model's reply was %s", atb_llm_outcome_name(r.outcome));
+		} else if (!st && !read_config(pp->etask, r.content, out, why, why_size)) {
+			*got = 1;
+			atb_llm_result_release(&r);
+			break;
+		}
+		atb_llm_result_release(&r);
+	}
+	atb_free(system);
+	atb_free(prompt);
+	atb_free(schema);
+	return st;
 }

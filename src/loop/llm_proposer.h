@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * The loop's LLM proposers (llm_proposer.c), for loop.c: a kernel task's
- * knobs ("llm"), or the source of a task's surface files ("llm-code": the
+ * knobs or an engine task's launch configuration ("llm"), or the source of a task's surface files ("llm-code": the
  * kernel's files of a cpu or cuda task, model_new.py of a torch task).
  */
 #ifndef ATB_LOOP_LLM_PROPOSER_H
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atb/engine.h"
 #include "atb/llm.h"
 #include "atb/protocol.h"
 #include "atb/store.h"
@@ -19,7 +20,8 @@
 struct atbi_llm_proposer {
 	struct atb_store *store;
 	const struct atb_protocol *protocol;
-	const struct atb_task *task;
+	const struct atb_task *task;     /* a kernel or torch task; NULL for an engine task */
+	const struct atb_engine_task *etask; /* an engine task (atbi_llm_propose_engine) */
 	struct atb_llm_client *client; /* the run's: records under the run's id, or replays */
 	const char *run_id;
 	/*
@@ -64,6 +66,23 @@ ATBI_FUNC enum atb_status atbi_llm_propose_code(const struct atbi_llm_proposer *
 						const char *cand_dir, const char *prev_dir,
 						int *got, char *why, size_t why_size,
 						struct atb_error *err);
+
+/*
+ * Iteration k's engine configuration from the model: up to
+ * llm.max_calls_per_iteration recorded calls, each prompt the template
+ * home/tasks/prompts/llm-engine-1.txt (its SHA-256 the system message's
+ * first line) holding the engine, the model, the extra arguments, the
+ * workload, every search flag with its type, domain and default, and the
+ * run's history with every verdict; the request carries a JSON schema of
+ * {"config": {...}} over the search flags.  *got 1 with out filled when a
+ * reply passed atb_engine_config_from_json; 0 with why (the last
+ * refusal: an unknown flag, a flag outside the search, a wrong type, a
+ * value outside the domain) when none did.  Errors as
+ * atbi_llm_propose_knobs; ATB_ERR_IO, ATB_ERR_NOT_FOUND (no template).
+ */
+ATBI_FUNC enum atb_status atbi_llm_propose_engine(const struct atbi_llm_proposer *pp, int64_t k,
+						  struct atb_engine_config *out, int *got,
+						  char *why, size_t why_size, struct atb_error *err);
 
 /*
  * The surface files present in dir as a canonical JSON object

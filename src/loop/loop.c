@@ -414,9 +414,20 @@ static enum atb_status iter_dir(struct loop *L, int64_t k, char *dir, size_t siz
 	return st;
 }
 
+static int is_code(const struct loop *L)
+{
+	return !strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM_CODE);
+}
+
+static const char *home_of(const struct loop *L)
+{
+	return L->o->home ? L->o->home : atb_home();
+}
+
 /*
- * An engine task's iteration: the paired A/B of proposal k against the
- * engine's default configuration (atb_engine_ab stores the result or the
+ * An engine task's iteration: the paired A/B of proposal k (drawn, or for
+ * the llm proposer asked of the model now) against the engine's default
+ * configuration (atb_engine_ab stores the result or the
  * rejection; a configuration the engine refuses is an unusable iteration
  * with the engine's message and stays in the space).
  */
@@ -428,6 +439,32 @@ static enum atb_status engine_iteration(struct loop *L, int64_t k, int64_t t0,
 	char dir[PATH_MAX], label[96], *cj = NULL;
 	enum atb_status st;
 
+	if (!strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM) && k >= 1) {
+		struct atbi_llm_proposer pp = {
+			.store = L->store, .protocol = L->proto, .etask = L->etask,
+			.client = L->client, .run_id = L->run.id, .history_run = L->replay_of,
+			.home = home_of(L), .seed = L->run.seed,
+		};
+		int got = 0;
+
+		memset(&out, 0, sizeof(out));
+		st = atbi_llm_propose_engine(&pp, k, &L->eprops[k], &got, out.reason,
+					     sizeof(out.reason), err);
+		if (st)
+			return st;   /* an infrastructure defect ends the run here, unrecorded */
+		if (!got) {
+			/* no configuration inside the search space: unusable, never started */
+			out.verdict = ATB_MEASURE_REJECTED;
+			snprintf(out.gate, sizeof(out.gate), "proposal");
+			out.status = ATB_ERR_LLM;
+			cj = atb_strdup("{}");
+			if (!cj)
+				return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+			st = record(L, k, &out, cj, t0, err);
+			atb_free(cj);
+			return st;
+		}
+	}
 	st = iter_dir(L, k, dir, sizeof(dir), err);
 	if (st)
 		return st;
@@ -450,16 +487,6 @@ static enum atb_status engine_iteration(struct loop *L, int64_t k, int64_t t0,
 		st = record(L, k, &out, cj, t0, err);
 	atb_free(cj);
 	return st;
-}
-
-static int is_code(const struct loop *L)
-{
-	return !strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM_CODE);
-}
-
-static const char *home_of(const struct loop *L)
-{
-	return L->o->home ? L->o->home : atb_home();
 }
 
 /* The measurement options every kernel iteration shares. */
@@ -843,12 +870,22 @@ static void loop_release(struct loop *L)
 static enum atb_status alloc_proposals(struct loop *L, struct atb_error *err)
 {
 	if (L->etask) {
+		enum atb_status st;
+		int64_t k;
+
 		L->eprops = atb_calloc((size_t)L->run.iterations, sizeof(*L->eprops));
 		if (!L->eprops)
 			return atb_error_set(err, ATB_ERR_NOMEM, "cannot plan %" PRId64
 					     " iterations: out of memory", L->run.iterations);
-		return atb_engine_proposals(L->etask, L->run.seed, (size_t)L->run.iterations,
-					    L->eprops, err);
+		/* llm: iteration 0 the default (all zero), the others asked for as the run goes */
+		if (!strcmp(L->run.proposer, ATB_LOOP_PROPOSER_LLM))
+			return ATB_OK;
+		st = atb_engine_proposals(L->etask, L->run.seed, (size_t)L->run.iterations,
+					  L->eprops, err);
+		/* every configuration run passes the check a model's reply passes */
+		for (k = 0; !st && k < L->run.iterations; k++)
+			st = atb_engine_config_check(L->etask, &L->eprops[k], err);
+		return st;
 	}
 	L->props = atb_calloc((size_t)L->run.iterations, sizeof(*L->props));
 	if (!L->props)
@@ -966,10 +1003,10 @@ static enum atb_status check_plan(struct loop *L, const char *home, const char *
 				     "%" PRId64 " paired seeds is below the protocol's "
 				     "stats.min_paired_seeds (%d)",
 				     o->paired_seeds, L->proto->stats.min_paired_seeds);
-	if (model && L->etask)
-		return atb_error_set(err, ATB_ERR_USAGE, "proposer %s does not propose engine"
-				     " configurations yet (task '%s'); use random", proposer,
-				     L->etask->name);
+	if (L->etask && !strcmp(proposer, ATB_LOOP_PROPOSER_LLM_CODE))
+		return atb_error_set(err, ATB_ERR_USAGE, "proposer llm-code writes code, and engine"
+				     " task '%s' has none: its proposals are launch configurations"
+				     " (--proposer llm)", L->etask->name);
 	if (o->naive > 0 && (L->etask || !L->task->has_naive))
 		return atb_error_set(err, ATB_ERR_USAGE, "task '%s' has no naive baseline",
 				     L->etask ? L->etask->name : L->task->name);

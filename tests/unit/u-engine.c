@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "atb/alloc.h"
 #include "atb/engine.h"
@@ -269,6 +270,73 @@ Test(engine, test_engine__proposals_are_seeded_and_in_domain)
 		/* Every draw parses back: it is inside the spec's domains. */
 		cr_assert_eq(atb_engine_config_parse(t->spec, text, &back, &err), ATB_OK, "%s: %s",
 			     text, err.msg);
+	}
+	atb_engine_task_free(t);
+}
+
+/* A proposal from JSON text against the double's search task: the status, the message in err. */
+static enum atb_status from_json(const struct atb_engine_task *t, const char *text,
+				 struct atb_engine_config *c, struct atb_error *err)
+{
+	json_t *o = json_loads(text, 0, NULL);
+	enum atb_status st;
+
+	cr_assert(o, "%s", text);
+	atb_error_clear(err);
+	st = atb_engine_config_from_json(t, o, c, err);
+	json_decref(o);
+	return st;
+}
+
+Test(engine, test_engine__a_json_proposal_is_checked_against_the_search_space)
+{
+	struct atb_engine_task *t = task_ok(ATB_SOURCE_DIR "/tests/fixtures/engine/search.yaml");
+	struct atb_engine_config c, a[20];
+	struct atb_error err;
+	char *j = NULL;
+	size_t k;
+
+	/* inside: a listed number in its listed spelling, a bool, null left out, spec order */
+	cr_assert_eq(from_json(t, "{\"truncate\": 3, \"bad_flag\": false, \"speedup\": 2}", &c,
+			       &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_engine_config_json(&c, &j, &err), ATB_OK);
+	cr_assert_str_eq(j, "{\"bad_flag\":\"false\",\"speedup\":\"2.0\",\"truncate\":\"3\"}");
+	cr_assert_str_eq(c.set[0].name, "speedup", "spec order");
+	atb_free(j);
+	cr_assert_eq(from_json(t, "{\"speedup\": \"1.5\", \"truncate\": null}", &c, &err), ATB_OK);
+	cr_assert_eq(c.n, 1);
+	cr_assert_eq(from_json(t, "{}", &c, &err), ATB_OK);
+	cr_assert_eq(c.n, 0, "{} is the engine's default");
+
+	/* outside: each refused naming the flag and value */
+	cr_assert_eq(from_json(t, "{\"truncate\": 9}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "flag 'truncate': 9 is outside its domain [0, 4]"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"speedup\": 3.0}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "'3' is not one of its 3 values"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"nope\": true}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "engine 'double' has no flag 'nope'"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"pad\": 1}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "flag 'pad' is not among the search flags of task"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"bad_flag\": \"maybe\"}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "flag 'bad_flag' is a bool: 'maybe'"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"truncate\": 2.5}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "flag 'truncate' is an int: '2.5' is not one"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "{\"truncate\": [1]}", &c, &err), ATB_ERR_USAGE);
+	cr_assert(strstr(err.msg, "not an array"), "%s", err.msg);
+	cr_assert_eq(from_json(t, "[1]", &c, &err), ATB_ERR_USAGE);
+
+	/* every random draw passes the same check unchanged */
+	cr_assert_eq(atb_engine_proposals(t, 6, 20, a, &err), ATB_OK);
+	for (k = 0; k < 20; k++) {
+		char *before = NULL, *after = NULL;
+
+		c = a[k];
+		cr_assert_eq(atb_engine_config_check(t, &c, &err), ATB_OK, "%s", err.msg);
+		cr_assert_eq(atb_engine_config_json(&a[k], &before, &err), ATB_OK);
+		cr_assert_eq(atb_engine_config_json(&c, &after, &err), ATB_OK);
+		cr_assert_str_eq(before, after);
+		atb_free(before);
+		atb_free(after);
 	}
 	atb_engine_task_free(t);
 }
