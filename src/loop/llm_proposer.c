@@ -205,6 +205,52 @@ static int read_knobs(const struct atb_task *task, const char *content,
 	return 0;
 }
 
+/* A reply's reader: 0 when content gave the proposal (into out), else why not. */
+typedef int reply_reader(const struct atbi_llm_proposer *pp, const char *content, void *out,
+			 char *why, size_t why_size);
+
+/*
+ * Ask for a JSON proposal up to llm.max_calls_per_iteration times (PROTO),
+ * each attempt with its own seed (a server that honours it draws again, the
+ * same way on replay), until read() takes a reply.  *got 1 then; else why
+ * holds the last attempt's reason.  A failed call is a reason, not an error.
+ */
+static enum atb_status ask_json(const struct atbi_llm_proposer *pp, int64_t k,
+				struct atb_llm_request *rq, reply_reader *read, void *out, int *got,
+				char *why, size_t why_size, struct atb_error *err)
+{
+	enum atb_status st = ATB_OK;
+	int attempt;
+
+	rq->expect = ATB_LLM_EXPECT_JSON;
+	rq->temperature = 0;
+	for (attempt = 0; !st && attempt < pp->protocol->llm.max_calls_per_iteration; attempt++) {
+		struct atb_llm_result r;
+
+		rq->has_seed = 1;
+		rq->seed = pp->seed * 1000003 + k * 1009 + attempt;
+		st = atb_llm_call(pp->client, rq, &r, err);
+		if (st == ATB_ERR_LLM) {
+			snprintf(why, why_size, "model call failed: %s", r.error);
+			st = ATB_OK;
+		} else if (!st && r.outcome != ATB_LLM_OK) {
+			snprintf(why, why_size, "the model's reply was %s", atb_llm_outcome_name(r.outcome));
+		} else if (!st && !read(pp, r.content, out, why, why_size)) {
+			*got = 1;
+			atb_llm_result_release(&r);
+			break;
+		}
+		atb_llm_result_release(&r);
+	}
+	return st;
+}
+
+static int knobs_reader(const struct atbi_llm_proposer *pp, const char *content, void *out,
+			char *why, size_t why_size)
+{
+	return read_knobs(pp->task, content, out, why, why_size);
+}
+
 enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64_t k,
 				       struct atb_knob_assignment *out, int *got, char *why,
 				       size_t why_size, struct atb_error *err)
@@ -212,7 +258,6 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 	struct atb_llm_request rq;
 	char *system = NULL, *prompt = NULL;
 	enum atb_status st;
-	int attempt;
 
 	*got = 0;
 	why[0] = '\0';
@@ -223,28 +268,7 @@ enum atb_status atbi_llm_propose_knobs(const struct atbi_llm_proposer *pp, int64
 	memset(&rq, 0, sizeof(rq));
 	rq.system = system;
 	rq.prompt = prompt;
-	rq.expect = ATB_LLM_EXPECT_JSON;
-	rq.temperature = 0;
-	/* PROTO: llm.max_calls_per_iteration */
-	for (attempt = 0; !st && attempt < pp->protocol->llm.max_calls_per_iteration; attempt++) {
-		struct atb_llm_result r;
-
-		/* a seed per attempt: a server that honours it gives another draw, the same one on replay */
-		rq.has_seed = 1;
-		rq.seed = pp->seed * 1000003 + k * 1009 + attempt;
-		st = atb_llm_call(pp->client, &rq, &r, err);
-		if (st == ATB_ERR_LLM) {
-			snprintf(why, why_size, "model call failed: %s", r.error);
-			st = ATB_OK;
-		} else if (!st && r.outcome != ATB_LLM_OK) {
-			snprintf(why, why_size, "the model's reply was %s", atb_llm_outcome_name(r.outcome));
-		} else if (!st && !read_knobs(pp->task, r.content, out, why, why_size)) {
-			*got = 1;
-			atb_llm_result_release(&r);
-			break;
-		}
-		atb_llm_result_release(&r);
-	}
+	st = ask_json(pp, k, &rq, knobs_reader, out, got, why, why_size, err);
 	atb_free(system);
 	atb_free(prompt);
 	return st;
@@ -857,6 +881,12 @@ static int read_config(const struct atb_engine_task *t, const char *content,
 	return rc;
 }
 
+static int config_reader(const struct atbi_llm_proposer *pp, const char *content, void *out,
+			 char *why, size_t why_size)
+{
+	return read_config(pp->etask, content, out, why, why_size);
+}
+
 enum atb_status atbi_llm_propose_engine(const struct atbi_llm_proposer *pp, int64_t k,
 					struct atb_engine_config *out, int *got, char *why,
 					size_t why_size, struct atb_error *err)
@@ -864,7 +894,6 @@ enum atb_status atbi_llm_propose_engine(const struct atbi_llm_proposer *pp, int6
 	struct atb_llm_request rq;
 	char *system = NULL, *prompt = NULL, *schema = NULL;
 	enum atb_status st;
-	int attempt;
 
 	*got = 0;
 	why[0] = '\0';
@@ -880,29 +909,8 @@ enum atb_status atbi_llm_propose_engine(const struct atbi_llm_proposer *pp, int6
 	memset(&rq, 0, sizeof(rq));
 	rq.system = system;
 	rq.prompt = prompt;
-	rq.expect = ATB_LLM_EXPECT_JSON;
 	rq.response_format = schema;
-	rq.temperature = 0;
-	/* PROTO: llm.max_calls_per_iteration */
-	for (attempt = 0; !st && attempt < pp->protocol->llm.max_calls_per_iteration; attempt++) {
-		struct atb_llm_result r;
-
-		/* a seed per attempt: a server that honours it gives another draw, the same one on replay */
-		rq.has_seed = 1;
-		rq.seed = pp->seed * 1000003 + k * 1009 + attempt;
-		st = atb_llm_call(pp->client, &rq, &r, err);
-		if (st == ATB_ERR_LLM) {
-			snprintf(why, why_size, "model call failed: %s", r.error);
-			st = ATB_OK;
-		} else if (!st && r.outcome != ATB_LLM_OK) {
-			snprintf(why, why_size, "the model's reply was %s", atb_llm_outcome_name(r.outcome));
-		} else if (!st && !read_config(pp->etask, r.content, out, why, why_size)) {
-			*got = 1;
-			atb_llm_result_release(&r);
-			break;
-		}
-		atb_llm_result_release(&r);
-	}
+	st = ask_json(pp, k, &rq, config_reader, out, got, why, why_size, err);
 	atb_free(system);
 	atb_free(prompt);
 	atb_free(schema);
