@@ -424,6 +424,24 @@ static const char *home_of(const struct loop *L)
 	return L->o->home ? L->o->home : atb_home();
 }
 
+/* A model's iteration that gave no usable proposal (the reason in out):
+   stored unusable, gate "proposal", with no knobs or configuration. */
+static enum atb_status record_unproposed(struct loop *L, int64_t k, struct atb_measure_outcome *out,
+					 int64_t t0, struct atb_error *err)
+{
+	char *empty = atb_strdup("{}");
+	enum atb_status st;
+
+	if (!empty)
+		return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+	out->verdict = ATB_MEASURE_REJECTED;
+	snprintf(out->gate, sizeof(out->gate), "proposal");
+	out->status = ATB_ERR_LLM;
+	st = record(L, k, out, empty, t0, err);
+	atb_free(empty);
+	return st;
+}
+
 /*
  * An engine task's iteration: the paired A/B of proposal k (drawn, or for
  * the llm proposer asked of the model now) against the engine's default
@@ -452,18 +470,8 @@ static enum atb_status engine_iteration(struct loop *L, int64_t k, int64_t t0,
 					     sizeof(out.reason), err);
 		if (st)
 			return st;   /* an infrastructure defect ends the run here, unrecorded */
-		if (!got) {
-			/* no configuration inside the search space: unusable, never started */
-			out.verdict = ATB_MEASURE_REJECTED;
-			snprintf(out.gate, sizeof(out.gate), "proposal");
-			out.status = ATB_ERR_LLM;
-			cj = atb_strdup("{}");
-			if (!cj)
-				return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
-			st = record(L, k, &out, cj, t0, err);
-			atb_free(cj);
-			return st;
-		}
+		if (!got)  /* no configuration inside the search space: never started */
+			return record_unproposed(L, k, &out, t0, err);
 	}
 	st = iter_dir(L, k, dir, sizeof(dir), err);
 	if (st)
@@ -641,18 +649,8 @@ static enum atb_status one_iteration(struct loop *L, int64_t k, struct atb_error
 					    sizeof(out.reason), err);
 		if (st)
 			return st;   /* an infrastructure defect ends the run here, unrecorded */
-		if (!got) {
-			/* no proposal inside the knob space: an unusable iteration, nothing built */
-			out.verdict = ATB_MEASURE_REJECTED;
-			snprintf(out.gate, sizeof(out.gate), "proposal");
-			out.status = ATB_ERR_LLM;
-			knobs_json = atb_strdup("{}");
-			if (!knobs_json)
-				return atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
-			st = record(L, k, &out, knobs_json, t0, err);
-			atb_free(knobs_json);
-			return st;
-		}
+		if (!got)  /* no proposal inside the knob space: nothing built */
+			return record_unproposed(L, k, &out, t0, err);
 	}
 	/* A folder left by an interrupted attempt: the iteration is redone. */
 	st = iter_dir(L, k, dir, sizeof(dir), err);
