@@ -12,7 +12,9 @@
 #   atb calibrate --suite  one KernelBench task, stopped before it ends,
 #                      measured on B (atb suite underneath: 'suite.resume');
 #   atb calibrate TASK TASK  two copies of relu-work, the first on A, the
-#                      second on B ('calibrate.resume').
+#                      second on B ('calibrate.resume'; CPATH names the
+#                      planted cc's folder, so that atb's build sandbox,
+#                      which binds the folders CPATH names, can run it).
 # Each time the resume ends well (exit 0 or 1, never 3: "record the
 # iteration refused"), every task has its row, the resume entry names B
 # with other_box true, the report lists both boxes (and the table says the
@@ -39,6 +41,9 @@ printf '#!/bin/sh\n[ "$1" = --version ] && { echo "cc (atb-test other box) 99.1"
 	"$(command -v cc)" >fakebin/cc
 chmod +x fakebin/cc
 ON_B="$TRASH/fakebin:$PATH"
+# The compiler runs in atb's build sandbox, which binds the folders CPATH
+# names (and /usr, where the real cc is): so the planted cc is found there.
+export CPATH="$TRASH/fakebin${CPATH:+:$CPATH}"
 NOTARGETS="--min-admitted -1 --min-coverage -1 --max-median-dev -1"
 
 # A task of 512 x 512 floats: seconds on a CPU.
@@ -78,7 +83,11 @@ resumed_on_b() {
 		[ "$x" = "$b" ] || { echo "iteration $k's result is on box $x, not B $b"; return 1; }
 		echo "# iteration $k ($(cat outcome)): its result recorded on box B ${b:0:12}, the run's box ${a:0:12}"
 	else
-		echo "# iteration $k: the box refused it ($(cat outcome)): no result on B to record this time"
+		case "$(cat outcome)" in
+		noise | baseline_drift | client_lag | clock)
+			echo "# iteration $k: the box refused it ($(cat outcome)): no result on B to record this time" ;;
+		*) echo "iteration $k: no result, outcome $(cat outcome)"; jq -c ".tasks[$k]" "$rep"; return 1 ;;
+		esac
 	fi
 	"$ATB" --db "$db" db check >/dev/null && "$ATB" --db "$db" audit verify >/dev/null &&
 	echo "$a $b" >boxes
