@@ -29,7 +29,7 @@
 #include "atb/protocol.h"
 #include "atb/status.h"
 
-#define ATB_STORE_SCHEMA_VERSION 3
+#define ATB_STORE_SCHEMA_VERSION 4
 /* The oldest schema this atb opens: read-only as it is, migrated to the
  * current one on the first read-write open. */
 #define ATB_STORE_SCHEMA_OLDEST 2

@@ -1046,8 +1046,10 @@ enum atb_status atb_audit_verify_with(struct atb_store *s, const struct atb_audi
 		}
 		witness_next(&w);
 	}
+	/* Row hashes began at the migration from v2 (a later one, v3 -> v4, is no boundary). */
 	rc = sqlite3_prepare_v2(s->db, "SELECT coalesce(min(seq), 0) FROM audit WHERE kind = '"
-				ATBI_AUDIT_MIGRATED "'", -1, &q, NULL);
+				ATBI_AUDIT_MIGRATED "' AND json_extract(payload, '$.from') < 3", -1,
+				&q, NULL);
 	if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
 		migrated_seq = sqlite3_column_int64(q, 0);
 	sqlite3_finalize(q);

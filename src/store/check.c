@@ -144,12 +144,19 @@ static const struct {
 	 " ': iterations are not numbered 0, 1, ... without gaps' FROM iteration i"
 	 " WHERE i.k >= (SELECT count(*) FROM iteration j WHERE j.run = i.run)"},
 	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
-	 " ': its result is not of its job, protocol and box, or has another speedup'"
+	 " ': its result is not of its job and protocol, or has another speedup'"
 	 " FROM iteration i JOIN run r ON r.id = i.run WHERE i.result IS NOT NULL AND NOT EXISTS"
 	 " (SELECT 1 FROM result x JOIN job j ON j.id = x.job WHERE x.id = i.result"
 	 " AND j.uuid IS i.job_uuid AND x.protocol_digest IS r.protocol_digest"
-	 " AND x.box_fingerprint IS r.box_fingerprint AND x.speedup IS i.speedup"
-	 " AND x.ci_low IS i.ci_low AND x.ci_high IS i.ci_high)"},
+	 " AND x.speedup IS i.speedup AND x.ci_low IS i.ci_low AND x.ci_high IS i.ci_high)"},
+	/* The box: the run's own, or (from schema v4) one a resume allowed. */
+	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
+	 " ': its result is on box ' || substr(x.box_fingerprint, 1, 12) || ', which its run was"
+	 " neither started on nor resumed on with --allow-other-box' FROM iteration i"
+	 " JOIN run r ON r.id = i.run JOIN result x ON x.id = i.result"
+	 " WHERE x.box_fingerprint IS NOT r.box_fingerprint"
+	 " AND ((SELECT user_version FROM pragma_user_version) < 4"
+	 " OR NOT " ATBI_ALLOWED_BOX("i.run", "x.box_fingerprint") ")"},
 	/* PROTO: loop.usable_iteration */
 	{"malformed", "iteration", "SELECT i.k, 'iteration ' || i.k || ' of run ' || i.run ||"
 	 " ': counted usable without an admitted result' FROM iteration i"
@@ -186,9 +193,12 @@ static enum atb_status check_schema(struct atb_store *s, struct findings *f,
 	rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(ref, atbi_store_schema_sql, NULL, NULL, NULL);
-	/* A v2 store opened read-only is checked against v2 (it migrates on a write). */
+	/* A v2 or v3 store opened read-only is checked against its own schema (it
+	   migrates on a write). */
 	if (rc == SQLITE_OK && s->schema >= 3)
 		rc = sqlite3_exec(ref, atbi_store_schema_v3_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && s->schema >= 4)
+		rc = sqlite3_exec(ref, atbi_store_schema_v4_sql, NULL, NULL, NULL);
 	/* The model-call audit's tables (src/llm/record.c) are created on a
 	   store's first model call: with them, the reference has them too, so a
 	   dropped or altered llm trigger is found as the store's own are. */

@@ -555,6 +555,49 @@ const char atbi_store_schema_v3_sql[] =
 	"    LEFT JOIN frozen_protocol p ON p.digest = NEW.protocol_digest;\n"
 	"END;\n";
 
+/*
+ * Schema v4 = v3 plus this (created and migrated as v3 is): an iteration's
+ * result may be on another box than its run's when the run was resumed
+ * there with --allow-other-box, which the resume's audit entry
+ * ('suite.resume' or 'calibrate.resume', written before the task runs)
+ * records as {"run": RUN, "box": FP, "other_box": true}.  v3 refused every
+ * such result, so a suite or calibration resumed on another machine
+ * measured its next task and then could not record it.  The allowance is
+ * the audit chain's, not a table of its own: an entry is hashed and
+ * mirrored, so one added by SQL is found by 'atb audit verify', and an
+ * iteration on a box that no entry of its run names is still refused.
+ * The rules are otherwise v3's, with the box in a clause of its own so
+ * that a refusal says which part failed.
+ */
+const char atbi_store_schema_v4_sql[] =
+	"DROP TRIGGER iteration_insert;\n"
+	"CREATE TRIGGER iteration_insert BEFORE INSERT ON iteration BEGIN\n"
+	"  SELECT CASE\n"
+	"    WHEN r.id IS NULL\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration names no stored run')\n"
+	"    WHEN EXISTS (SELECT 1 FROM iteration WHERE run = NEW.run AND k = NEW.k)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:append_only: an iteration is never replaced')\n"
+	"    WHEN NEW.k >= r.iterations\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration is beyond its run''s planned iterations')\n"
+	"    WHEN NEW.k IS NOT (SELECT count(*) FROM iteration WHERE run = NEW.run)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: iterations are recorded in order, each once')\n"
+	"    WHEN NEW.result IS NOT NULL AND NOT EXISTS (SELECT 1 FROM result x JOIN job j ON j.id = x.job\n"
+	"         WHERE x.id = NEW.result AND j.uuid IS NEW.job_uuid\n"
+	"           AND x.protocol_digest IS r.protocol_digest\n"
+	"           AND x.speedup IS NEW.speedup AND x.ci_low IS NEW.ci_low AND x.ci_high IS NEW.ci_high)\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration''s result is not of its job and its run''s protocol, or has another speedup')\n"
+	"    WHEN NEW.result IS NOT NULL AND NOT EXISTS (SELECT 1 FROM result x WHERE x.id = NEW.result\n"
+	"         AND (x.box_fingerprint IS r.box_fingerprint OR " ATBI_ALLOWED_BOX("NEW.run", "x.box_fingerprint") "))\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: the iteration''s result is on a box its run was neither started on nor resumed on with --allow-other-box')\n"
+	/* PROTO: loop.usable_iteration (an iteration counts as usable only when admitted) */
+	"    WHEN NEW.usable = 1 AND EXISTS (SELECT 1 FROM frozen_protocol p,\n"
+	"         json_each(p.canonical, '$.loop.usable_iteration') u\n"
+	"         WHERE p.digest = r.protocol_digest AND u.value = 'admitted')\n"
+	"         AND NOT EXISTS (SELECT 1 FROM result x WHERE x.id = NEW.result AND x.status = 'admitted')\n"
+	"      THEN RAISE(ABORT, 'atb-rule:malformed: a usable iteration names an admitted result')\n"
+	"  END FROM (SELECT 1) LEFT JOIN run r ON r.id = NEW.run;\n"
+	"END;\n";
+
 const char *const atbi_store_tables[ATB_STORE_NTABLES] = {
 	"frozen_protocol", "box", "job", "sample", "seed_result",
 	"result", "rejection", "review", "audit", "run", "iteration",

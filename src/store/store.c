@@ -273,6 +273,8 @@ static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
 	rc = sqlite3_exec(s->db, atbi_store_schema_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, atbi_store_schema_v3_sql, NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, atbi_store_schema_v4_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK) {
 		snprintf(pragmas, sizeof(pragmas),
 			 "PRAGMA application_id = %d; PRAGMA user_version = %d;",
@@ -291,8 +293,10 @@ static enum atb_status create_schema(struct atb_store *s, struct atb_error *err)
 }
 
 /*
- * v2 -> v3 in one transaction, with an audit entry that marks where row
- * hashes begin: entries before it are "legacy" (not bound to their rows).
+ * v2 or v3 -> v4 in one transaction, with an audit entry that says from
+ * which: v2 -> v3 marks where row hashes begin (entries before it are
+ * "legacy", not bound to their rows); v3 -> v4 lets an iteration's result
+ * be on a box its run was resumed on with --allow-other-box.
  */
 static enum atb_status migrate(struct atb_store *s, struct atb_error *err)
 {
@@ -310,24 +314,26 @@ static enum atb_status migrate(struct atb_store *s, struct atb_error *err)
 	if (rc == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW)
 		have = sqlite3_column_int(q, 0);
 	sqlite3_finalize(q);
-	if (have != 2) {
+	if (have < ATB_STORE_SCHEMA_OLDEST || have >= ATB_STORE_SCHEMA_VERSION) {
 		/* Another process migrated it while we waited for the lock. */
 		atbi_store_rollback(s);
 		s->schema = have;
 		return ATB_OK;
 	}
 	snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d;", ATB_STORE_SCHEMA_VERSION);
-	rc = sqlite3_exec(s->db, atbi_store_schema_v3_sql, NULL, NULL, NULL);
+	rc = have < 3 ? sqlite3_exec(s->db, atbi_store_schema_v3_sql, NULL, NULL, NULL) : SQLITE_OK;
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, atbi_store_schema_v4_sql, NULL, NULL, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, pragma, NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
-		st = atbi_store_sqlerr(s, rc, "migrate the store to schema 3", err);
+		st = atbi_store_sqlerr(s, rc, "migrate the store to schema 4", err);
 		atbi_store_rollback(s);
 		return st;
 	}
 	s->schema = ATB_STORE_SCHEMA_VERSION;
 	atb_alloc_install_json();
-	payload = json_pack("{s:i, s:i}", "from", 2, "to", ATB_STORE_SCHEMA_VERSION);
+	payload = json_pack("{s:i, s:i}", "from", have, "to", ATB_STORE_SCHEMA_VERSION);
 	st = payload ? atbi_audit_append(s, ATBI_AUDIT_MIGRATED, payload, NULL, err)
 		     : atb_error_set(err, ATB_ERR_NOMEM, "cannot migrate the store: out of memory");
 	json_decref(payload);
@@ -336,7 +342,7 @@ static enum atb_status migrate(struct atb_store *s, struct atb_error *err)
 	else
 		atbi_store_rollback(s);
 	if (st)
-		s->schema = 2;
+		s->schema = have;
 	return st;
 }
 

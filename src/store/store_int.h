@@ -41,6 +41,21 @@ struct atb_store {
 
 ATBI_FUNC extern const char atbi_store_schema_sql[];     /* v2 */
 ATBI_FUNC extern const char atbi_store_schema_v3_sql[];  /* run after v2: v3 */
+ATBI_FUNC extern const char atbi_store_schema_v4_sql[];  /* run after v3: v4 */
+
+/*
+ * SQL: "the run named by the expression run was resumed with
+ * --allow-other-box on the box named by box": the audit entry that
+ * 'atb suite --resume' ('suite.resume', src/suite/suite.c) or 'atb
+ * calibrate --resume' ('calibrate.resume', src/calibrate/calibrate.c)
+ * writes before it runs a task there.  Used by the v4 iteration trigger
+ * and by atb_store_check, so both read the same rule.
+ */
+#define ATBI_ALLOWED_BOX(run, box)                                                   \
+	"EXISTS (SELECT 1 FROM audit a WHERE a.kind IN ('suite.resume', 'calibrate.resume')" \
+	" AND json_extract(a.payload, '$.run') IS " run                                 \
+	" AND json_extract(a.payload, '$.box') IS " box                                 \
+	" AND json_extract(a.payload, '$.other_box') IS 1)"
 ATBI_FUNC extern const char *const atbi_store_tables[ATB_STORE_NTABLES];
 
 /* Map a SQLite failure on s->db to a status and message ("atb-rule:" aware). */

@@ -136,6 +136,59 @@ need_torch_cpu() {
 		skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
 }
 
+# sql DB QUERY: QUERY's rows on the store DB as the sqlite3 shell prints
+# them in its default list mode (columns joined by '|', NULL as nothing,
+# one row a line; several statements run in turn), waiting up to 10 s for
+# a writer's lock (the shell's '.timeout 10000'); on a failure, 'Error: ...'
+# on stderr and exit 1.  The sqlite3 shell when it is on PATH, else python3
+# with its sqlite3 module: the GPU machine has no shell ('sqlite3: command
+# not found' failed t4015 there).  have_sql: can sql run here at all?
+sql() {
+	if command -v sqlite3 >/dev/null 2>&1; then
+		sqlite3 -cmd ".timeout 10000" "$1" "$2"
+	else
+		python3 -c "$_SQL_PY" "$1" "$2"
+	fi
+}
+have_sql() {
+	command -v sqlite3 >/dev/null 2>&1 || python3 -c "import sqlite3" 2>/dev/null
+}
+# A real as the shell prints it (%!.15g: 15 significant digits, '.0' on a
+# whole number), a blob as its bytes, autocommit as the shell does.
+_SQL_PY='
+import sqlite3, sys
+
+def cell(v):
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        t = "%.15g" % v
+        m, e, x = t.partition("e")
+        return t if "." in m or not m.lstrip("-").isdigit() else m + ".0" + e + x
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    return str(v)
+
+try:
+    db = sqlite3.connect(sys.argv[1], timeout=10.0, isolation_level=None)
+    stmt = ""
+    for piece in sys.argv[2].split(";"):
+        stmt += piece + ";"
+        if not sqlite3.complete_statement(stmt):
+            continue
+        if stmt.strip(" \t\n;"):
+            for row in db.execute(stmt):
+                print("|".join(cell(v) for v in row))
+        stmt = ""
+    if stmt.strip(" \t\n;"):
+        for row in db.execute(stmt):
+            print("|".join(cell(v) for v in row))
+except sqlite3.Error as e:
+    sys.stdout.flush()
+    print("Error: %s" % e, file=sys.stderr)
+    sys.exit(1)
+'
+
 # expect_grep PATTERN FILE: FILE must contain PATTERN (fixed string).
 expect_grep() {
 	grep -qF -- "$1" "$2" || { echo "missing '$1' in $2:"; cat "$2"; return 1; }

@@ -49,11 +49,11 @@ test_expect "timed_correctness: timed calls that write their result elsewhere" '
 	grep -q "wrong after timed calls on seed" "$TRASH/out"
 '
 test_expect "the GPU floor was measured once and cached with the box" '
-	if command -v sqlite3 >/dev/null; then
-		sqlite3 "$ATB_DB" "SELECT kind, value FROM box_capability" | tee caps.txt &&
+	if have_sql; then
+		sql "$ATB_DB" "SELECT kind, value FROM box_capability" | tee caps.txt &&
 		test "$(grep -c "^gpu0_mem_bw_bytes_per_s|" caps.txt)" = 1
 	else
-		echo "no sqlite3 here: the cache is not inspected"
+		echo "no sqlite3 shell nor python3 here: the cache is not inspected"
 	fi
 '
 test_expect "the honest template with default knobs is admitted" '

@@ -37,11 +37,11 @@ test_expect "correctness: fp32 GEMM on bf16 tiles" '
 	cuda_refused "$TRASH/gemm" "$CHEATS/cuda_gemm/bf16" correctness
 '
 test_expect "no planted cheat reached the results table" '
-	if command -v sqlite3 >/dev/null; then
-		test "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
-		test "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection")" = 5
+	if have_sql; then
+		test "$(sql "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
+		test "$(sql "$ATB_DB" "SELECT count(*) FROM rejection")" = 5
 	else
-		echo "no sqlite3 here: the store is not inspected"
+		echo "no sqlite3 shell nor python3 here: the store is not inspected"
 	fi
 '
 test_done

@@ -66,10 +66,10 @@ for fx in subclass:fallback_to_reference:20 fallback:fallback_to_reference:22 \
 done
 
 test_expect "the refusals are in the store as gate:static, the findings in the audit chain" '
-	n=$(sqlite3 "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
+	n=$(sql "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
 	test "$n" = 20 &&
-	test "$(sqlite3 "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
-	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
+	test "$(sql "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
+	sql "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
 	jq -e ".rule==\"reflection\" and .line==8 and (.file|endswith(\"static_gc/model_new.py\")) and
 		.checker.sandbox != null" gc.detail >/dev/null &&
 	"$ATB" audit show --json >audit.json &&

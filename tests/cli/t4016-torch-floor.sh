@@ -75,7 +75,7 @@ test_expect "a result kept across calls is refused at physical_floor; the refere
 			.candidate_median_ns < 0.9 * .floor_ns and .baseline_median_ns > 2 * .floor_ns and
 			(.reason|test(\"the reference.s outputs are 100663296 bytes\"))" cache.json >/dev/null ||
 		{ cat cache.json; exit 1; }
-		sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '"'"'gate:physical_floor'"'"'" |
+		sql "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '"'"'gate:physical_floor'"'"'" |
 			jq -e ".bytes > 0 and .floor_ns > 0" >/dev/null
 	else
 		echo "# this box caches the whole output ($(jq .floor_allowance_bytes cache.json) bytes): no floor"

@@ -17,7 +17,7 @@ test_expect "db --help documents every subcommand" '
 
 test_expect "db init creates the store with the frozen protocols" '
 	expect_exit 0 "$ATB" --db s.db db init &&
-	expect_grep "schema 3" "$TRASH/out" &&
+	expect_grep "schema 4" "$TRASH/out" &&
 	expect_grep "$nfrozen frozen protocols ($nfrozen new), current v$cur" "$TRASH/out" &&
 	test -f s.db && test -f s.db.audit.jsonl
 '
@@ -29,13 +29,13 @@ test_expect "db init again adds nothing" '
 
 test_expect "application_id and user_version are set" '
 	test "$(sqlite3 s.db "PRAGMA application_id")" = 1635017265 &&
-	test "$(sqlite3 s.db "PRAGMA user_version")" = 3 &&
+	test "$(sqlite3 s.db "PRAGMA user_version")" = 4 &&
 	test "$(sqlite3 s.db "PRAGMA journal_mode")" = wal
 '
 
 test_expect "db info --json reports schema, rows and protocols" '
 	expect_exit 0 "$ATB" --db s.db db info --json &&
-	expect_grep "\"schema\": 3" "$TRASH/out" &&
+	expect_grep "\"schema\": 4" "$TRASH/out" &&
 	expect_grep "\"frozen_protocol\": $nfrozen" "$TRASH/out" &&
 	expect_exit 0 "$ATB" --json --db s.db db info &&
 	expect_grep "\"audit\": $nfrozen" "$TRASH/out"
@@ -59,10 +59,10 @@ test_expect "another application's database is not an atb store" '
 '
 
 test_expect "a store from a newer atb asks for an upgrade" '
-	sqlite3 newer.db "CREATE TABLE t(x); PRAGMA application_id = 1635017265; PRAGMA user_version = 4;" &&
+	sqlite3 newer.db "CREATE TABLE t(x); PRAGMA application_id = 1635017265; PRAGMA user_version = 5;" &&
 	cp newer.db newer.orig &&
 	expect_exit 2 "$ATB" --db newer.db db init &&
-	expect_grep "store '"'"'newer.db'"'"' has schema 4, this atb reads up to 3; upgrade atb" "$TRASH/err" &&
+	expect_grep "store '"'"'newer.db'"'"' has schema 5, this atb reads up to 4; upgrade atb" "$TRASH/err" &&
 	cmp newer.db newer.orig
 '
 
@@ -70,7 +70,7 @@ test_expect "a schema 1 store is refused, named, and left alone" '
 	sqlite3 v1.db "CREATE TABLE t(x); PRAGMA application_id = 1635017265; PRAGMA user_version = 1;" &&
 	cp v1.db v1.orig &&
 	expect_exit 2 "$ATB" --db v1.db db info &&
-	expect_grep "store '"'"'v1.db'"'"' has schema 1, which this atb no longer reads (it reads 2-3)" "$TRASH/err" &&
+	expect_grep "store '"'"'v1.db'"'"' has schema 1, which this atb no longer reads (it reads 2-4)" "$TRASH/err" &&
 	expect_exit 2 "$ATB" --db v1.db db init &&
 	cmp v1.db v1.orig
 '

@@ -223,6 +223,33 @@ test_expect "a box capability inserted by SQL is found" '
 	check_finds "box capability '"'"'1'"'"' has no audit entry"
 '
 
+# An iteration of a run (on the fixtures' box) naming a result measured on
+# another box B that no resume of the run allowed (schema 4: only a
+# 'suite.resume' or 'calibrate.resume' entry of the run naming B with
+# other_box true does).  The run is inserted by SQL, as its trigger allows.
+B=$(printf 'b%.0s' $(seq 64))
+iteration_on_b() {
+	echo "INSERT INTO iteration (run, k, knobs, outcome, usable, job_uuid, result, speedup, ci_low,
+		ci_high, reason, wall_s, created) SELECT 'r1', 0, '{}', 'usable', 1, j.uuid, x.id,
+		x.speedup, x.ci_low, x.ci_high, '', 1.0, 'now' FROM result x JOIN job j ON j.id = x.job
+		WHERE x.box_fingerprint = '$B'"
+}
+test_expect "an iteration whose result is on a box its run never allowed: refused, found when forced in" '
+	fresh &&
+	jq --arg b "$B" ".box_fingerprint = \$b | .box_description = {cpu: \"other\"}" \
+		"$FX/ok-kernel.json" >on-b.json &&
+	"$ATB" db ingest-json on-b.json >/dev/null &&
+	sqlite3 store/a.db "INSERT INTO run (id, task, proposer, seed, iterations, paired_seeds, naive,
+		protocol_digest, box_fingerprint, created) SELECT '"'"'r1'"'"', '"'"'relu'"'"',
+		'"'"'suite'"'"', 0, 2, 5, 0, protocol_digest, box_fingerprint, '"'"'now'"'"'
+		FROM job WHERE id = 1" &&
+	! sqlite3 store/a.db "$(iteration_on_b)" 2>"$TRASH/err" &&
+	expect_grep "atb-rule:malformed: the iteration'"'"'s result is on a box its run was neither started on nor resumed on with --allow-other-box" "$TRASH/err" &&
+	test "$(sqlite3 store/a.db "SELECT count(*) FROM iteration")" = 0 &&
+	$REWRITE store/a.db "$(iteration_on_b)" &&
+	check_finds "iteration 0 of run r1: its result is on box bbbbbbbbbbbb, which its run was neither started on nor resumed on with --allow-other-box"
+'
+
 test_expect "a witness in the store's folder is refused" '
 	fresh &&
 	expect_exit 2 "$ATB" audit verify --witness store/w &&

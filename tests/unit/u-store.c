@@ -9,6 +9,7 @@
  * allocation-failure walk over ingest and audit append.
  */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <math.h>
 #include <sys/stat.h>
 
@@ -629,11 +630,11 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	snprintf(p, sizeof(p), "%s/newer.db", F.dir);
 	cr_assert_eq(sqlite3_open(p, &db), SQLITE_OK);
 	sqlite3_exec(db, "CREATE TABLE t(x); PRAGMA application_id = 1635017265;"
-		     " PRAGMA user_version = 4;", NULL, NULL, NULL);
+		     " PRAGMA user_version = 5;", NULL, NULL, NULL);
 	sqlite3_close(db);
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_STORE_NEWER);
-	cr_assert(strstr(err.msg, "has schema 4, this atb reads up to 3; upgrade atb"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "has schema 5, this atb reads up to 4; upgrade atb"), "%s", err.msg);
 
 	/* An older schema (v1 samples repeated their job's digest and box): refused, untouched. */
 	snprintf(p, sizeof(p), "%s/older.db", F.dir);
@@ -645,7 +646,7 @@ Test(store, open_refuses_what_is_not_a_store_and_writes_nothing)
 	atb_error_clear(&err);
 	cr_assert_eq(atb_store_open(p, ATB_STORE_READ_WRITE, &s, &err), ATB_ERR_NOT_A_STORE);
 	cr_assert_null(s);
-	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2-3);"
+	cr_assert(strstr(err.msg, "has schema 1, which this atb no longer reads (it reads 2-4);"
 			 " create a new store with 'atb db init'"), "%s", err.msg);
 	file_bytes(p, &after, &la);
 	cr_assert(lb == la && !memcmp(before, after, lb));
@@ -708,7 +709,7 @@ Test(store, ingest_stores_everything_in_one_transaction_with_its_audit_entry)
 	cr_assert_gt(o.audit_seq, 0);
 	cr_assert_eq(strlen(o.job_uuid), 32);
 	cr_assert_eq(atb_store_info(F.s, &info, &err), ATB_OK);
-	cr_assert_eq(info.schema_version, 3);
+	cr_assert_eq(info.schema_version, 4);
 	cr_assert_eq(info.rows[3], 36);   /* sample */
 	cr_assert_eq(info.rows[4], 6);    /* seed_result */
 	cr_assert_eq(info.nprotocols, 1);
@@ -1156,6 +1157,193 @@ Test(store, check_rederives_medians_ratios_speedup_and_cv)
 	atb_free(f);
 }
 
+/* A run "id" on box one, planning two iterations, through the API (so audited). */
+static void run_on_box_one(const char *id)
+{
+	struct atb_run_row run;
+	struct atb_error err;
+
+	memset(&run, 0, sizeof(run));
+	snprintf(run.id, sizeof(run.id), "%s", id);
+	snprintf(run.task, sizeof(run.task), "relu");
+	snprintf(run.proposer, sizeof(run.proposer), "suite");
+	run.iterations = 2;
+	run.paired_seeds = 5;
+	memcpy(run.protocol_digest, F.digest, 65);
+	memcpy(run.box_fingerprint, F.box, 65);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_add_run(F.s, &run, &err), ATB_OK, "%s", err.msg);
+}
+
+/* Iteration k of run with the result of o; its status, its message in *err. */
+static enum atb_status iteration_of(const char *run, int64_t k, const struct atb_ingest_outcome *o,
+				    struct atb_error *err)
+{
+	struct atb_iteration_row it;
+
+	memset(&it, 0, sizeof(it));
+	snprintf(it.run, sizeof(it.run), "%s", run);
+	it.k = k;
+	it.knobs_json = "{}";
+	snprintf(it.outcome, sizeof(it.outcome), "usable");
+	it.usable = 1;
+	memcpy(it.job_uuid, o->job_uuid, sizeof(it.job_uuid));
+	it.result_id = o->result_id;
+	atb_error_clear(err);
+	return atb_store_add_iteration(F.s, &it, err);
+}
+
+/* The entry 'atb suite --resume' / 'atb calibrate --resume' writes before it runs a task. */
+static void resume_entry(const char *kind, const char *run, const char *box, int other)
+{
+	char payload[256];
+	struct atb_error err;
+
+	snprintf(payload, sizeof(payload), "{\"run\":\"%s\",\"k\":0,\"box\":\"%s\",\"other_box\":%s}",
+		 run, box, other ? "true" : "false");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_audit_event(F.s, kind, payload, NULL, &err), ATB_OK, "%s", err.msg);
+}
+
+#define OTHER_BOX_REFUSAL "atb-rule:malformed: the iteration's result is on a box its run was" \
+	" neither started on nor resumed on with --allow-other-box"
+
+Test(store, an_iteration_on_another_box_is_refused_unless_a_resume_allowed_that_box)
+{
+	struct atb_ingest_outcome o2, o3;
+	struct atb_store_finding *f = NULL;
+	struct atb_error err;
+	char box3[65];
+	size_t kept, total;
+
+	/* Two results on box two; runs r1 and r2 on box one. */
+	fx_ingest(&F, 5, 1.5);
+	F.in.box_fingerprint = F.box2;
+	ingest_ok(&o2);
+	run_on_box_one("r1");
+	run_on_box_one("r2");
+
+	/* No entry at all, then entries that do not allow it: the other run's, a
+	   resume on this box (other_box false), a kind that is no resume. */
+	cr_assert_eq(iteration_of("r1", 0, &o2, &err), ATB_REJECTED_MALFORMED, "%s", err.msg);
+	cr_assert(strstr(err.msg, OTHER_BOX_REFUSAL), "%s", err.msg);
+	resume_entry("calibrate.resume", "r2", F.box2, 1);
+	resume_entry("suite.resume", "r1", F.box2, 0);
+	resume_entry("suite.plan", "r1", F.box2, 1);
+	cr_assert_eq(iteration_of("r1", 0, &o2, &err), ATB_REJECTED_MALFORMED, "%s", err.msg);
+	cr_assert(strstr(err.msg, OTHER_BOX_REFUSAL), "%s", err.msg);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM iteration"), 0);
+
+	/* Resumed on box two with --allow-other-box: recorded, by a suite's entry
+	   and (r2, above) a calibration's. */
+	resume_entry("suite.resume", "r1", F.box2, 1);
+	cr_assert_eq(iteration_of("r1", 0, &o2, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(iteration_of("r2", 0, &o2, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(total, 0);
+	atb_free(f);
+
+	/* A result on a third box, never allowed, forced in with the trigger
+	   dropped and put back: db check names the box. */
+	atbi_sha256_hex("box three", 9, box3);
+	cr_assert_eq(atb_store_register_box(F.s, box3, "{\"cpu\":\"third\"}", &err), ATB_OK);
+	fx_ingest(&F, 5, 1.5);
+	F.in.box_fingerprint = box3;
+	ingest_ok(&o3);
+	cr_assert_eq(iteration_of("r1", 1, &o3, &err), ATB_REJECTED_MALFORMED, "%s", err.msg);
+	cr_assert(strstr(err.msg, OTHER_BOX_REFUSAL), "%s", err.msg);
+	{
+		sqlite3 *db;
+		char *trig = NULL, sql[512];
+		sqlite3_stmt *q;
+
+		cr_assert_eq(sqlite3_open(F.path, &db), SQLITE_OK);
+		cr_assert_eq(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_schema WHERE name ="
+						" 'iteration_insert'", -1, &q, NULL), SQLITE_OK);
+		cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+		trig = strdup((const char *)sqlite3_column_text(q, 0));
+		sqlite3_finalize(q);
+		snprintf(sql, sizeof(sql), "DROP TRIGGER iteration_insert; INSERT INTO iteration (run, k,"
+			 " knobs, outcome, usable, job_uuid, result, speedup, ci_low, ci_high, reason,"
+			 " wall_s, created) SELECT 'r1', 1, '{}', 'usable', 1, '%s', id, speedup, ci_low,"
+			 " ci_high, '', 1.0, 'now' FROM result WHERE id = %" PRId64 ";", o3.job_uuid,
+			 o3.result_id);
+		cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+		cr_assert_eq(sqlite3_exec(db, trig, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+		free(trig);
+		sqlite3_close(db);
+	}
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_ERR_CHECK);
+	cr_assert_eq(findings_with("iteration 1 of run r1: its result is on box", f, kept), 1);
+	cr_assert_eq(findings_with("which its run was neither started on nor resumed on", f, kept), 1);
+	atb_free(f);
+}
+
+Test(store, a_schema_3_store_is_checked_as_it_is_and_migrated_to_4_on_a_write)
+{
+	struct atb_ingest_outcome o;
+	struct atb_store_finding *f = NULL;
+	struct atb_audit_report rep;
+	struct atb_error err;
+	size_t kept, total;
+	char *v3_trigger, sql[8192];
+	sqlite3 *db;
+	sqlite3_stmt *q;
+
+	/* What atb wrote at schema 3: this store with v3's iteration trigger. */
+	fx_ingest(&F, 5, 1.5);
+	F.in.box_fingerprint = F.box2;
+	ingest_ok(&o);
+	run_on_box_one("r1");
+	resume_entry("suite.resume", "r1", F.box2, 1);
+	atb_store_close(F.s);
+	F.s = NULL;
+	cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, atbi_store_schema_sql, NULL, NULL, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_schema WHERE name ="
+					" 'iteration_insert'", -1, &q, NULL), SQLITE_OK);
+	cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+	v3_trigger = strdup((const char *)sqlite3_column_text(q, 0));
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	snprintf(sql, sizeof(sql), "DROP TRIGGER iteration_insert; %s; PRAGMA user_version = 3;",
+		 v3_trigger);
+	free(v3_trigger);
+	cr_assert_eq(sqlite3_open(F.path, &db), SQLITE_OK);
+	cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+	sqlite3_close(db);
+
+	/* Read-only: checked against v3, every entry bound to its rows. */
+	atb_error_clear(&err);
+	cr_assert_eq(atb_store_open(F.path, ATB_STORE_READ_ONLY, &F.s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(total, 0);
+	atb_free(f);
+	atb_store_close(F.s);
+	F.s = NULL;
+
+	/* Read-write: migrated to 4 with an entry from 3, which is no row-hash
+	   boundary (nothing becomes legacy); the other box's result records. */
+	fx_open(&F);
+	cr_assert_eq(fx_count(&F, "SELECT user_version FROM pragma_user_version"), 4);
+	cr_assert_eq(fx_count(&F, "SELECT count(*) FROM audit WHERE kind = 'store.migrated' AND"
+			     " json_extract(payload, '$.from') = 3 AND json_extract(payload, '$.to') = 4"
+			     " AND seq = (SELECT max(seq) FROM audit)"), 1);
+	cr_assert_eq(iteration_of("r1", 0, &o, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(atb_store_check(F.s, &f, &kept, &total, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(total, 0, "%s", total ? f[0].what : "");
+	atb_free(f);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(rep.legacy_entries, 0);
+	/* so an entry before the migration that lost its row hash is found */
+	fx_accepted(&F, "DROP TRIGGER audit_no_update; UPDATE audit SET payload ="
+		    " json_remove(payload, '$.rows') WHERE seq = (SELECT min(seq) FROM audit"
+		    " WHERE kind = 'ingest')");
+	atb_error_clear(&err);
+	cr_assert_eq(atb_audit_verify(F.s, &rep, &err), ATB_ERR_AUDIT);
+	cr_assert_eq(rep.legacy_entries, 0);
+}
+
 Test(store, a_deleted_result_with_its_iteration_and_tail_entry_is_found)
 {
 	struct atb_ingest_outcome o;
@@ -1267,7 +1455,7 @@ Test(store, a_schema_2_store_is_read_as_legacy_and_migrated_on_a_write)
 	atb_free(f);
 	atb_store_close(s);
 
-	/* Read-write: migrated to 3 in one transaction, with an entry that says so. */
+	/* Read-write: migrated to 4 in one transaction, with an entry that says so. */
 	cr_assert_eq(atb_store_open(path, ATB_STORE_READ_WRITE, &s, &err), ATB_OK, "%s", err.msg);
 	cr_assert_eq(atb_store_register_box(s, F.box, "{\"cpu\":\"test\"}", &err), ATB_OK, "%s",
 		     err.msg);
@@ -1289,7 +1477,7 @@ Test(store, a_schema_2_store_is_read_as_legacy_and_migrated_on_a_write)
 						" (SELECT protocol_digest FROM rejection)", -1, &q, NULL),
 			     SQLITE_OK);
 		cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
-		cr_assert_eq(sqlite3_column_int(q, 0), 3);
+		cr_assert_eq(sqlite3_column_int(q, 0), 4);
 		cr_assert_str_eq((const char *)sqlite3_column_text(q, 1), "store.migrated");
 		cr_assert_str_eq((const char *)sqlite3_column_text(q, 2), F.digest);
 		sqlite3_finalize(q);
