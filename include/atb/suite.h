@@ -200,8 +200,10 @@ struct atb_suite_opts {
 	volatile sig_atomic_t *stop;
 };
 
-/* The most boxes a report lists (a run resumed on more is refused). */
-#define ATB_SUITE_MAX_BOXES 8
+/* The most boxes a report lists (a run resumed on more is refused).  Every
+   call of a lent GPU machine is a fresh machine with its own box id, so a
+   long calibration resumed call by call meets a new box each time. */
+#define ATB_SUITE_MAX_BOXES 128
 
 /*
  * A run's list of boxes, shared by the suite and the calibration: add fp

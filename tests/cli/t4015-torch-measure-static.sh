@@ -49,7 +49,7 @@ done
 
 # PROTO: timing.placement -- the runner's pad draws reached through its own
 # module (t4075 runs them in a bare runner)
-for fx in placement_replace:reflection:10 placement_read:reflection:13 overwrite_ref:reflection:43; do
+for fx in placement_replace:reflection:10 placement_read:reflection:13 overwrite_ref:reflection:44; do
 	IFS=: read -r c rule line <<<"$fx"
 	test_expect "atb measure refuses $c at gate static ($rule, line $line)" '
 		refused "$FIX/relu01.py" "$FIX/relu01/'"$c"'/model_new.py" '"$rule $line"'
