@@ -381,6 +381,40 @@ static int is_torch(const struct atb_task *t)
 	return t->kind && !strcmp(t->kind, ATB_TASK_KIND_TORCH);
 }
 
+/*
+ * Template `tname` from tasks/prompts/: *text holds its system part (cut at
+ * the %%user%% line), *user its user part (inside *text: one free), digest
+ * its SHA-256 over the whole file, which goes with every call.
+ */
+static enum atb_status load_template(const struct atbi_llm_proposer *pp, const char *tname,
+				     char **text, char **user, char digest[65], struct atb_error *err)
+{
+	char path[4096];
+	size_t len = 0;
+	enum atb_status st;
+
+	snprintf(path, sizeof(path), "%s/tasks/prompts/%s.txt", pp->home, tname);
+	st = atbi_read_file(path, text, &len, err);
+	if (st)
+		return st;
+	*user = strstr(*text, "%%user%%\n");
+	if (!*user) {
+		atb_free(*text);
+		*text = NULL;
+		return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s' has no %%%%user%%%% line",
+				     path);
+	}
+	/* PROTO: loop -- the template's digest goes with every call (the system message's first line) */
+	if (atbi_sha256_hex(*text, len, digest)) {
+		atb_free(*text);
+		*text = NULL;
+		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the prompt template");
+	}
+	**user = '\0';
+	*user += strlen("%%user%%\n");
+	return ATB_OK;
+}
+
 static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const char *prev_dir,
 				   int64_t k, char **system, char **prompt, char **schema,
 				   struct atb_error *err)
@@ -391,29 +425,15 @@ static enum atb_status code_prompt(const struct atbi_llm_proposer *pp, const cha
 	struct atb_knob_assignment dk;
 	char path[4096], digest[65], knobs[1024], *text = NULL, *abi = NULL, *ref = NULL;
 	char *tmpl = NULL, *user;
-	size_t len = 0, i, base, maxlen;
+	size_t i, base, maxlen;
 	int prev_wrote = 0;
 	json_t *props, *req, *rf;
 	enum atb_status st;
 
 	*system = *prompt = *schema = NULL;
-	snprintf(path, sizeof(path), "%s/tasks/prompts/%s.txt", pp->home, tname);
-	st = atbi_read_file(path, &text, &len, err);
+	st = load_template(pp, tname, &text, &user, digest, err);
 	if (st)
 		return st;
-	user = strstr(text, "%%user%%\n");
-	if (!user) {
-		atb_free(text);
-		return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s' has no %%%%user%%%% line",
-				     path);
-	}
-	/* PROTO: loop -- the template's digest goes with every call (the system message's first line) */
-	if (atbi_sha256_hex(text, len, digest)) {
-		atb_free(text);
-		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the prompt template");
-	}
-	*user = '\0';
-	user += strlen("%%user%%\n");
 
 	for (i = 0; i < t->nsurface; i++)
 		put(&surf, "%s%s", i ? ", " : "", t->surface[i]);
@@ -785,28 +805,14 @@ static enum atb_status engine_prompt(const struct atbi_llm_proposer *pp, int64_t
 	static const char tname[] = "llm-engine-1";
 	const struct atb_engine_task *t = pp->etask;
 	struct sbuf sy = {0}, pr = {0}, flags = {0}, args = {0}, hist = {0};
-	char path[4096], digest[65], *text = NULL, *user;
-	size_t len = 0, i;
+	char digest[65], *text = NULL, *user;
+	size_t i;
 	enum atb_status st;
 
 	*system = *prompt = NULL;
-	snprintf(path, sizeof(path), "%s/tasks/prompts/%s.txt", pp->home, tname);
-	st = atbi_read_file(path, &text, &len, err);
+	st = load_template(pp, tname, &text, &user, digest, err);
 	if (st)
 		return st;
-	user = strstr(text, "%%user%%\n");
-	if (!user) {
-		atb_free(text);
-		return atb_error_set(err, ATB_ERR_SCHEMA, "prompt template '%s' has no %%%%user%%%% line",
-				     path);
-	}
-	/* PROTO: loop -- the template's digest goes with every call (the system message's first line) */
-	if (atbi_sha256_hex(text, len, digest)) {
-		atb_free(text);
-		return atb_error_set(err, ATB_ERR_INTERNAL, "cannot hash the prompt template");
-	}
-	*user = '\0';
-	user += strlen("%%user%%\n");
 	for (i = 0; i < t->nsearch; i++)
 		flag_line(&flags, atb_engine_spec_flag(t->spec, t->search[i]));
 	for (i = 0; i < t->nextra_args; i++)

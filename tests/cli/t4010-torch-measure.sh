@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb measure on a KernelBench-format task (kind torch) on CPU tensors: a
 # candidate that copies the reference is admitted at about 1.00x with a CI
 # covering 1; the ReLU identity on a task whose generator draws only from

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # The physical floor of a torch task (PROTO: gates.physical_floor,
 # gates.physical_floor.cache_allowance) and the output-overlap rule beside
 # it (PROTO: gates output_aliasing), on CPU tensors:

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb measure --baseline compile on CPU tensors, real PyTorch and inductor:
 # the copy of relu01 stores a speedup vs torch.compile(Model) with its CI
 # beside the honest one (labelled, stats.compile, never under naive), the

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb suite with real PyTorch on CPU tensors, over the tasks marked
 # "atb-suite: small" (01 add/scale, 02 ReLU on [0,1), 05 sum), copied with
 # their sizes cut (the bundled sizes are for a GPU): the copy candidates of

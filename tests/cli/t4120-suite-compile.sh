@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb suite --baseline compile with real PyTorch on CPU tensors, one small
 # task (02 ReLU on [0,1), its size cut as in t4110) and its copy candidate:
 # the row carries a speedup vs torch.compile(Model) with its interval and

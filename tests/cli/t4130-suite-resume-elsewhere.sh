@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # A calibration over a KernelBench-format suite (atb suite underneath) that
 # survives a lost machine: started on two of the bundled torch tasks (01
 # add/scale, 05 sum; sizes cut for a CPU) in folder A, killed with SIGKILL

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb calibrate, the A/A self-test, on the CPU: bad input is refused with
 # exact messages (exit 2) before anything is stored; a calibration of two
 # copies of the fixture task relu-work (fixed CPU work, a measurement in

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb run --proposer llm-code on a KernelBench-format task, to the runners:
 # the model is a TEST DOUBLE (tests/cli/llm-double.py) whose scripted reply
 # is the honest ModelNew of the fixture relu01 (a fenced ```python

@@ -1,5 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
+# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # atb measure end to end on real processes: the task's own template with
 # default knobs is admitted with its speedup, CI, p-value and cv stored;
 # a >= 10x candidate is quarantined by the anomaly breaker and atb review
