@@ -75,6 +75,13 @@ struct atb_protocol {
 		int cache_flush;                 /* bool */
 		double cache_flush_factor;
 		long long cache_flush_min_bytes;
+		/*
+		 * timing.cache_flush.cpu_max_bytes (version 6 on; absent:
+		 * has_cache_flush_cpu_max 0, no bound): a flush by a CPU timer
+		 * (cpu tasks, torch on cpu) writes at most this much.
+		 */
+		long long cache_flush_cpu_max_bytes;
+		int has_cache_flush_cpu_max;
 		char interleave[32];
 		/* "fixed", "alternate" or "shuffled" (runner.h); "" when absent (before version 4: fixed) */
 		char placement[16];

@@ -172,6 +172,7 @@ struct atb_runner_job {
 	size_t cache_bytes;            /* the box's largest cache */
 	double cache_flush_factor;
 	size_t cache_flush_min_bytes;
+	size_t cache_flush_cpu_max_bytes; /* a CPU timer's flush at most (0: no bound) */
 	/*
 	 * timing.placement, where each seed's timing puts the arms' device
 	 * buffers (PROTO: timing.placement; docs/internals/runner.md):

@@ -130,10 +130,25 @@ static const struct field stopping_fields[] = {
 	END,
 };
 
+static enum atb_status flush_after(struct vctx *c, struct fy_node *map, void *base,
+				   const char *path)
+{
+	(void)c;
+	(void)path;
+	if (fy_node_mapping_lookup_by_string(map, "cpu_max_bytes", -1))
+		((struct atb_protocol *)base)->timing.has_cache_flush_cpu_max = 1;
+	return ATB_OK;
+}
+
 static const struct field flush_fields[] = {
 	BOOL("enabled", timing.cache_flush),
 	REAL("factor", timing.cache_flush_factor, ABOVE1),
 	LLONG("min_bytes", timing.cache_flush_min_bytes, 0, 1099511627776.0),
+	/* PROTO: timing.cache_flush.cpu_max_bytes -- optional: versions 1 to 5
+	 * have no such key (no bound); required from version 6 on
+	 * (atbi_protocol_validate), at least min_bytes */
+	{.key = "cpu_max_bytes", .kind = F_LLONG, .off = OFF(timing.cache_flush_cpu_max_bytes),
+	 .range = R_LO | R_HI, .lo = 1048576, .hi = 1099511627776.0, .optional = 1},
 	END,
 };
 
@@ -142,7 +157,7 @@ static const struct field timing_fields[] = {
 	MAP("warmup", warmup_fields),
 	MAPX("trials", trials_fields, trials_after),
 	MAP("stopping", stopping_fields),
-	MAP("cache_flush", flush_fields),
+	MAPX("cache_flush", flush_fields, flush_after),
 	{.key = "interleave", .kind = F_ENUM, .off = OFF(timing.interleave),
 	 .size = SZ(timing.interleave), .choices = interleaves},
 	/* optional: versions 1 to 3 have no such key (fixed); required from
@@ -1067,6 +1082,29 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 			atbi_yaml_mark(gn, &line, &col);
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.rerun",
 					"missing field 'rerun' (required from version 5)");
+	}
+	if (!st && p->version >= 6 && !p->timing.has_cache_flush_cpu_max) {
+		unsigned line = 1, col = 1;
+		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
+
+		if (tn)
+			atbi_yaml_mark(tn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"timing.cache_flush.cpu_max_bytes",
+					"missing field 'cpu_max_bytes' (required from version 6)");
+	}
+	if (!st && p->timing.has_cache_flush_cpu_max &&
+	    p->timing.cache_flush_cpu_max_bytes < p->timing.cache_flush_min_bytes) {
+		unsigned line = 1, col = 1;
+		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
+
+		if (tn)
+			atbi_yaml_mark(tn, &line, &col);
+		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
+					"timing.cache_flush.cpu_max_bytes",
+					"cpu_max_bytes %lld is below min_bytes %lld",
+					p->timing.cache_flush_cpu_max_bytes,
+					p->timing.cache_flush_min_bytes);
 	}
 	if (!st && p->version >= 6 && !p->engine.has_client_lag) {
 		unsigned line = 1, col = 1;

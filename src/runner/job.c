@@ -357,6 +357,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	double ms = (double)c->warmup_min_time_ns / 1e6;
 	double per_seed_s = (double)c->max_time_per_seed_ns / 1e9;
 	double min_bytes = (double)j->cache_flush_min_bytes;
+	double cpu_max = (double)j->cache_flush_cpu_max_bytes;
 	long long wi = c->warmup_min_iterations, tmin = c->trials_min, tmax = c->trials_max;
 	char interleave[32] = "randomized_pairs", placement[16] = "fixed", preemption[16] = "none";
 	json_t *f;
@@ -372,6 +373,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	REAL(o, "max_time_per_seed_s", "timing", 0, per_seed_s);
 	REAL(o, "cache_flush_factor", "timing", 0, j->cache_flush_factor);
 	REAL(o, "cache_flush_min_bytes", "timing", 0, min_bytes);
+	REAL(o, "cache_flush_cpu_max_bytes", "timing", 0, cpu_max);
 	STR(o, "interleave", "timing", 0, interleave);
 	STR(o, "placement", "timing", 0, placement);
 	if (!strcmp(placement, "fixed"))
@@ -404,7 +406,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	if (tmax < tmin || tmax > 1000000)
 		return bad(err, "timing.trials_max", "'%s' must be at least trials_min",
 			   "timing.trials_max");
-	if (ms < 0 || per_seed_s < 0 || min_bytes < 0 || j->cache_flush_factor < 0)
+	if (ms < 0 || per_seed_s < 0 || min_bytes < 0 || cpu_max < 0 || j->cache_flush_factor < 0)
 		return bad(err, "timing", "negative value in '%s'", "timing");
 	if (!(c->ci_level > 0 && c->ci_level < 1))
 		return field_status(err, ATB_ERR_SCHEMA, "timing", "ci_level");
@@ -414,6 +416,7 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 	c->warmup_min_time_ns = (int64_t)(ms * 1e6);
 	c->max_time_per_seed_ns = (int64_t)(per_seed_s * 1e9);
 	j->cache_flush_min_bytes = (size_t)min_bytes;
+	j->cache_flush_cpu_max_bytes = (size_t)cpu_max;
 	if (atb_timing_interleave_parse(interleave, &c->interleave, err)) {
 		err->status = ATB_ERR_SCHEMA;
 		snprintf(err->field, sizeof(err->field), "timing.interleave");
@@ -953,6 +956,10 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 		bad_ |= set_new(t, "cache_flush_factor", json_real(p->timing.cache_flush_factor));
 		bad_ |= set_new(t, "cache_flush_min_bytes",
 				json_integer(p->timing.cache_flush_min_bytes));
+		/* PROTO: timing.cache_flush.cpu_max_bytes (version 6 on) */
+		if (p->timing.has_cache_flush_cpu_max)
+			bad_ |= set_new(t, "cache_flush_cpu_max_bytes",
+					json_integer(p->timing.cache_flush_cpu_max_bytes));
 		bad_ |= set_new(t, "interleave", json_string(p->timing.interleave));
 		/* PROTO: timing.placement (version 4 on); $ATB_DIAG_PLACEMENT, a
 		 * diagnostic for A/A studies, overrides it and is kept in the job */

@@ -87,6 +87,15 @@ test_expect "raw samples are positive nanoseconds and the flush is on" '
 	ev_check a.ev ".event==\"env\"" ".flush_enabled==true and .flush_bytes==262144"
 '
 
+# PROTO: timing.cache_flush.cpu_max_bytes (version 6 on): a box whose
+# largest cache is 1 GiB (a VM showing its host's L3) flushes the bound.
+test_expect "a cpu timer flushes at most cache_flush_cpu_max_bytes" '
+	run cap.ev ".cache_bytes=1073741824 | .timing.cache_flush_cpu_max_bytes=524288 | .seeds=[1]" &&
+	ev_check cap.ev ".event==\"env\"" ".flush_enabled==true and .flush_bytes==524288" &&
+	run nocap.ev ".cache_bytes=1048576 | .seeds=[1]" &&
+	ev_check nocap.ev ".event==\"env\"" ".flush_bytes==2097152"
+'
+
 test_expect "cache flush off: no flush buffer" '
 	run noflush.ev ".timing.cache_flush=false | .seeds=[1]" &&
 	ev_check noflush.ev ".event==\"env\"" ".flush_enabled==false and .flush_bytes==0"

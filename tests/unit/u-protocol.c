@@ -26,6 +26,7 @@
 #define V3 SRC "/protocol/v3.yaml"
 #define V4 SRC "/protocol/v4.yaml"
 #define V5 SRC "/protocol/v5.yaml"
+#define V6 SRC "/protocol/v6.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -133,6 +134,8 @@ static const struct {
 } v6_keys[] = {
 	{"engine.client_lag", "  max_dispatch_lag_ms: 10",
 	 "\n  client_lag: {max_share: 0.02, max_arm_difference: 0.01}"},
+	{"timing.cache_flush.cpu_max_bytes", "    min_bytes: 67108864",
+	 "\n    cpu_max_bytes: 67108864"},
 };
 
 static char *v6_text(const char *v5, const char *omit)
@@ -199,15 +202,20 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V5, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 5);
+	cr_assert_eq(atb_protocol_digest_file(V6, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 6);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "0488698e92dbbd637dda34bf52e4549b04e1ea26b8d1db21d502d3da1dfe9279");
-	/* version 5's keys, as frozen */
+			 "d3e5723349e4a24aa9e587ec5e8eac989a93c785ee51f698774df78a84cb69e4");
+	/* version 6's keys, as frozen, and version 5's */
+	cr_expect(p->timing.has_cache_flush_cpu_max);
+	cr_expect_eq(p->timing.cache_flush_cpu_max_bytes, 67108864);
+	cr_expect(p->engine.has_client_lag);
 	cr_expect(p->gates.has_background_torch_cpu && p->gates.background_torch_cpu);
 	cr_expect_str_eq(p->timing.preemption, "none");
 	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V5, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "0488698e92dbbd637dda34bf52e4549b04e1ea26b8d1db21d502d3da1dfe9279");
 	cr_assert_eq(atb_protocol_digest_file(V4, digest, &err), ATB_OK, "%s", err.msg);
 	cr_assert_str_eq(digest, "923b9c0ebae66b60f082db5405df6806ccd17f46b980456ed4689f317bba69a3");
 	cr_assert_eq(atb_protocol_digest_file(V3, digest, &err), ATB_OK, "%s", err.msg);
@@ -480,6 +488,50 @@ Test(protocol, client_lag_is_required_from_version_6, .fini = remove_home)
 	atb_free(text);
 }
 
+/*
+ * PROTO: timing.cache_flush.cpu_max_bytes -- absent before version 6 (no
+ * bound), required from it, never below min_bytes, and sent to the runner
+ * only where the protocol has it.
+ */
+Test(protocol, cache_flush_cpu_max_is_required_from_version_6, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2, *t3;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	cr_assert_eq(atb_protocol_load_file(V5, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->timing.has_cache_flush_cpu_max);
+	cr_expect_eq(p->timing.cache_flush_cpu_max_bytes, 0);
+	atb_protocol_free(p);
+	text = slurp(V5);
+	t2 = v6_text(text, "timing.cache_flush.cpu_max_bytes");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.cache_flush.cpu_max_bytes");
+	cr_expect(strstr(err.msg, "required from version 6"), "%s", err.msg);
+	atb_free(t2);
+	t2 = v6_text(text, "");
+	t3 = replace(t2, "cpu_max_bytes: 67108864", "cpu_max_bytes: 33554432");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.cache_flush.cpu_max_bytes");
+	cr_expect(strstr(err.msg, "below min_bytes 67108864"), "%s", err.msg);
+	atb_free(t3);
+	t3 = replace(t2, "cpu_max_bytes: 67108864", "cpu_max_bytes: -1");
+	spit(cand, t3);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.cache_flush.cpu_max_bytes");
+	atb_free(t3);
+	cr_assert_eq(atb_protocol_load_file(V6, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(p->timing.has_cache_flush_cpu_max);
+	cr_expect_eq(p->timing.cache_flush_cpu_max_bytes, 67108864);
+	atb_protocol_free(p);
+	atb_free(t2);
+	atb_free(text);
+}
+
 /* ---- versions ---------------------------------------------------------- */
 
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
@@ -493,9 +545,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (5), one value changed */
-	text = slurp(V5);
-	t2 = v6_text(text, "");
+	/* the next version after the current one (6), one value changed */
+	text = slurp(V6);
+	t2 = replace(text, "\nversion: 6", "\nversion: 7");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -505,7 +557,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 6);
+	cr_assert_eq(version, 7);
 	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
@@ -517,7 +569,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
 	cr_expect_str_eq(p->timing.placement, "shuffled");
 	cr_expect_str_eq(p->timing.preemption, "none");
-	cr_assert_eq(p->version, 6);
+	cr_assert_eq(p->version, 7);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
 	cr_assert_str_eq(p->digest, v6digest);
 	atb_protocol_free(p);
@@ -533,21 +585,21 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 6);
-	cr_assert_eq(current, 6);
+	cr_assert_eq(n, 7);
+	cr_assert_eq(current, 7);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[5].digest, v6digest);
-	cr_assert(strstr(list[5].file, "/protocol/v6.yaml"));
-	cr_assert(strstr(list[5].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[5].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[6].digest, v6digest);
+	cr_assert(strstr(list[6].file, "/protocol/v7.yaml"));
+	cr_assert(strstr(list[6].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[6].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 7"), "%s", err.msg);
-	edit_home_file("v6.yaml", "version: 6", "version: 8");
+	cr_assert(strstr(err.msg, "the next version is 8"), "%s", err.msg);
+	edit_home_file("v7.yaml", "version: 7", "version: 9");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -561,7 +613,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 6"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 7"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -572,8 +624,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 6, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 6 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 7, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 7 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */

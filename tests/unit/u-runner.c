@@ -309,6 +309,8 @@ Test(runner, job_sections_from_a_protocol)
 	p.timing.cache_flush = 1;
 	p.timing.cache_flush_factor = 3;
 	p.timing.cache_flush_min_bytes = 1 << 20;
+	p.timing.has_cache_flush_cpu_max = 1;
+	p.timing.cache_flush_cpu_max_bytes = 4 << 20;
 	snprintf(p.timing.interleave, sizeof(p.timing.interleave), "randomized_pairs");
 	snprintf(p.correctness.poison, sizeof(p.correctness.poison), "nan");
 	p.correctness.ntolerances = 1;
@@ -337,6 +339,8 @@ Test(runner, job_sections_from_a_protocol)
 	cr_assert_float_eq(j->timing.ci_level, 0.9, 1e-12);
 	cr_assert_eq(j->cache_bytes, 8u << 20);
 	cr_assert_eq(j->cache_flush_min_bytes, 1u << 20);
+	/* PROTO: timing.cache_flush.cpu_max_bytes (version 6 on) */
+	cr_assert_eq(j->cache_flush_cpu_max_bytes, 4u << 20);
 	cr_assert_eq(j->ntolerances, 1);
 	cr_assert_float_eq(j->tolerances[0].atol, 1e-3, 1e-15);
 	cr_assert_eq(j->ndists, 2);
