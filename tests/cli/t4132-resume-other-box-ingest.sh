@@ -1,6 +1,5 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# ctest: lock timing -- an honest verdict from real timing (CMakeLists.txt)
 # A suite or calibration resumed with --allow-other-box really records the
 # task it measures on the other box (on the H200, box 509a3f6e5f13 became
 # d526916df2ba and the ingest was refused: "the iteration's result is not of
