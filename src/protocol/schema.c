@@ -964,6 +964,23 @@ static enum atb_status check_map(struct vctx *c, struct fy_node *map,
 	return ATB_OK;
 }
 
+/*
+ * A key version `since` requires is missing: the error at section `sec`'s
+ * mark (the file's start when the section is absent), naming field.
+ */
+static enum atb_status missing_since(const struct atbi_yaml *y, const char *sec,
+				     const char *field, const char *key, int since,
+				     struct atb_error *err)
+{
+	unsigned line = 1, col = 1;
+	struct fy_node *n = fy_node_mapping_lookup_by_string(y->root, sec, -1);
+
+	if (n)
+		atbi_yaml_mark(n, &line, &col);
+	return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, field,
+				"missing field '%s' (required from version %d)", key, since);
+}
+
 enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_protocol *p,
 				       struct atb_error *err)
 {
@@ -974,63 +991,18 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, 1, 1, NULL,
 					"empty protocol file; expected a mapping");
 	st = check_map(&c, y->root, root_fields, p, "", 1, 1);
-	if (!st && p->version >= 2 && !p->correctness.reduction.has) {
-		unsigned line = 1, col = 1;
-		struct fy_node *cn = fy_node_mapping_lookup_by_string(y->root, "correctness", -1);
-
-		if (cn)
-			atbi_yaml_mark(cn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"correctness.reduction_tolerance",
-					"missing field 'reduction_tolerance' (required from version 2)");
-	}
-	if (!st && p->version >= 2 && !p->stats.cv_of[0]) {
-		unsigned line = 1, col = 1;
-		struct fy_node *sn = fy_node_mapping_lookup_by_string(y->root, "stats", -1);
-
-		if (sn)
-			atbi_yaml_mark(sn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "stats.cv_of",
-					"missing field 'cv_of' (required from version 2)");
-	}
-	if (!st && p->version >= 2 && !p->gates.has_throttle) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.throttle",
-					"missing field 'throttle' (required from version 2)");
-	}
-	if (!st && p->version >= 3 && !p->gates.has_clock) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.clock",
-					"missing field 'clock' (required from version 3)");
-	}
-	if (!st && p->version >= 4 && !(p->gates.floor_cache_allowance > 0)) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"gates.physical_floor.cache_allowance",
-					"missing field 'cache_allowance' (required from version 4)");
-	}
-	if (!st && p->version >= 3 && !p->gates.has_timed_correctness) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"gates.timed_correctness",
-					"missing field 'timed_correctness' (required from version 3)");
-	}
+	if (!st && p->version >= 2 && !p->correctness.reduction.has)
+		return missing_since(y, "correctness", "correctness.reduction_tolerance", "reduction_tolerance", 2, err);
+	if (!st && p->version >= 2 && !p->stats.cv_of[0])
+		return missing_since(y, "stats", "stats.cv_of", "cv_of", 2, err);
+	if (!st && p->version >= 2 && !p->gates.has_throttle)
+		return missing_since(y, "gates", "gates.throttle", "throttle", 2, err);
+	if (!st && p->version >= 3 && !p->gates.has_clock)
+		return missing_since(y, "gates", "gates.clock", "clock", 3, err);
+	if (!st && p->version >= 4 && !(p->gates.floor_cache_allowance > 0))
+		return missing_since(y, "gates", "gates.physical_floor.cache_allowance", "cache_allowance", 4, err);
+	if (!st && p->version >= 3 && !p->gates.has_timed_correctness)
+		return missing_since(y, "gates", "gates.timed_correctness", "timed_correctness", 3, err);
 	if (!st && p->version >= 4 && (!p->gates.has_clocks || !p->timing.placement[0])) {
 		unsigned line = 1, col = 1;
 		const char *sec = !p->gates.has_clocks ? "gates" : "timing";
@@ -1054,45 +1026,14 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					"missing field '%s' (required from version 4)",
 					p->gates.has_hang ? "background" : "hang");
 	}
-	if (!st && p->version >= 5 && !p->gates.has_background_torch_cpu) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"gates.background.torch_cpu",
-					"missing field 'torch_cpu' (required from version 5)");
-	}
-	if (!st && p->version >= 5 && !p->timing.preemption[0]) {
-		unsigned line = 1, col = 1;
-		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
-
-		if (tn)
-			atbi_yaml_mark(tn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"timing.preemption",
-					"missing field 'preemption' (required from version 5)");
-	}
-	if (!st && p->version >= 5 && !p->gates.has_rerun) {
-		unsigned line = 1, col = 1;
-		struct fy_node *gn = fy_node_mapping_lookup_by_string(y->root, "gates", -1);
-
-		if (gn)
-			atbi_yaml_mark(gn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "gates.rerun",
-					"missing field 'rerun' (required from version 5)");
-	}
-	if (!st && p->version >= 6 && !p->timing.has_cache_flush_cpu_max) {
-		unsigned line = 1, col = 1;
-		struct fy_node *tn = fy_node_mapping_lookup_by_string(y->root, "timing", -1);
-
-		if (tn)
-			atbi_yaml_mark(tn, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"timing.cache_flush.cpu_max_bytes",
-					"missing field 'cpu_max_bytes' (required from version 6)");
-	}
+	if (!st && p->version >= 5 && !p->gates.has_background_torch_cpu)
+		return missing_since(y, "gates", "gates.background.torch_cpu", "torch_cpu", 5, err);
+	if (!st && p->version >= 5 && !p->timing.preemption[0])
+		return missing_since(y, "timing", "timing.preemption", "preemption", 5, err);
+	if (!st && p->version >= 5 && !p->gates.has_rerun)
+		return missing_since(y, "gates", "gates.rerun", "rerun", 5, err);
+	if (!st && p->version >= 6 && !p->timing.has_cache_flush_cpu_max)
+		return missing_since(y, "timing", "timing.cache_flush.cpu_max_bytes", "cpu_max_bytes", 6, err);
 	if (!st && p->timing.has_cache_flush_cpu_max &&
 	    p->timing.cache_flush_cpu_max_bytes < p->timing.cache_flush_min_bytes) {
 		unsigned line = 1, col = 1;
@@ -1106,24 +1047,9 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 					p->timing.cache_flush_cpu_max_bytes,
 					p->timing.cache_flush_min_bytes);
 	}
-	if (!st && p->version >= 6 && !p->engine.has_client_lag) {
-		unsigned line = 1, col = 1;
-		struct fy_node *en = fy_node_mapping_lookup_by_string(y->root, "engine", -1);
-
-		if (en)
-			atbi_yaml_mark(en, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col,
-					"engine.client_lag",
-					"missing field 'client_lag' (required from version 6)");
-	}
-	if (!st && p->version >= 4 && !p->llm.has_alarms) {
-		unsigned line = 1, col = 1;
-		struct fy_node *ln = fy_node_mapping_lookup_by_string(y->root, "llm", -1);
-
-		if (ln)
-			atbi_yaml_mark(ln, &line, &col);
-		return atb_error_set_at(err, ATB_ERR_SCHEMA, y->path, line, col, "llm.alarms",
-					"missing field 'alarms' (required from version 4)");
-	}
+	if (!st && p->version >= 6 && !p->engine.has_client_lag)
+		return missing_since(y, "engine", "engine.client_lag", "client_lag", 6, err);
+	if (!st && p->version >= 4 && !p->llm.has_alarms)
+		return missing_since(y, "llm", "llm.alarms", "alarms", 4, err);
 	return st;
 }
