@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 	if (atb_cuda_events_new(c, &ev, &err) ||
 	    atb_cuda_timer_new(c, 0, 0, &warm, &err) ||
 	    atb_cuda_timer_new(c, atb_timing_flush_bytes(l2, proto->timing.cache_flush_factor,
-							 (size_t)proto->timing.cache_flush_min_bytes),
+							 (size_t)proto->timing.cache_flush_min_bytes, 0),
 			       ATB_CUDA_SPIN_NS, &cold, &err))
 		die("timer", &err);
 	bare_t = atb_calloc((size_t)blocks, sizeof(double));

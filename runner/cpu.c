@@ -333,10 +333,8 @@ int runner_cpu_run(const struct atb_runner_job *job)
 	/* PROTO: timing.cache_flush -- factor x largest cache, at least min_bytes. */
 	if (job->timing.flush)
 		flush_bytes = atb_timing_flush_bytes(job->cache_bytes, job->cache_flush_factor,
-						     job->cache_flush_min_bytes);
-	/* PROTO: timing.cache_flush.cpu_max_bytes (version 6 on) -- at most */
-	if (job->cache_flush_cpu_max_bytes && flush_bytes > job->cache_flush_cpu_max_bytes)
-		flush_bytes = job->cache_flush_cpu_max_bytes;
+						     job->cache_flush_min_bytes,
+						     job->cache_flush_cpu_max_bytes);
 	if (atb_timer_cpu_new(flush_bytes, &timer, &err)) {
 		atb_error_format(&err, msg, sizeof(msg));
 		runner_emit_error(err.status == ATB_ERR_NOMEM ? "nomem" : "timer", msg);

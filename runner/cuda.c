@@ -793,7 +793,7 @@ int runner_cuda_run(const struct atb_runner_job *job)
 		if (job->cache_bytes > cache)
 			cache = job->cache_bytes;
 		flush_bytes = atb_timing_flush_bytes(cache, job->cache_flush_factor,
-						     job->cache_flush_min_bytes);
+						     job->cache_flush_min_bytes, 0);
 	}
 	if (atb_cuda_timer_new(rt->cu, flush_bytes, ATB_CUDA_SPIN_NS, &timer, &err)) {
 		atb_error_format(&err, msg, sizeof(msg));

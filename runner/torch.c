@@ -2011,12 +2011,11 @@ static int make_timer(struct trt *rt, struct atb_timer **timer, const char **rea
 	if (rt->cu && atb_cuda_info(rt->cu)->l2_bytes > cache)
 		cache = atb_cuda_info(rt->cu)->l2_bytes;
 	if (job->timing.flush)
+		/* PROTO: timing.cache_flush.cpu_max_bytes (version 6 on) bounds a
+		 * cpu timer's flush; a cuda timer's (the device's L2) is not bound */
 		flush_bytes = atb_timing_flush_bytes(cache, job->cache_flush_factor,
-						     job->cache_flush_min_bytes);
-	/* PROTO: timing.cache_flush.cpu_max_bytes (version 6 on) -- a cpu
-	 * timer's flush at most; a cuda timer's (the device's L2) is not bound */
-	if (!rt->cu && job->cache_flush_cpu_max_bytes && flush_bytes > job->cache_flush_cpu_max_bytes)
-		flush_bytes = job->cache_flush_cpu_max_bytes;
+						     job->cache_flush_min_bytes,
+						     rt->cu ? 0 : job->cache_flush_cpu_max_bytes);
 	st = rt->cu ? atb_cuda_timer_new(rt->cu, flush_bytes, ATB_CUDA_SPIN_NS, timer, &err)
 		    : atb_timer_cpu_new(flush_bytes, timer, &err);
 	if (st) {

@@ -84,10 +84,12 @@ void atb_timer_free(struct atb_timer *t);
 enum atb_status atb_timer_cpu_subtract_preemption(struct atb_timer *t, struct atb_error *err);
 
 /*
- * Flush size the protocol asks for: max(factor * cache_bytes, min_bytes).
- * PROTO: timing.cache_flush.factor, timing.cache_flush.min_bytes
+ * Flush size the protocol asks for: max(factor * cache_bytes, min_bytes),
+ * then at most max_bytes (0: no bound; a CPU timer's bound from version 6).
+ * PROTO: timing.cache_flush.factor, .min_bytes, .cpu_max_bytes
  */
-size_t atb_timing_flush_bytes(size_t cache_bytes, double factor, size_t min_bytes);
+size_t atb_timing_flush_bytes(size_t cache_bytes, double factor, size_t min_bytes,
+			      size_t max_bytes);
 
 enum atb_timing_interleave {
 	ATB_INTERLEAVE_RANDOMIZED_PAIRS = 0, /* each round's order drawn from the seed */

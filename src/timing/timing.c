@@ -244,12 +244,14 @@ void atb_timer_free(struct atb_timer *t)
 	atb_free(t);
 }
 
-size_t atb_timing_flush_bytes(size_t cache_bytes, double factor, size_t min_bytes)
+size_t atb_timing_flush_bytes(size_t cache_bytes, double factor, size_t min_bytes,
+			      size_t max_bytes)
 {
 	double want = factor * (double)cache_bytes;
 	size_t n = want > 0 ? (size_t)want : 0;
 
-	return n > min_bytes ? n : min_bytes;
+	n = n > min_bytes ? n : min_bytes;
+	return max_bytes && n > max_bytes ? max_bytes : n;
 }
 
 /* ---- configuration ---------------------------------------------------- */

@@ -171,7 +171,7 @@ Test(cuda, timer_in_the_core)
 
 	atb_error_clear(&err);
 	g_c = c;
-	flush = atb_timing_flush_bytes(atb_cuda_info(c)->l2_bytes, 2, 1 << 20);
+	flush = atb_timing_flush_bytes(atb_cuda_info(c)->l2_bytes, 2, 1 << 20, 0);
 	cr_assert_geq(flush, 2 * atb_cuda_info(c)->l2_bytes);
 	cr_assert_eq(atb_cuda_timer_new(c, flush, ATB_CUDA_SPIN_NS, &t, &err), ATB_OK, "%s",
 		     err.msg);

@@ -517,7 +517,8 @@ Test(protocol, cache_flush_cpu_max_is_required_from_version_6, .fini = remove_ho
 	spit(cand, t3);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "timing.cache_flush.cpu_max_bytes");
-	cr_expect(strstr(err.msg, "below min_bytes 67108864"), "%s", err.msg);
+	cr_expect(strstr(err.msg, "cpu_max_bytes 33554432 is below min_bytes 67108864"), "%s",
+		  err.msg);
 	atb_free(t3);
 	t3 = replace(t2, "cpu_max_bytes: 67108864", "cpu_max_bytes: -1");
 	spit(cand, t3);

@@ -312,8 +312,11 @@ Test(timing, cpu_timer_measures_monotonic_time_and_flushes)
 	ns = t->ops->elapsed_ns(t->state);
 	cr_assert(ns >= 2000000 && ns < 1000000000, "%lld", (long long)ns);
 	atb_timer_free(t);
-	cr_assert_eq(atb_timing_flush_bytes(32u << 20, 2, 64u << 20), 64u << 20);
-	cr_assert_eq(atb_timing_flush_bytes(48u << 20, 2, 64u << 20), 96u << 20);
+	cr_assert_eq(atb_timing_flush_bytes(32u << 20, 2, 64u << 20, 0), 64u << 20);
+	cr_assert_eq(atb_timing_flush_bytes(48u << 20, 2, 64u << 20, 0), 96u << 20);
+	/* PROTO: timing.cache_flush.cpu_max_bytes: a 480 MiB LLC flushes the bound */
+	cr_assert_eq(atb_timing_flush_bytes(480u << 20, 2, 64u << 20, 64u << 20), 64u << 20);
+	cr_assert_eq(atb_timing_flush_bytes(16u << 20, 2, 64u << 20, 256u << 20), 64u << 20);
 }
 
 Test(timing, allocation_failures_are_clean)
