@@ -975,7 +975,8 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 {
 	struct atb_timing_hooks hooks = {t ? runner_timed_before : NULL,
 					 t ? runner_timed_after : NULL, t,
-					 runner_clock_hook(), NULL, runner_progress};
+					 t ? runner_timed_call : runner_clock_hook(), t,
+					 runner_progress};
 	struct atb_error err;
 	char msg[1400];
 

@@ -570,6 +570,10 @@ struct runner_timed {
 	void *ctx;
 	size_t narms, ref;   /* ref: the reference's index in the group; >= narms: no checks */
 	struct runner_bufs master;  /* the round's inputs; owned */
+	struct runner_bufs refcopy; /* the reference's outputs of a checked round,
+				       copied right after its call; owned */
+	int round, have_ref;        /* the round under way; refcopy holds its outputs */
+	int (*clock)(void *, size_t, size_t);  /* the trial hook chained after ours */
 	struct runner_timed_plan plan;
 	struct runner_timed_stats st[ATB_RUNNER_MAX_ARMS];
 	char msg[1400];      /* why a hook failed */
@@ -588,6 +592,9 @@ void runner_timed_release(struct runner_timed *t);
 /* The timing core's hooks (struct atb_timing_hooks) on a struct runner_timed. */
 int runner_timed_before(void *ctx, int round);
 int runner_timed_after(void *ctx, int round);
+/* The trial hook (after_call, call_ctx t): the reference's outputs copied
+ * right after its call in a checked round, then t->clock. */
+int runner_timed_call(void *ctx, size_t arm, size_t trial);
 
 /* The samples event's "timed_checks" of group arm `arm`.  NULL when out of memory. */
 json_t *runner_timed_json(const struct runner_timed *t, size_t arm);

@@ -192,7 +192,9 @@ int runner_timed_init(struct runner_timed *t, const struct atb_runner_job *job,
 	for (a = 0; a < ATB_RUNNER_MAX_ARMS; a++)
 		t->st[a].first_failed_round = -1;
 	runner_timed_plan_init(&t->plan, &job->timed, job->timing.trials_min, seed, group);
-	if (runner_bufs_alloc(&t->master, job, set))
+	t->round = -1;
+	t->clock = runner_clock_hook();
+	if (runner_bufs_alloc(&t->master, job, set) || runner_bufs_alloc(&t->refcopy, job, set))
 		return -1;
 	runner_copy_inputs(&t->master, in, job);
 	return 0;
@@ -201,6 +203,7 @@ int runner_timed_init(struct runner_timed *t, const struct atb_runner_job *job,
 void runner_timed_release(struct runner_timed *t)
 {
 	runner_bufs_free(&t->master);
+	runner_bufs_free(&t->refcopy);
 }
 
 int runner_timed_before(void *ctx, int round)
@@ -209,6 +212,8 @@ int runner_timed_before(void *ctx, int round)
 	struct runner_perturb where;
 	size_t a;
 
+	t->round = round;
+	t->have_ref = 0;
 	if (runner_timed_perturb(&t->master, t->job, t->set, &t->plan, round, &where)) {
 		snprintf(t->msg, sizeof(t->msg), "cannot perturb the inputs of round %d: out of memory",
 			 round);
@@ -224,6 +229,39 @@ int runner_timed_before(void *ctx, int round)
 	return 0;
 }
 
+/*
+ * Right after the reference's call in a checked round (its time read,
+ * before the next arm's flush), after the chained clock hook: its outputs
+ * copied into t's own buffers.
+ * The round's check compares every arm with that copy, so an arm that runs
+ * after the reference and rewrites the reference's output buffers cannot
+ * make the check agree (the torch backend's Session.timed_ref is the same
+ * step; relu01/skip_timed_ref is its planted cheat).
+ */
+int runner_timed_call(void *ctx, size_t arm, size_t trial)
+{
+	struct runner_timed *t = ctx;
+	const struct runner_bufs *ref;
+	size_t i;
+
+	/* the clock's sample first: it is read closest to the call */
+	if (t->clock && t->clock(NULL, arm, trial))
+		return -1;
+	if (t->ref < t->narms && arm == t->ref && runner_timed_plan_is_check(&t->plan, t->round)) {
+		if (t->ops->outputs(t->ctx, t->ref, &ref)) {
+			if (!t->msg[0])
+				snprintf(t->msg, sizeof(t->msg), "cannot read the reference's "
+					 "outputs of round %d", t->round);
+			return -1;
+		}
+		for (i = 0; i < t->job->nbuffers; i++)
+			if (t->job->buffers[i].role != ATB_BUFFER_IN)
+				memcpy(t->refcopy.p[i], ref->p[i], t->refcopy.bytes[i]);
+		t->have_ref = 1;
+	}
+	return 0;
+}
+
 int runner_timed_after(void *ctx, int round)
 {
 	struct runner_timed *t = ctx;
@@ -233,8 +271,12 @@ int runner_timed_after(void *ctx, int round)
 
 	if (t->ref >= t->narms || !runner_timed_plan_is_check(&t->plan, round))
 		return 0;
-	if (t->ops->outputs(t->ctx, t->ref, &ref))
-		goto fail;
+	if (!t->have_ref || t->round != round) {
+		snprintf(t->msg, sizeof(t->msg), "no copy of the reference's outputs of round %d",
+			 round);
+		return -1;
+	}
+	ref = &t->refcopy;
 	/* The reference's outputs beside the round's inputs (the reduction
 	 * bound is computed from the operands). */
 	view = t->master;

@@ -1345,6 +1345,8 @@ struct torch_timed {
 	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
 	size_t nin;
 	gsl_rng *r;
+	int round;                                  /* the round under way */
+	int (*clock)(void *, size_t, size_t);       /* the chained trial hook */
 };
 
 /* Copy one element (esize bytes) from src to dst, on the host or the device. */
@@ -1382,6 +1384,7 @@ static int torch_timed_before(void *ctx, int round)
 	int dev = 0, rc = 0;
 	size_t i, j, g;
 
+	x->round = round;
 	for (i = 0; !rc && i < x->nin; i++) {
 		struct torch_timed_input *in = &x->in[i];
 		unsigned long n = in->numel > 0xffffffffUL ? 0xffffffffUL : (unsigned long)in->numel;
@@ -1445,6 +1448,58 @@ static int torch_timed_inputs(struct torch_timed *x, const json_t *list)
 }
 
 static int torch_timed_check(struct torch_timed *x, int round);
+
+/*
+ * The trial hook: right after the reference's call in a checked round (its
+ * time read, before the next arm's flush), its output is copied into the
+ * runner's own memory (Session.timed_ref, ref_store), so that an arm that
+ * runs after it in the round cannot make the check agree by rewriting the
+ * reference's tensor (relu01/skip_timed_ref).  The clock hook first.
+ */
+static int torch_timed_call(void *ctx, size_t arm, size_t trial)
+{
+	struct torch_timed *x = ctx;
+	int64_t t0;
+	void *args, *v;
+	json_t *a;
+	int rc = 0;
+
+	/* the clock's sample first: it is read closest to the call */
+	if (x->clock && x->clock(NULL, arm, trial))
+		return -1;
+	t0 = atbi_monotonic_ns();
+	if (x->t.ref < x->np && arm == x->t.ref &&
+	    runner_timed_plan_is_check(&x->t.plan, x->round)) {
+		v = x->tc->held[arm];
+		args = v ? py.PyTuple_New(2) : NULL;
+		if (args) {
+			py.Py_IncRef(v);
+			if (py.PyTuple_SetItem(args, 1, v) ||  /* steals v */
+			    !(v = py.PyLong_FromLongLong(x->round)) ||
+			    py.PyTuple_SetItem(args, 0, v)) {
+				py.Py_DecRef(args);
+				args = NULL;
+			}
+		}
+		if (!args) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "cannot call timed_ref: %s",
+				 x->tc->held[arm] ? "out of memory" : "the reference kept no output");
+			return -1;
+		}
+		a = py_json(x->rt, "timed_ref", args);
+		if (!a || json_object_get(a, "error")) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "%s",
+				 a ? json_string_value(json_object_get(a, "error")) : x->rt->msg);
+			rc = -1;
+		} else if (ref_store(x->rt, json_object_get(a, "refs"))) {
+			snprintf(x->t.msg, sizeof(x->t.msg), "%s", x->rt->msg);
+			rc = -1;
+		}
+		json_decref(a);
+		x->rt->hooks_ns += atbi_monotonic_ns() - t0;
+	}
+	return rc;
+}
 
 static int torch_timed_after(void *ctx, int round)
 {
@@ -1540,7 +1595,7 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 {
 	const struct atb_runner_job *job = rt->job;
 	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x,
-					 runner_clock_hook(), NULL, runner_progress};
+					 torch_timed_call, x, runner_progress};
 	struct atb_error err;
 	long long mask = 0;
 	size_t g, ref = np;
@@ -1563,6 +1618,8 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	x->np = np;
 	x->t.narms = np;
 	x->t.ref = ref;
+	x->round = -1;
+	x->clock = runner_clock_hook();
 	for (g = 0; g < ATB_RUNNER_MAX_ARMS; g++)
 		x->t.st[g].first_failed_round = -1;
 	runner_timed_plan_init(&x->t.plan, &job->timed, job->timing.trials_min, seed, group);

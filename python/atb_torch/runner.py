@@ -613,9 +613,16 @@ class Session:
         if skip is not None:
             return skip
         c = self.cur
+        return {"refs": self.own_copies(c["ref_out"], c["ref_host"])}
+
+    def own_copies(self, ref_out, ref_host):
+        """The entries the C side copies into its own memory (ref_store) for
+        the reference's outputs ref_out, one slot per tensor output
+        (ref_host["slot"] + k), recorded in ref_host["copies"] so that pairs()
+        sends the slots, not the tensors, from then on."""
         refs = []
-        c["ref_host"]["copies"] = []
-        for k, (name, r) in enumerate([e for e in flatten(c["ref_out"])
+        ref_host["copies"] = []
+        for k, (name, r) in enumerate([e for e in flatten(ref_out)
                                        if self.torch.is_tensor(e[1])]):
             on_dev = self.compare_on_device and r.is_cuda
             rh = None
@@ -623,16 +630,16 @@ class Session:
                 rh, dt = self.dev(r, copy=False)
                 on_dev = rh is not None
             if rh is None:
-                rh, dt = self.host(r, "%s%d" % (c["ref_host"]["slot"], k))
-            c["ref_host"]["copies"].append((rh, dt, on_dev))
-            refs.append({"slot": "%s%d" % (c["ref_host"]["slot"], k), "dtype": dt,
+                rh, dt = self.host(r, "%s%d" % (ref_host["slot"], k))
+            ref_host["copies"].append((rh, dt, on_dev))
+            refs.append({"slot": "%s%d" % (ref_host["slot"], k), "dtype": dt,
                          "n": rh.numel(), "ptr": rh.data_ptr(), "on_device": on_dev})
         if self.pending:
             with self.ph("host_copy"):
                 self.sync()
             self.pending = False
-        c["ref_host"]["owned"] = True
-        return {"refs": refs}
+        ref_host["owned"] = True
+        return refs
 
     def set_reference(self, seed, dist):
         with self.ph("check_other"):
@@ -905,15 +912,37 @@ class Session:
         with self.ph("timed_checks"):
             return answer(lambda: self._timed_begin(models, ref))
 
+    def _timed_ref(self, rnd, out):
+        """Right after the reference's call in a checked round, before any
+        other arm runs: its output handed to the C side, which copies it into
+        its own memory (ref_store), as set_reference does for an input set.
+        An arm that runs after the reference in the round and rewrites the
+        reference's output (found through the garbage collector or the
+        allocator: relu01/skip_timed_ref) changes the reference's tensor,
+        not the runner's copy that _timed_after compares with."""
+        self.begin()
+        t = self.timed
+        t["ref_round"] = rnd
+        t["ref_host"] = {"slot": "tref", "copies": []}
+        return {"refs": self.own_copies(out, t["ref_host"])}
+
+    def timed_ref(self, rnd, out):
+        with self.ph("timed_checks"):
+            return answer(lambda: self._timed_ref(rnd, out))
+
     def _timed_after(self, rnd, outs):
         """After a checked round: outs, the round's outputs of the group's
         models in group order (the C side kept them), each against the
-        reference's, as pairs for the C comparison."""
+        runner's copy of the reference's output of the same round, taken
+        right after the reference's call (_timed_ref)."""
         self.begin()
         t = self.timed
         got = dict(zip(t["group"], outs))
         ref_out = got.get(t["ref"])
-        ref_host = {"slot": "tref", "copies": []}
+        if t.get("ref_round") != rnd:
+            raise Failure("python", "timed_after(%d): no copy of the reference's output "
+                          "of that round" % rnd)
+        ref_host = t["ref_host"]
         arms = []
         for g in t["group"]:
             if g == t["ref"]:

@@ -169,6 +169,27 @@ test_expect "timed checks: a cache keyed on sampled input elements fails them" '
 	jq -se "[.[] | $CAND] | all(.timed_checks.failed >= 2)" cache_sample.ev >/dev/null
 '
 
+# The reference first in every round (interleave fixed): the candidate,
+# running after it, rewrites the reference's output of the round with its own
+# stale one before the check compares them.  The runner compares with its
+# copy taken right after the reference's call (Session.timed_ref).  The
+# runner before that change compared with the reference's tensor after the
+# round: 0 of 7 checks failed (4 and 3 over the two seeds), here >= 1 each.
+test_expect "timed checks: rewriting the reference's output of the round does not make them agree" '
+	run skip_timed_ref "$TIMED | .timing.interleave=\"fixed\"" &&
+	[ "$(cat skip_timed_ref.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|.pass]|all" skip_timed_ref.ev >/dev/null &&
+	jq -se "[.[] | $CAND] | length == 2 and all(.timed_checks.failed >= 1
+		and .timed_checks.first_bad.buffer == \"output\")" skip_timed_ref.ev >/dev/null ||
+	{ tail -5 skip_timed_ref.err; jq -c "$CAND | .timed_checks" skip_timed_ref.ev; false; }
+'
+
+test_expect "timed checks: the honest ReLU, the reference first in every round, passes them" '
+	run honest "$TIMED | .timing.interleave=\"fixed\"" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "[.[] | $CAND] | length == 2 and all(.timed_checks.rounds_checked >= 2
+		and .timed_checks.failed == 0)" honest.ev >/dev/null
+'
+
 test_expect "the runner wrote no bytecode next to the task or the candidate" '
 	! find "$FIX" -name __pycache__ | grep -q .
 '

@@ -1486,11 +1486,14 @@ Test(runner, timed_perturbation_is_deterministic_and_the_same_for_every_arm)
 	atb_runner_job_free(j);
 }
 
-/* Two host arms for the hooks: arm 1 computes relu, or skips when lazy. */
+/* Two host arms for the hooks: arm 1 computes relu, or skips when lazy;
+ * stale: it computes on its first call only and from then on hands back
+ * that output, also written over arm 0's (the reference's) outputs. */
 struct hook_arms {
 	const struct atb_runner_job *job;
 	struct runner_bufs b[2];
-	int lazy;
+	int lazy, stale, calls;
+	float kept[8192];
 };
 
 static int ha_prepare(void *ctx, size_t arm, const struct runner_bufs *master,
@@ -1512,6 +1515,12 @@ static void ha_call(struct hook_arms *h, size_t arm)
 {
 	size_t k, n = h->job->timing_set.counts[0];
 
+	if (arm == 1 && h->stale && h->calls++ > 0) {
+		cr_assert_leq(h->b[1].bytes[1], sizeof(h->kept));
+		memcpy(h->b[1].p[1], h->kept, h->b[1].bytes[1]);
+		memcpy(h->b[0].p[1], h->kept, h->b[1].bytes[1]);
+		return;
+	}
 	if (arm == 1 && h->lazy)
 		return;
 	for (k = 0; k < n; k++) {
@@ -1519,6 +1528,8 @@ static void ha_call(struct hook_arms *h, size_t arm)
 
 		((float *)h->b[arm].p[1])[k] = x > 0 ? x : 0;
 	}
+	if (arm == 1 && h->stale)
+		memcpy(h->kept, h->b[1].p[1], h->b[1].bytes[1]);
 }
 
 static const struct runner_timed_ops ha_ops = {ha_prepare, ha_outputs};
@@ -1540,10 +1551,50 @@ static void run_hooked_rounds(struct hook_arms *h, struct runner_timed *t, int r
 	for (r = 0; r < rounds; r++) {
 		cr_assert_eq(runner_timed_before(t, r), 0);
 		ha_call(h, 0);
+		cr_assert_eq(runner_timed_call(t, 0, (size_t)r), 0);
 		ha_call(h, 1);
+		cr_assert_eq(runner_timed_call(t, 1, (size_t)r), 0);
 		cr_assert_eq(runner_timed_after(t, r), 0);
 	}
 	runner_bufs_free(&in);
+}
+
+/* PROTO: gates.timed_correctness -- the reference's outputs of a checked
+ * round are copied right after its call: an arm that runs after it, hands
+ * back a stale output and writes that over the reference's outputs is
+ * still caught (a compare with the reference's buffers after the round
+ * passed it), and a check with no copy of the round is an error, not a
+ * pass. */
+Test(runner, timed_hooks_compare_with_the_copy_taken_after_the_reference)
+{
+	struct atb_runner_job *j = timed_job("0123456789abcdef", NULL);
+	struct hook_arms h = {.job = j, .stale = 1};
+	struct runner_timed t;
+	int r, miss = -1;
+
+	run_hooked_rounds(&h, &t, 40);
+	cr_assert_geq(t.st[1].failed, 2);
+	cr_assert_eq(t.st[1].failed, t.st[1].rounds_checked);
+	runner_timed_release(&t);
+	runner_bufs_free(&h.b[0]);
+	runner_bufs_free(&h.b[1]);
+
+	/* a checked round whose reference call had no hook after it */
+	h.stale = 0;
+	run_hooked_rounds(&h, &t, 1);
+	for (r = 1; r < 40 && miss < 0; r++) {
+		cr_assert_eq(runner_timed_before(&t, r), 0);
+		ha_call(&h, 0);
+		ha_call(&h, 1);
+		if (runner_timed_after(&t, r))
+			miss = r;
+	}
+	cr_assert_geq(miss, 1);
+	cr_assert(strstr(t.msg, "no copy of the reference's outputs"), "%s", t.msg);
+	runner_timed_release(&t);
+	runner_bufs_free(&h.b[0]);
+	runner_bufs_free(&h.b[1]);
+	atb_runner_job_free(j);
 }
 
 Test(runner, timed_hooks_pass_an_honest_arm_and_catch_a_lazy_one)
