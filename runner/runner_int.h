@@ -573,7 +573,7 @@ struct runner_timed {
 	struct runner_bufs refcopy; /* the reference's outputs of a checked round,
 				       copied right after its call; owned */
 	int round, have_ref;        /* the round under way; refcopy holds its outputs */
-	int (*clock)(void *, size_t, size_t);  /* the trial hook chained after ours */
+	int (*clock)(void *, size_t, size_t);  /* the clock's trial hook, called first */
 	struct runner_timed_plan plan;
 	struct runner_timed_stats st[ATB_RUNNER_MAX_ARMS];
 	char msg[1400];      /* why a hook failed */
@@ -592,8 +592,8 @@ void runner_timed_release(struct runner_timed *t);
 /* The timing core's hooks (struct atb_timing_hooks) on a struct runner_timed. */
 int runner_timed_before(void *ctx, int round);
 int runner_timed_after(void *ctx, int round);
-/* The trial hook (after_call, call_ctx t): the reference's outputs copied
- * right after its call in a checked round, then t->clock. */
+/* The trial hook (after_call, call_ctx t): t->clock, then the reference's
+ * outputs copied right after its call in a checked round. */
 int runner_timed_call(void *ctx, size_t arm, size_t trial);
 
 /* The samples event's "timed_checks" of group arm `arm`.  NULL when out of memory. */

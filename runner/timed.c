@@ -235,8 +235,9 @@ int runner_timed_before(void *ctx, int round)
  * copied into t's own buffers.
  * The round's check compares every arm with that copy, so an arm that runs
  * after the reference and rewrites the reference's output buffers cannot
- * make the check agree (the torch backend's Session.timed_ref is the same
- * step; relu01/skip_timed_ref is its planted cheat).
+ * make the check agree (planted in u-runner,
+ * timed_hooks_compare_with_the_copy_taken_after_the_reference; the torch
+ * backend's Session.timed_ref is the same step, with relu01/skip_timed_ref).
  */
 int runner_timed_call(void *ctx, size_t arm, size_t trial)
 {

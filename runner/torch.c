@@ -1345,8 +1345,6 @@ struct torch_timed {
 	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
 	size_t nin;
 	gsl_rng *r;
-	int round;                                  /* the round under way */
-	int (*clock)(void *, size_t, size_t);       /* the chained trial hook */
 };
 
 /* Copy one element (esize bytes) from src to dst, on the host or the device. */
@@ -1384,7 +1382,7 @@ static int torch_timed_before(void *ctx, int round)
 	int dev = 0, rc = 0;
 	size_t i, j, g;
 
-	x->round = round;
+	x->t.round = round;
 	for (i = 0; !rc && i < x->nin; i++) {
 		struct torch_timed_input *in = &x->in[i];
 		unsigned long n = in->numel > 0xffffffffUL ? 0xffffffffUL : (unsigned long)in->numel;
@@ -1465,17 +1463,17 @@ static int torch_timed_call(void *ctx, size_t arm, size_t trial)
 	int rc = 0;
 
 	/* the clock's sample first: it is read closest to the call */
-	if (x->clock && x->clock(NULL, arm, trial))
+	if (x->t.clock && x->t.clock(NULL, arm, trial))
 		return -1;
 	t0 = atbi_monotonic_ns();
 	if (x->t.ref < x->np && arm == x->t.ref &&
-	    runner_timed_plan_is_check(&x->t.plan, x->round)) {
+	    runner_timed_plan_is_check(&x->t.plan, x->t.round)) {
 		v = x->tc->held[arm];
 		args = v ? py.PyTuple_New(2) : NULL;
 		if (args) {
 			py.Py_IncRef(v);
 			if (py.PyTuple_SetItem(args, 1, v) ||  /* steals v */
-			    !(v = py.PyLong_FromLongLong(x->round)) ||
+			    !(v = py.PyLong_FromLongLong(x->t.round)) ||
 			    py.PyTuple_SetItem(args, 0, v)) {
 				py.Py_DecRef(args);
 				args = NULL;
@@ -1618,8 +1616,8 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	x->np = np;
 	x->t.narms = np;
 	x->t.ref = ref;
-	x->round = -1;
-	x->clock = runner_clock_hook();
+	x->t.round = -1;
+	x->t.clock = runner_clock_hook();
 	for (g = 0; g < ATB_RUNNER_MAX_ARMS; g++)
 		x->t.st[g].first_failed_round = -1;
 	runner_timed_plan_init(&x->t.plan, &job->timed, job->timing.trials_min, seed, group);
