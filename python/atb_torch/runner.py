@@ -337,10 +337,16 @@ class Session:
             self.poison(ref_out)
         name = "reference" if arm == self.reference else (
             "arms" if arm < len(self.arms) else "compiled")
+        # the reference's own writes to its parameters and buffers
+        # (BatchNorm's running statistics) are learned around its call
+        w = self.watch if arm == self.reference else None
+        before = w.ref_versions() if w is not None else None
         try:
             with self.ph(name):
                 out = self.models[arm](*xs)
                 self.sync()
+            if w is not None:
+                w.ref_ran(before)
             return out, None
         except BaseException:
             return None, traceback.format_exc(limit=4)

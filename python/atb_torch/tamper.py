@@ -304,6 +304,11 @@ class Watch:
         self.models = session.models
         self.models_saved = list(session.models)
         self.reference = reference
+        # (submodule, "_parameters" or "_buffers", name) of the tensors the
+        # reference writes in its own calls (ref_ran): their version counters
+        # are not compared (BatchNorm in training mode updates its running
+        # statistics in every forward: 33_BatchNorm's honest copy was refused)
+        self.self_written = set()
         self.ref_state = self._model_state(reference)
         self.flags = self._flags()
         self.threads = set(sys._current_frames())
@@ -338,19 +343,22 @@ class Watch:
         if not isinstance(m, torch.nn.Module):
             return None
         st = []
+        own = self.self_written
         for path, sub in m.named_modules():
             d = vars(sub)
+            label = path or "(the model)"
             tens = []
             for k in ("_parameters", "_buffers"):
                 for n, t in d.get(k, {}).items():
-                    tens.append((k, n, id(t)) + ((t.data_ptr(), t._version, tuple(t.shape))
-                                                if t is not None else ()))
+                    tens.append((k, n, id(t)) + (
+                        (t.data_ptr(), None if (label, k, n) in own else t._version,
+                         tuple(t.shape)) if t is not None else ()))
             hooks = tuple((k, len(v)) for k, v in sorted(d.items())
                           if "hook" in k and isinstance(v, dict))
             calls = tuple(sorted(k for k, v in d.items() if callable(v) and
                                  not isinstance(v, torch.nn.Module) and k != "_parameters"
                                  and not k.startswith("_")))
-            st.append((path or "(the model)", id(type(sub)),
+            st.append((label, id(type(sub)),
                        tuple(map(id, d.get("_modules", {}).values())), tuple(tens), hooks,
                        calls, sub.training))
         return st
@@ -550,6 +558,43 @@ class Watch:
         if len(st or []) != len(was or []):
             out.append("the reference's submodules changed")
         return out
+
+    def ref_versions(self):
+        """The version counters of the reference's parameters and buffers,
+        read right before one of the runner's own calls of the reference
+        (Session.run; ref_ran after it)."""
+        m = self.reference
+        if not isinstance(m, self.torch.nn.Module):
+            return None
+        return [((path or "(the model)", k, n), t._version)
+                for path, sub in m.named_modules()
+                for k in ("_parameters", "_buffers")
+                for n, t in vars(sub).get(k, {}).items() if t is not None]
+
+    def ref_ran(self, before):
+        """After the runner's call of the reference (before: ref_versions()
+        right before it, with no other arm's code between): a tensor whose
+        version moved was written by the reference itself, and its version
+        is compared no more (its identity, storage and shape still are).
+        Only what moved inside the reference's own call is learned: the
+        candidate cannot make a tensor its own write hides unless code of
+        its runs inside that call (a hook, a patched function, a thread:
+        each of those is a change of its own, reported)."""
+        after = self.ref_versions()
+        if before is None or after is None:
+            return
+        old = dict(before)
+        new = {key for key, v in after
+               if key in old and old[key] != v and key not in self.self_written}
+        if not new:
+            return
+        self.self_written |= new
+        st = []
+        for e in self.ref_state or []:
+            tens = tuple(t[:4] + (None,) + t[5:] if len(t) > 3 and (e[0], t[0], t[1]) in new
+                         else t for t in e[3])
+            st.append(e[:3] + (tens,) + e[4:])
+        self.ref_state = st
 
     def model_state(self):
         """The reference model's state now (for params_moved)."""

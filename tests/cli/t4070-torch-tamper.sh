@@ -31,25 +31,32 @@ print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
                   "path": [p for p in sys.path if p]}))' >python.json ||
 	skip_all "cannot ask '$PY' about itself"
 
-# run CANDIDATE: the relu01 job with that candidate, timed; events in CANDIDATE.ev.
+# run CANDIDATE [TASK]: the relu01 job on TASK (relu01) with that candidate
+# (TASK/CANDIDATE), timed; events in CANDIDATE.ev (TASK.CANDIDATE.ev for
+# another task).
 run() {
-	jq -c --arg t "$FIX/relu01.py" --arg c "$FIX/relu01/$1/model_new.py" \
+	local task=${2:-relu01} o=$1
+	[ "$task" = relu01 ] || o=$task.$1
+	jq -c --arg t "$FIX/$task.py" --arg c "$FIX/$task/$1/model_new.py" \
 		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
 		'.arms[0].py=$t | .arms[1].py=$c | .torch.python=$p[0] |
-		 .torch.module_path=$m | .options.skip_timing=false' "$FIX/relu01-job.json" >"$1.job" &&
-	{ "$RUNNER" <"$1.job" >"$1.ev" 2>"$1.err"; echo $? >"$1.rc"; }
+		 .torch.module_path=$m | .options.skip_timing=false' "$FIX/relu01-job.json" >"$o.job" &&
+	{ "$RUNNER" <"$o.job" >"$o.ev" 2>"$o.err"; echo $? >"$o.rc"; }
 }
 
-# refused CANDIDATE WHAT [WHERE]: one tamper event whose first change is WHAT
-# (seen at WHERE, when given), the job ended by an error "tamper", no done.
+# refused CANDIDATE WHAT [WHERE [TASK]]: one tamper event whose first change
+# is WHAT (seen at WHERE, when not empty), the job ended by an error
+# "tamper", no done.
 refused() {
-	run "$1" &&
+	local o=$1
+	[ -z "${4:-}" ] || o=$4.$1
+	run "$1" "${4:-}" &&
 	jq -se --arg w "$2" --arg at "${3:-}" '
 		(map(select(.event=="tamper")) | length==1 and
 		 (.[0].changes[0].what==$w) and ($at=="" or .[0].changes[0].where==$at)) and
 		(map(select(.event=="error"))[0].reason=="tamper") and
-		(map(select(.event=="done")) | length==0)' "$1.ev" >/dev/null ||
-	{ jq -c 'select(.event=="tamper" or .event=="error")' "$1.ev"; tail -5 "$1.err"; return 1; }
+		(map(select(.event=="done")) | length==0)' "$o.ev" >/dev/null ||
+	{ jq -c 'select(.event=="tamper" or .event=="error")' "$o.ev"; tail -5 "$o.err"; return 1; }
 }
 
 test_expect "honest candidates, timed: no change seen, the job done" '
@@ -60,6 +67,18 @@ test_expect "honest candidates, timed: no change seen, the job done" '
 			(map(select(.event==\"phases\"))[0].seconds.tamper>0)" $c.ev >/dev/null ||
 		return 1
 	done
+'
+
+test_expect "BatchNorm in training mode: the reference's own writes to its running statistics are not the honest copy's (33_BatchNorm)" '
+	run honest bn_train && [ "$(cat bn_train.honest.rc)" = 0 ] &&
+	jq -se "(map(select(.event==\"tamper\"))|length==0) and
+		(map(select(.event==\"done\"))[0].timing==\"done\")" bn_train.honest.ev >/dev/null ||
+	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" bn_train.honest.ev
+	  tail -5 bn_train.honest.err; false; }
+'
+
+test_expect "a write into the reference's BatchNorm weight is still refused, next to a write into its running_var" '
+	refused tamper_weight "the reference'"'"'s bn: parameters or buffers changed" "" bn_train
 '
 
 AT_IMPORT="the import of arm 'candidate'"

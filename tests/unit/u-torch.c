@@ -108,6 +108,41 @@ Test(torch, other_files_are_refused)
 	cr_assert_eq(atb_task_load_kernelbench(NULL, NULL, &t, &err), ATB_ERR_USAGE);
 }
 
+/*
+ * Upstream KernelBench names reach 96 characters (level1/75_conv_transposed_
+ * 2D_..._dilated__): more than a task.yaml name's 63, which refused eight
+ * Level-1 tasks on the H200 as task_error.  A whole file name (NAME_MAX)
+ * less ".py" is accepted; one character more is refused, naming the limit.
+ */
+Test(torch, long_upstream_names_load)
+{
+	static const char stem[] = "75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_"
+				   "strided__grouped____padded____dilated__";
+	char dir[] = "/tmp/atb-u-torch.XXXXXX", path[512], cmd[1200], big[260];
+	struct atb_task *t = NULL;
+	struct atb_error err;
+
+	cr_assert_eq(strlen(stem), 96);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/%s.py", dir, stem);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", FIX "/relu01.py", path);
+	cr_assert_eq(system(cmd), 0);
+	t = load_or_skip(path);
+	cr_assert_str_eq(t->name, stem);
+	atb_task_free(t);
+	t = NULL;
+
+	memset(big, 'a', 253);
+	big[253] = 0;
+	snprintf(path, sizeof(path), "%s/%s.py", dir, big);
+	atb_error_clear(&err);
+	cr_assert_eq(atb_task_load_kernelbench(path, NULL, &t, &err), ATB_ERR_USAGE);
+	cr_assert_null(t);
+	cr_assert(strstr(err.msg, "(at most 252)"), "%s", err.msg);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
 Test(torch, bad_interpreters_are_refused)
 {
 	struct atb_task *t = NULL;
