@@ -34,6 +34,23 @@ test_expect() {
 	fi
 }
 
+# stop_server PID URL: stop a server the script started and wait until URL
+# answers no more.  test_expect runs its snippet in a subshell, where `wait`
+# on the script's child returns at once (not a child of that shell): on a
+# busy box the server still answered the next curl (t5108 under ASan, CI).
+stop_server() {
+	local i
+	kill "$1" 2>/dev/null || true
+	for i in $(seq 1 300); do
+		# not kill -0: from a subshell a dead server stays a zombie until the
+		# script reaps it, and kill -0 on a zombie succeeds
+		curl -sf --max-time 1 "$2" >/dev/null || return 0
+		sleep 0.1
+	done
+	echo "the server (pid $1) still answers $2 30 s after it was stopped"
+	return 1
+}
+
 # expect_exit CODE CMD...: CMD must exit with CODE; its stderr is kept in $TRASH/err.
 expect_exit() {
 	local want=$1 got; shift

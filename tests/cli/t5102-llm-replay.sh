@@ -28,7 +28,7 @@ test_expect "record two calls on the real server, then stop it" '
 	"$ATB" --db t.db llm call --prompt-file p2.txt --run rec --temperature 0.7 --seed 5 --json >r2.json &&
 	"$ATB" --db t.db llm call --prompt-file p1.txt --run rec --json >r3.json &&
 	expect_exit 1 "$ATB" --db t.db llm call --prompt-file p1.txt --run cut --repeat 4 &&
-	kill $SERVER && wait $SERVER 2>/dev/null; ! curl -sf "http://127.0.0.1:$PORT/health" &&
+	stop_server $SERVER "http://127.0.0.1:$PORT/health" &&
 	jq -e ".attempts == 1 and .outcome == \"truncated\"" r1.json
 '
 

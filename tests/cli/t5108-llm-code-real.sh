@@ -46,7 +46,7 @@ test_expect "the real server's schema-bound reply is parsed, written and refused
 '
 
 test_expect "with the server stopped, the replay reproduces the proposals byte for byte" '
-	RUN=$(cat run_id) && kill $SERVER && wait $SERVER 2>/dev/null;
+	RUN=$(cat run_id) && stop_server $SERVER "http://127.0.0.1:$PORT/health" &&
 	! curl -sf "http://127.0.0.1:$PORT/health" &&
 	"$ATB" run --replay "$RUN" --quiet --json >rep.json &&
 	REP=$(jq -r .run rep.json) &&
