@@ -45,13 +45,17 @@ void runner_bufs_free(struct runner_bufs *b)
 	memset(b, 0, sizeof(*b));
 }
 
-int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
-		      const struct atb_runner_set *set)
+static int bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set, int outputs_only)
 {
 	size_t i;
 
 	memset(b, 0, sizeof(*b));
 	for (i = 0; i < job->nbuffers; i++) {
+		if (outputs_only && job->buffers[i].role == ATB_BUFFER_IN) {
+			b->n = i + 1; /* no buffer: p[i] NULL, bytes[i] 0 */
+			continue;
+		}
 		b->bytes[i] = set->counts[i] * atb_dtype_size(job->buffers[i].dtype);
 		/*
 		 * Page-aligned, so a buffer's offset within its pages (which sets
@@ -68,6 +72,18 @@ int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
 		}
 	}
 	return 0;
+}
+
+int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
+		      const struct atb_runner_set *set)
+{
+	return bufs_alloc(b, job, set, 0);
+}
+
+int runner_bufs_alloc_outputs(struct runner_bufs *b, const struct atb_runner_job *job,
+			      const struct atb_runner_set *set)
+{
+	return bufs_alloc(b, job, set, 1);
 }
 
 int runner_is_input(const struct atb_runner_buffer *b)

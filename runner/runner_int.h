@@ -109,6 +109,10 @@ struct runner_bufs {
 /* Allocate b for set (counts x dtype size each).  0, or -1 (nothing left held). */
 int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
 		      const struct atb_runner_set *set);
+/* The same for the buffers that are not inputs only (out, inout): an in
+ * buffer gets no memory (p NULL, bytes 0).  0, or -1. */
+int runner_bufs_alloc_outputs(struct runner_bufs *b, const struct atb_runner_job *job,
+			      const struct atb_runner_set *set);
 /* Free every buffer of b and zero it; a zeroed b is fine. */
 void runner_bufs_free(struct runner_bufs *b);
 
@@ -571,7 +575,8 @@ struct runner_timed {
 	size_t narms, ref;   /* ref: the reference's index in the group; >= narms: no checks */
 	struct runner_bufs master;  /* the round's inputs; owned */
 	struct runner_bufs refcopy; /* the reference's outputs of a checked round,
-				       copied right after its call; owned */
+				       copied right after its call (out and inout
+				       buffers only: runner_bufs_alloc_outputs); owned */
 	int round, have_ref;        /* the round under way; refcopy holds its outputs */
 	int (*clock)(void *, size_t, size_t);  /* the clock's trial hook, called first */
 	struct runner_timed_plan plan;

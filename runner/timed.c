@@ -194,7 +194,7 @@ int runner_timed_init(struct runner_timed *t, const struct atb_runner_job *job,
 	runner_timed_plan_init(&t->plan, &job->timed, job->timing.trials_min, seed, group);
 	t->round = -1;
 	t->clock = runner_clock_hook();
-	if (runner_bufs_alloc(&t->master, job, set) || runner_bufs_alloc(&t->refcopy, job, set))
+	if (runner_bufs_alloc(&t->master, job, set) || runner_bufs_alloc_outputs(&t->refcopy, job, set))
 		return -1;
 	runner_copy_inputs(&t->master, in, job);
 	return 0;

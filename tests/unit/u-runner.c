@@ -1548,6 +1548,12 @@ static void run_hooked_rounds(struct hook_arms *h, struct runner_timed *t, int r
 	}
 	cr_assert_eq(runner_timed_init(t, h->job, &h->job->timing_set, &in, 3, 0, 2, 0, &ha_ops,
 				       h), 0);
+	/* the copy holds the outputs only: no memory for an input buffer */
+	for (r = 0; r < (int)h->job->nbuffers; r++)
+		if (h->job->buffers[r].role == ATB_BUFFER_IN)
+			cr_assert(!t->refcopy.p[r] && !t->refcopy.bytes[r], "input %d", r);
+		else
+			cr_assert(t->refcopy.p[r] && t->refcopy.bytes[r], "output %d", r);
 	for (r = 0; r < rounds; r++) {
 		cr_assert_eq(runner_timed_before(t, r), 0);
 		ha_call(h, 0);
