@@ -24,7 +24,11 @@ Finding kinds (docs/suite.md says which refuse and which annotate):
                          __globals__ and like attributes, globals(), vars(),
                          locals(), getattr/setattr/delattr/hasattr with a
                          name that is not a string literal, atb's own
-                         modules, or an assignment into torch (torch.X = ...)
+                         modules, or an assignment into torch (torch.X = ...);
+                         such a module reached as another's attribute
+                         (os.sys, from os import sys); signal, weakref,
+                         atexit and faulthandler, whose hooks run code after
+                         the candidate's call has returned
   unanalysable           the candidate parses but is too deep to walk
   calls_replaced_op      the candidate calls a torch op that the reference's
                          forward uses (torch.relu, F.softmax, torch.matmul,
@@ -80,6 +84,11 @@ REFLECTION_NAMES = {"globals", "locals", "vars", "__builtins__", "__loader__", "
 # (threading: work left running outside the timed call)
 REFLECTION_MODULES = {"gc", "inspect", "builtins", "__builtin__", "__main__", "traceback",
                       "_thread", "threading", "sys"}
+# Modules whose hooks run the candidate's code after its call has returned,
+# in the runner's own checks or in the next arm's call: a signal handler
+# on a timer, a weak reference's callback or finalizer, an exit handler.
+HOOK_MODULES = {"signal", "_signal", "weakref", "_weakref", "_weakrefset", "atexit",
+                "faulthandler"}
 # module-level names of sys that reach other modules or frames
 SYS_REFLECTION = {"modules", "_getframe", "_current_frames", "meta_path", "path_hooks",
                   "settrace", "setprofile", "exc_info", "exception", "last_traceback",
@@ -237,6 +246,15 @@ def hidden_code_findings(tree):
                 elif root in REFLECTION_MODULES:
                     out.append(("reflection", line, "imports %s, which reaches objects the "
                                 "candidate did not make" % mod))
+                elif root in HOOK_MODULES:
+                    out.append(("reflection", line, "imports %s, whose hooks run code after "
+                                "the candidate's call has returned" % mod))
+            if isinstance(node, ast.ImportFrom):
+                # from os import sys: a module reached as another's attribute
+                for a in node.names:
+                    if a.name in REFLECTION_MODULES or a.name in HOOK_MODULES:
+                        out.append(("reflection", line, "imports %s from %s" %
+                                    (a.name, node.module or ".")))
         elif isinstance(node, ast.Name):
             if node.id in DYNAMIC_NAMES:
                 out.append(("dynamic_code", line, "uses %s" % node.id))
@@ -247,6 +265,11 @@ def hidden_code_findings(tree):
         elif isinstance(node, ast.Attribute):
             if node.attr in REFLECTION_ATTRS:
                 out.append(("reflection", line, "reads the attribute %s" % node.attr))
+            elif node.attr in REFLECTION_MODULES or node.attr in HOOK_MODULES:
+                # os.sys.setprofile, torch.x.gc.callbacks: the module through
+                # another module that imported it
+                out.append(("reflection", line, "reads the attribute %s (the module %s "
+                            "through another module)" % (node.attr, node.attr)))
             elif node.attr in DYNAMIC_NAMES and isinstance(node.value, ast.Name) and \
                     node.value.id in ("builtins", "__builtins__"):
                 out.append(("dynamic_code", line, "uses builtins.%s" % node.attr))

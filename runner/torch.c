@@ -70,6 +70,8 @@ struct pyapi {
 	void (*Py_IncRef)(void *);
 	void (*PyErr_Print)(void);
 	void (*PyErr_Clear)(void);
+	ssize_t (*PyObject_Size)(void *);
+	long long (*PyLong_AsLongLong)(void *);
 };
 
 static struct pyapi py;
@@ -87,6 +89,7 @@ static int py_load(const char *library, char *why, size_t size)
 		PY_SYM(PyUnicode_FromString), PY_SYM(PyUnicode_AsUTF8),
 		PY_SYM(PyLong_FromLongLong), PY_SYM(PyTuple_New), PY_SYM(PyTuple_SetItem),
 		PY_SYM(Py_DecRef), PY_SYM(Py_IncRef), PY_SYM(PyErr_Print), PY_SYM(PyErr_Clear),
+		PY_SYM(PyObject_Size), PY_SYM(PyLong_AsLongLong),
 	};
 	void *dl;
 	size_t i;
@@ -171,6 +174,18 @@ struct trt {
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
 	int64_t timed_ns;            /* the sum of the timed windows (every sample) */
 	int64_t timing_ns;           /* the timing core's whole seeds (warm-up included) */
+	/* the interpreter's hooks that run code after a call returns, read by
+	   C after every timed call (left_hooks): sys.getprofile, sys.gettrace,
+	   the gc module's callbacks list and sys.monitoring.get_tool (3.12+),
+	   bound before the candidate's import; None */
+	void *getprofile, *gettrace, *gc_callbacks, *mon_get_tool, *none;
+	/* torch._C._len_torch_function_stack and _len_torch_dispatch_stack
+	   (bound after open(): the tamper watch holds torch._C's names) */
+	void *mode_len[2];
+	ssize_t mode_n[2];
+	ssize_t gc_callbacks_n;      /* at the group's start */
+	int tamper_emitted;          /* a tamper event is out (left_hooks): the job ends */
+	unsigned mon_free;           /* the monitoring tool ids free at the group's start */
 	int64_t hooks_ns;            /* the timed checks' hooks inside them (Python's
 	                                timed_checks phase and their compare) */
 	int64_t check_ns, t0_ns;     /* the correctness phase; the run's start */
@@ -354,6 +369,11 @@ static int tamper_point(struct trt *rt, const char *where)
 	json_t *a, *ch;
 	char msg[600];
 
+	if (rt->tamper_emitted) {  /* the job ends on the first tamper event */
+		if (args)
+			py.Py_DecRef(args);
+		return -1;
+	}
 	if (!args || py.PyTuple_SetItem(args, 0, py.PyUnicode_FromString(where))) {
 		if (args)
 			py.Py_DecRef(args);
@@ -570,6 +590,135 @@ static int hash_arms(struct trt *rt)
  * included, is added by atb_torch.runner.open), no bytecode written next to
  * the task or the candidate (the surface gate would see it), no user site.
  */
+/*
+ * PROTO: gates tamper -- the interpreter's hooks that run code after a call
+ * returns.  A timed call that leaves a profile or trace function set, a
+ * gc callback registered or a sys.monitoring tool in use has code of its
+ * own run inside whatever Python runs next: the next arm's timed call (a
+ * slower reference) or the round's check (an output filled there, after
+ * its window), and such a hook can remove itself before the watch's next
+ * check sees it.  So C reads them after every timed call, with functions
+ * bound before the candidate's import and called from C (no Python frame,
+ * no profile event): any change is a tamper finding.  Bound here.
+ */
+static int bind_hooks(struct trt *rt)
+{
+	void *sys = py.PyImport_ImportModule("sys");
+	void *gc = py.PyImport_ImportModule("gc");
+	void *mon;
+
+	if (!sys || !gc) {
+		py.PyErr_Print();
+		snprintf(rt->msg, sizeof(rt->msg), "cannot import sys and gc");
+		return -1;
+	}
+	rt->getprofile = py.PyObject_GetAttrString(sys, "getprofile");
+	rt->gettrace = py.PyObject_GetAttrString(sys, "gettrace");
+	rt->gc_callbacks = py.PyObject_GetAttrString(gc, "callbacks");
+	mon = py.PyObject_GetAttrString(sys, "monitoring");
+	if (mon) {
+		rt->mon_get_tool = py.PyObject_GetAttrString(mon, "get_tool");
+		py.Py_DecRef(mon);
+	}
+	py.PyErr_Clear(); /* no sys.monitoring before 3.12 */
+	py.Py_DecRef(sys);
+	py.Py_DecRef(gc);
+	rt->none = rt->getprofile ? py.PyObject_CallObject(rt->getprofile, NULL) : NULL;
+	if (!rt->getprofile || !rt->gettrace || !rt->gc_callbacks || !rt->none) {
+		py.PyErr_Print();
+		snprintf(rt->msg, sizeof(rt->msg), "cannot bind sys.getprofile, sys.gettrace and "
+			 "gc.callbacks");
+		return -1;
+	}
+	return 0;
+}
+
+/* sys.monitoring.get_tool(id) is None (no tool holds id); 1 when no
+ * sys.monitoring. */
+static int mon_tool_free(struct trt *rt, int id)
+{
+	void *args = int_tuple(1, id, 0, 0), *v;
+	int free_ = 1;
+
+	if (!rt->mon_get_tool || !args)
+		return 1;
+	v = py.PyObject_CallObject(rt->mon_get_tool, args);
+	py.Py_DecRef(args);
+	if (v) {
+		free_ = v == rt->none;
+		py.Py_DecRef(v);
+	} else {
+		py.PyErr_Clear();
+	}
+	return free_;
+}
+
+/* fn() as an integer (torch._C._len_torch_function_stack()); -1 on failure. */
+static ssize_t py_len(void *fn)
+{
+	void *v = py.PyObject_CallObject(fn, NULL);
+	ssize_t n = -1;
+
+	if (v) {
+		n = (ssize_t)py.PyLong_AsLongLong(v);
+		py.Py_DecRef(v);
+	}
+	py.PyErr_Clear();
+	return n;
+}
+
+/* At a timed group's start: the state left_hooks compares with. */
+static void hooks_begin(struct trt *rt)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		rt->mode_n[i] = rt->mode_len[i] ? py_len(rt->mode_len[i]) : 0;
+	rt->gc_callbacks_n = py.PyObject_Size(rt->gc_callbacks);
+	rt->mon_free = 0;
+	for (i = 0; rt->mon_get_tool && i < 6; i++)
+		if (mon_tool_free(rt, i))
+			rt->mon_free |= 1u << i;
+}
+
+/* After a timed call of model `model`: "" when no hook was left, else what
+ * was (into what, size n). */
+static void left_hooks(struct trt *rt, size_t model, char *what, size_t n)
+{
+	char arm[80];
+	void *v;
+	int i;
+
+	what[0] = 0;
+	if (model < rt->job->narms)
+		snprintf(arm, sizeof(arm), "the timed call of arm '%s'", rt->job->arms[model].name);
+	else
+		snprintf(arm, sizeof(arm), "the compiled reference's timed call");
+	v = py.PyObject_CallObject(rt->getprofile, NULL);
+	if (v != rt->none)
+		snprintf(what, n, "a profile function (sys.setprofile) left set by %s", arm);
+	if (v)
+		py.Py_DecRef(v);
+	v = what[0] ? NULL : py.PyObject_CallObject(rt->gettrace, NULL);
+	if (!what[0] && v != rt->none)
+		snprintf(what, n, "a trace function (sys.settrace) left set by %s", arm);
+	if (v)
+		py.Py_DecRef(v);
+	if (!what[0] && py.PyObject_Size(rt->gc_callbacks) != rt->gc_callbacks_n)
+		snprintf(what, n, "gc.callbacks changed by %s (%zd now, %zd at the group's "
+			 "start)", arm, py.PyObject_Size(rt->gc_callbacks),
+			 rt->gc_callbacks_n);
+	for (i = 0; !what[0] && i < 2; i++)
+		if (rt->mode_len[i] && py_len(rt->mode_len[i]) != rt->mode_n[i])
+			snprintf(what, n, "a torch %s mode left active by %s (the stack is %zd, "
+				 "was %zd)", i ? "dispatch" : "function", arm,
+				 py_len(rt->mode_len[i]), rt->mode_n[i]);
+	for (i = 0; !what[0] && rt->mon_get_tool && i < 6; i++)
+		if (rt->mon_free >> i & 1 && !mon_tool_free(rt, i))
+			snprintf(what, n, "sys.monitoring tool %d taken by %s", i, arm);
+	py.PyErr_Clear();
+}
+
 static int py_start(struct trt *rt, const char **reason)
 {
 	const json_t *pyj = json_object_get(rt->torch, "python");
@@ -588,6 +737,8 @@ static int py_start(struct trt *rt, const char **reason)
 	setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
 	setenv("PYTHONNOUSERSITE", "1", 1);
 	py.Py_InitializeEx(0);
+	if (bind_hooks(rt))
+		return -1;
 	mod = py.PyImport_ImportModule("atb_torch.runner");
 	if (!mod) {
 		py.PyErr_Print();
@@ -632,6 +783,19 @@ static int py_start(struct trt *rt, const char **reason)
 	}
 	py.PyErr_Clear();  /* not a str: a Session (the TypeError is expected) */
 	rt->session = s;
+	{
+		void *torch = py.PyImport_ImportModule("torch"), *C;
+
+		C = torch ? py.PyObject_GetAttrString(torch, "_C") : NULL;
+		if (C) {
+			rt->mode_len[0] = py.PyObject_GetAttrString(C, "_len_torch_function_stack");
+			rt->mode_len[1] = py.PyObject_GetAttrString(C, "_len_torch_dispatch_stack");
+			py.Py_DecRef(C);
+		}
+		if (torch)
+			py.Py_DecRef(torch);
+		py.PyErr_Clear(); /* a torch without them: the watch's checks only */
+	}
 	return 0;
 }
 
@@ -1345,6 +1509,7 @@ struct torch_timed {
 	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
 	size_t nin;
 	gsl_rng *r;
+	char tamper[300];        /* a hook a timed call left (left_hooks); "" */
 };
 
 /* Copy one element (esize bytes) from src to dst, on the host or the device. */
@@ -1466,6 +1631,12 @@ static int torch_timed_call(void *ctx, size_t arm, size_t trial)
 	if (x->t.clock && x->t.clock(NULL, arm, trial))
 		return -1;
 	t0 = atbi_monotonic_ns();
+	/* then, before any Python runs, the hooks the call may have left */
+	left_hooks(x->rt, x->tc->map[arm], x->tamper, sizeof(x->tamper));
+	if (x->tamper[0]) {
+		snprintf(x->t.msg, sizeof(x->t.msg), "%s", x->tamper);
+		return -1;
+	}
 	if (x->t.ref < x->np && arm == x->t.ref &&
 	    runner_timed_plan_is_check(&x->t.plan, x->t.round)) {
 		v = x->tc->held[arm];
@@ -1640,6 +1811,8 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	atb_error_clear(&err);
 	tc->keep = 1;
 	memset(res, 0, sizeof(*res));
+	x->tamper[0] = 0;
+	hooks_begin(rt);
 	/* PROTO: gates.clock -- the group's marker, as runner_time_group's */
 	ok = !runner_mark_group(seed, np) &&
 	     !runner_clock_begin(np, (size_t)job->timing.trials_max) &&
@@ -1652,7 +1825,19 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	if (ok)
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
-	if (x->t.msg[0])
+	if (x->tamper[0]) {
+		snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first "
+			 "seen at a timed call of seed %llu): %s", (unsigned long long)seed,
+			 x->tamper);
+		char where[64];
+
+		snprintf(where, sizeof(where), "a timed call of seed %llu", (unsigned long long)seed);
+		if (!runner_emit(json_pack("{s:s, s:s, s:[{s:s, s:s}], s:i}", "event", "tamper",
+					   "where", where, "changes", "where", where, "what",
+					   x->tamper, "checks", 0)))
+			runner_emit_error("tamper", msg);
+		rt->tamper_emitted = 1;
+	} else if (x->t.msg[0])
 		runner_emit_error("timed_checks", x->t.msg);
 	else if (rt->cu && ft_cuda_error(timer)[0])
 		runner_emit_error("timing", ft_cuda_error(timer));

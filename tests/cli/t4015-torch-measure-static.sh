@@ -6,7 +6,8 @@
 # who read the checker would write: getattr with a computed name,
 # sys.modules, __import__, importlib, exec, gc, traceback frames, a star
 # import and globals(), a fullwidth "Ｍodel", __builtins__, a C++ source
-# calling back into Python, a file too deep to parse, setattr on torch --
+# calling back into Python, a file too deep to parse, setattr on torch,
+# sys reached as os.sys, a signal handler armed on a timer --
 # and the suite's planted ones (subclass, try/except fallback, no ModelNew,
 # syntax error) are refused by `atb measure` at gate static, the reason
 # naming the file, the line and the rule, stored as gate:static with the
@@ -40,7 +41,8 @@ refused() {
 for fx in getattr:reflection:13 sys_modules:reflection:14 import:dynamic_code:8 \
 	  importlib:dynamic_code:8 exec:dynamic_code:9 gc:reflection:8 frames:reflection:15 \
 	  star:reflection:9 unicode:fallback_to_reference:8 builtins:reflection:9 \
-	  cxx:dynamic_code:13 deep:unanalysable:1 setattr:reflection:12; do
+	  cxx:dynamic_code:13 deep:unanalysable:1 setattr:reflection:12 os_sys:reflection:14 \
+	  signal:reflection:11; do
 	IFS=: read -r c rule line <<<"$fx"
 	test_expect "atb measure refuses static_$c at gate static ($rule, line $line)" '
 		refused "$FIX/relu01.py" "$FIX/relu01/static_'"$c"'/model_new.py" '"$rule $line"'
@@ -111,7 +113,7 @@ lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".
        for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
 print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
                   "path": [p for p in sys.path if p]}))' >python.json
-	for c in getattr sys_modules import importlib exec gc frames star unicode builtins; do
+	for c in getattr sys_modules import importlib exec gc frames star unicode builtins os_sys; do
 		test_expect "without the static gate, static_$c is a working fallback (bare runner: correct, timed, no tamper)" '
 			jq -c --arg t "$FIX/relu01.py" --arg c "$FIX/relu01/static_'"$c"'/model_new.py" \
 				--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
