@@ -69,13 +69,13 @@ done
 
 test_expect "the refusals are in the store as gate:static, the findings in the audit chain" '
 	n=$(sql "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
-	test "$n" = 20 &&
+	test "$n" = 22 &&
 	test "$(sql "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
 	sql "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
 	jq -e ".rule==\"reflection\" and .line==8 and (.file|endswith(\"static_gc/model_new.py\")) and
 		.checker.sandbox != null" gc.detail >/dev/null &&
 	"$ATB" audit show --json >audit.json &&
-	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 20 &&
+	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 22 &&
 	"$ATB" db check >/dev/null && "$ATB" audit verify >/dev/null
 '
 
