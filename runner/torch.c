@@ -38,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -52,6 +54,10 @@
 #include "runner_torch.h"
 #include "util.h"
 #include "banned.h"
+
+/* The signals whose Python handlers left_hooks compares (the watch's). */
+static const int hook_signals[] = {SIGALRM, SIGPROF, SIGVTALRM, SIGUSR1, SIGUSR2, SIGCHLD, SIGIO};
+#define HOOK_SIGNALS (sizeof(hook_signals) / sizeof(hook_signals[0]))
 
 /* ---- the CPython C API, resolved at run time ------------------------------ */
 
@@ -179,6 +185,9 @@ struct trt {
 	   the gc module's callbacks list and sys.monitoring.get_tool (3.12+),
 	   bound before the candidate's import; None */
 	void *getprofile, *gettrace, *gc_callbacks, *mon_get_tool, *none;
+	void *gc_isenabled, *getsignal;  /* gc.isenabled, signal.getsignal */
+	void *gc_on;                     /* gc.isenabled() at the group's start */
+	void *handlers[HOOK_SIGNALS];    /* signal.getsignal(n) then; owned */
 	/* torch._C._len_torch_function_stack and _len_torch_dispatch_stack
 	   (bound after open(): the tamper watch holds torch._C's names) */
 	void *mode_len[2];
@@ -605,9 +614,10 @@ static int bind_hooks(struct trt *rt)
 {
 	void *sys = py.PyImport_ImportModule("sys");
 	void *gc = py.PyImport_ImportModule("gc");
+	void *sig = py.PyImport_ImportModule("signal");
 	void *mon;
 
-	if (!sys || !gc) {
+	if (!sys || !gc || !sig) {
 		py.PyErr_Print();
 		snprintf(rt->msg, sizeof(rt->msg), "cannot import sys and gc");
 		return -1;
@@ -615,6 +625,9 @@ static int bind_hooks(struct trt *rt)
 	rt->getprofile = py.PyObject_GetAttrString(sys, "getprofile");
 	rt->gettrace = py.PyObject_GetAttrString(sys, "gettrace");
 	rt->gc_callbacks = py.PyObject_GetAttrString(gc, "callbacks");
+	rt->gc_isenabled = py.PyObject_GetAttrString(gc, "isenabled");
+	rt->getsignal = py.PyObject_GetAttrString(sig, "getsignal");
+	py.Py_DecRef(sig);
 	mon = py.PyObject_GetAttrString(sys, "monitoring");
 	if (mon) {
 		rt->mon_get_tool = py.PyObject_GetAttrString(mon, "get_tool");
@@ -624,10 +637,11 @@ static int bind_hooks(struct trt *rt)
 	py.Py_DecRef(sys);
 	py.Py_DecRef(gc);
 	rt->none = rt->getprofile ? py.PyObject_CallObject(rt->getprofile, NULL) : NULL;
-	if (!rt->getprofile || !rt->gettrace || !rt->gc_callbacks || !rt->none) {
+	if (!rt->getprofile || !rt->gettrace || !rt->gc_callbacks || !rt->none ||
+	    !rt->gc_isenabled || !rt->getsignal) {
 		py.PyErr_Print();
-		snprintf(rt->msg, sizeof(rt->msg), "cannot bind sys.getprofile, sys.gettrace and "
-			 "gc.callbacks");
+		snprintf(rt->msg, sizeof(rt->msg), "cannot bind sys.getprofile, sys.gettrace, "
+			 "gc.callbacks, gc.isenabled and signal.getsignal");
 		return -1;
 	}
 	return 0;
@@ -667,11 +681,47 @@ static ssize_t py_len(void *fn)
 	return n;
 }
 
-/* At a timed group's start: the state left_hooks compares with. */
+/* signal.getsignal(n), a new reference; NULL on failure. */
+static void *py_getsignal(struct trt *rt, int n)
+{
+	void *args = int_tuple(1, n, 0, 0), *v;
+
+	if (!args)
+		return NULL;
+	v = py.PyObject_CallObject(rt->getsignal, args);
+	py.Py_DecRef(args);
+	if (!v)
+		py.PyErr_Clear();
+	return v;
+}
+
+/* The references hooks_begin took. */
+static void hooks_end(struct trt *rt)
+{
+	size_t k;
+
+	for (k = 0; k < HOOK_SIGNALS; k++) {
+		if (rt->handlers[k])
+			py.Py_DecRef(rt->handlers[k]);
+		rt->handlers[k] = NULL;
+	}
+	if (rt->gc_on)
+		py.Py_DecRef(rt->gc_on);
+	rt->gc_on = NULL;
+}
+
+/* At a timed group's start (after Session.timed_begin turned gc off): the
+ * state left_hooks compares with. */
 static void hooks_begin(struct trt *rt)
 {
+	size_t k;
 	int i;
 
+	hooks_end(rt);
+	rt->gc_on = py.PyObject_CallObject(rt->gc_isenabled, NULL);
+	for (k = 0; k < HOOK_SIGNALS; k++)
+		rt->handlers[k] = py_getsignal(rt, hook_signals[k]);
+	py.PyErr_Clear();
 	for (i = 0; i < 2; i++)
 		rt->mode_n[i] = rt->mode_len[i] ? py_len(rt->mode_len[i]) : 0;
 	rt->gc_callbacks_n = py.PyObject_Size(rt->gc_callbacks);
@@ -687,6 +737,7 @@ static void left_hooks(struct trt *rt, size_t model, char *what, size_t n)
 {
 	char arm[80];
 	void *v;
+	size_t k;
 	int i;
 
 	what[0] = 0;
@@ -708,6 +759,28 @@ static void left_hooks(struct trt *rt, size_t model, char *what, size_t n)
 		snprintf(what, n, "gc.callbacks changed by %s (%zd now, %zd at the group's "
 			 "start)", arm, py.PyObject_Size(rt->gc_callbacks),
 			 rt->gc_callbacks_n);
+	v = what[0] ? NULL : py.PyObject_CallObject(rt->gc_isenabled, NULL);
+	if (!what[0] && v != rt->gc_on)  /* True and False are singletons */
+		snprintf(what, n, "the garbage collector turned on by %s (the runner turns it off "
+			 "for its timed groups)", arm);
+	if (v)
+		py.Py_DecRef(v);
+	for (k = 0; !what[0] && k < HOOK_SIGNALS; k++) {
+		v = py_getsignal(rt, hook_signals[k]);
+		if (v != rt->handlers[k])
+			snprintf(what, n, "the Python handler of signal %d changed by %s",
+				 hook_signals[k], arm);
+		if (v)
+			py.Py_DecRef(v);
+	}
+	for (i = 0; !what[0] && i < 3; i++) {
+		static const int which[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+		struct itimerval it;
+
+		if (!getitimer(which[i], &it) && (it.it_value.tv_sec || it.it_value.tv_usec))
+			snprintf(what, n, "an interval timer (%s) armed by %s",
+				 i == 0 ? "ITIMER_REAL" : i == 1 ? "ITIMER_VIRTUAL" : "ITIMER_PROF", arm);
+	}
 	for (i = 0; !what[0] && i < 2; i++)
 		if (rt->mode_len[i] && py_len(rt->mode_len[i]) != rt->mode_n[i])
 			snprintf(what, n, "a torch %s mode left active by %s (the stack is %zd, "
@@ -1821,6 +1894,7 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 	timed_drop(tc);
 	gsl_rng_free(x->r);
 	x->r = NULL;
+	hooks_end(rt);
 	json_decref(py_json(rt, "timed_end", NULL));
 	if (ok)
 		return 0;

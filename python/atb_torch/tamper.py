@@ -304,6 +304,7 @@ class Watch:
         self.models = session.models
         self.models_saved = list(session.models)
         self.reference = reference
+        self.gc_paused = False  # Session._timed_begin .. timed_end
         # (submodule, "_parameters" or "_buffers", name) of the tensors the
         # reference writes in its own calls (ref_ran): their version counters
         # are not compared (BatchNorm in training mode updates its running
@@ -409,7 +410,8 @@ class Watch:
              ("threading's trace hook", lambda: id(getattr(threading, "_trace_hook", None))),
              ("threading's profile hook", lambda: id(getattr(threading, "_profile_hook", None))),
              ("sys.getswitchinterval()", sys.getswitchinterval),
-             ("gc.isenabled()", gc.isenabled),
+             # the runner's own timed groups run with gc off (gc_paused)
+             ("gc.isenabled()", lambda: gc.isenabled() or self.gc_paused),
              ("gc.get_threshold()", gc.get_threshold),
              ("gc.get_debug()", gc.get_debug),
              ("gc.callbacks", lambda: tuple(map(id, gc.callbacks))),

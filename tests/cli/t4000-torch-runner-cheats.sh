@@ -248,6 +248,17 @@ test_expect "a torch function mode left active by a timed call is seen right aft
 		lazy_mode.ev >/dev/null || { jq -c "select(.event==\"tamper\")" lazy_mode.ev; false; }
 '
 
+test_expect "timed checks: an output filled by a __del__ the collector runs after the call fails them (gc off in timed groups)" '
+	run lazy_del "$TIMED" && [ "$(cat lazy_del.rc)" = 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\")|.pass]|all" lazy_del.ev >/dev/null &&
+	jq -se "[.[] | $CAND] | length == 2 and all(.timed_checks.failed >= 1)" lazy_del.ev >/dev/null ||
+	{ tail -5 lazy_del.err; jq -c "$CAND | .timed_checks" lazy_del.ev; false; }
+'
+
+test_expect "the honest ReLU, timed: no tamper finding (the watch would name gc left off after a group)" '
+	jq -se "map(select(.event==\"tamper\")) | length == 0" honest.ev >/dev/null
+'
+
 test_expect "the runner wrote no bytecode next to the task or the candidate" '
 	! find "$FIX" -name __pycache__ | grep -q .
 '
