@@ -950,9 +950,10 @@ class Session:
         # code after its call, filled its output lazily there, before the
         # round's check read it (an attack on this runner, relu_big: 0.3 ms
         # against 110 ms, every check passed); a collection in a timed call
-        # is also a pause of its own.  Collected before, restored after;
-        # runner/torch.c left_hooks sees a call that turns it back on.
-        gc.collect()
+        # is also a pause of its own.  Restored after; not collected before
+        # (a full collection with torch imported took 112 ms on a loaded
+        # 2-core box, each group); runner/torch.c left_hooks sees a call
+        # that turns it back on.
         self.timed["gc_was"] = gc.isenabled()
         gc.disable()
         if self.watch is not None:
