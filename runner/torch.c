@@ -372,11 +372,25 @@ static json_t *py_answer(struct trt *rt, const char *method, void *args)
  * after it could be trusted); the harness refuses the candidate.  0 clean,
  * -1 after the events (or a Python failure's error event).
  */
+/* The tamper event (changes: [{where, what}], borrowed), then the error
+ * event that ends the job; later tamper points emit nothing. */
+static void emit_tamper(struct trt *rt, const char *where, json_t *ch, json_t *checks)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first seen "
+		 "at %s): %s", json_string_value(json_object_get(json_array_get(ch, 0), "where")),
+		 json_string_value(json_object_get(json_array_get(ch, 0), "what")));
+	if (!runner_emit(json_pack("{s:s, s:s, s:O, s:O}", "event", "tamper", "where", where,
+				   "changes", ch, "checks", checks)))
+		runner_emit_error("tamper", msg);
+	rt->tamper_emitted = 1;
+}
+
 static int tamper_point(struct trt *rt, const char *where)
 {
 	void *args = py.PyTuple_New(1);
 	json_t *a, *ch;
-	char msg[600];
 
 	if (rt->tamper_emitted) {  /* the job ends on the first tamper event */
 		if (args)
@@ -397,12 +411,7 @@ static int tamper_point(struct trt *rt, const char *where)
 		json_decref(a);
 		return 0;
 	}
-	snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first seen "
-		 "at %s): %s", json_string_value(json_object_get(json_array_get(ch, 0), "where")),
-		 json_string_value(json_object_get(json_array_get(ch, 0), "what")));
-	if (!runner_emit(json_pack("{s:s, s:s, s:O, s:O}", "event", "tamper", "where", where,
-				   "changes", ch, "checks", json_object_get(a, "checks"))))
-		runner_emit_error("tamper", msg);
+	emit_tamper(rt, where, ch, json_object_get(a, "checks"));
 	json_decref(a);
 	return -1;
 }
@@ -1900,17 +1909,14 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 		return 0;
 	atb_error_format(&err, msg, sizeof(msg));
 	if (x->tamper[0]) {
-		snprintf(msg, sizeof(msg), "the interpreter the reference runs in changed (first "
-			 "seen at a timed call of seed %llu): %s", (unsigned long long)seed,
-			 x->tamper);
 		char where[64];
+		json_t *ch, *zero = json_integer(0);
 
 		snprintf(where, sizeof(where), "a timed call of seed %llu", (unsigned long long)seed);
-		if (!runner_emit(json_pack("{s:s, s:s, s:[{s:s, s:s}], s:i}", "event", "tamper",
-					   "where", where, "changes", "where", where, "what",
-					   x->tamper, "checks", 0)))
-			runner_emit_error("tamper", msg);
-		rt->tamper_emitted = 1;
+		ch = json_pack("[{s:s, s:s}]", "where", where, "what", x->tamper);
+		emit_tamper(rt, where, ch, zero);
+		json_decref(ch);
+		json_decref(zero);
 	} else if (x->t.msg[0])
 		runner_emit_error("timed_checks", x->t.msg);
 	else if (rt->cu && ft_cuda_error(timer)[0])
