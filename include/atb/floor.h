@@ -40,7 +40,9 @@ struct atb_floor_caps {
 
 /*
  * Measure this box's CPU memory bandwidth and fp32 peak: the best rate of
- * each core over at least 5 repetitions, more while they still find a
+ * each core (its fastest 8 MiB piece of a pass, its fastest sixteenth of
+ * an FMA run: short enough to fall between two preemptions on a busy box)
+ * over at least 5 repetitions, more while they still find a
  * faster one (up to 20, or about 1.5 s), summed over the cores.  The caps
  * bound speed from above, so the maximum observed is the one kept.
  * work_bytes is the size of each streamed buffer (0: 256 MiB; it must

@@ -97,36 +97,80 @@ struct worker {
 	const char *isa;
 	volatile double sink;
 	double sum;
-	int64_t ns;        /* this worker's own time for its share */
+	double rate;       /* the fastest piece of its share: flop/s or byte/s */
 };
+
+/*
+ * A worker times its share in pieces and keeps the fastest piece's rate:
+ * on a busy box the scheduler takes the core away for milliseconds at a
+ * time, and a whole 128 MiB pass (tens of ms) almost always contains such
+ * a gap, so its rate reads the load, not the memory.  A piece short enough
+ * to fit between two preemptions (about 1 ms) reads the hardware.  Pieces
+ * walk fresh addresses, so no piece finds its data in a cache; a piece
+ * stays large (CHUNK) so the timer's cost and the prefetchers' ramp are
+ * noise.
+ */
+#ifndef ATB_FLOOR_CHUNK_MIB
+#define ATB_FLOOR_CHUNK_MIB 8
+#endif
+#define CHUNK ((size_t)ATB_FLOOR_CHUNK_MIB << 20)
+#define FMA_PIECES 16
+
+static double rate(double amount, int64_t ns)
+{
+	return ns > 0 ? amount / ((double)ns * 1e-9) : 0;
+}
 
 static void *work(void *arg)
 {
 	struct worker *w = arg;
-	size_t i;
-	double s = 0;
-
+	size_t i, off, len;
+	double s = 0, r;
 	int64_t t0;
+	int k;
 
 	pthread_barrier_wait(w->start);
-	t0 = atbi_monotonic_ns();
+	w->rate = 0;
 	switch (w->kind) {
 	case 0:
-		w->sink = fma_loop(w->isa, w->iters, (float)w->bytes);
+		for (k = 0; k < FMA_PIECES; k++) {
+			t0 = atbi_monotonic_ns();
+			w->sink += fma_loop(w->isa, w->iters / FMA_PIECES, (float)(w->bytes + (size_t)k));
+			r = rate(flops_per_iter(w->isa) * (double)(w->iters / FMA_PIECES),
+				 atbi_monotonic_ns() - t0);
+			if (r > w->rate)
+				w->rate = r;
+		}
 		break;
 	case 1:
-		memcpy(w->dst, w->src, w->bytes);
+		for (off = 0; off < w->bytes; off += len) {
+			len = w->bytes - off < CHUNK ? w->bytes - off : CHUNK;
+			t0 = atbi_monotonic_ns();
+			memcpy(w->dst + off, w->src + off, len);
+			/* a copy moves each byte twice: read and write */
+			r = rate(2.0 * (double)len, atbi_monotonic_ns() - t0);
+			if (len == CHUNK || off == 0)
+				if (r > w->rate)
+					w->rate = r;
+		}
 		break;
 	default:
-		for (i = 0; i < w->bytes / sizeof(uint64_t); i += 8) {
-			const uint64_t *p = (const uint64_t *)w->src + i;
+		for (off = 0; off < w->bytes; off += len) {
+			len = w->bytes - off < CHUNK ? w->bytes - off : CHUNK;
+			t0 = atbi_monotonic_ns();
+			for (i = 0; i < len / sizeof(uint64_t); i += 8) {
+				const uint64_t *p = (const uint64_t *)(w->src + off) + i;
 
-			s += (double)(p[0] ^ p[1] ^ p[2] ^ p[3] ^ p[4] ^ p[5] ^ p[6] ^ p[7]);
+				s += (double)(p[0] ^ p[1] ^ p[2] ^ p[3] ^ p[4] ^ p[5] ^ p[6] ^ p[7]);
+			}
+			r = rate((double)len, atbi_monotonic_ns() - t0);
+			if (len == CHUNK || off == 0)
+				if (r > w->rate)
+					w->rate = r;
 		}
 		w->sum = s;
 		break;
 	}
-	w->ns = atbi_monotonic_ns() - t0;
 	return NULL;
 }
 
@@ -160,11 +204,9 @@ static enum atb_status run_workers(struct worker *ws, int nthreads, int64_t *ns,
 	return ATB_OK;
 }
 
-/* Keep the higher of *best and amount / ns (per second). */
-static void keep_best(double *best, double amount, int64_t ns)
+/* Keep the higher of *best and r. */
+static void keep_best(double *best, double r)
 {
-	double r = ns > 0 ? amount / ((double)ns * 1e-9) : 0;
-
 	if (r > *best)
 		*best = r;
 }
@@ -248,7 +290,7 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 		if ((st = run_workers(ws, nthreads, &ns, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
-			keep_best(&best[3 * i], flops_per_iter(isa) * (double)fma_iters, ws[i].ns);
+			keep_best(&best[3 * i], ws[i].rate);
 		for (i = 0; i < nthreads; i++) {
 			ws[i].kind = 1;
 			ws[i].src = src + per * (size_t)i;
@@ -258,13 +300,13 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 		if ((st = run_workers(ws, nthreads, &ns, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
-			keep_best(&best[3 * i + 1], 2.0 * (double)per, ws[i].ns);
+			keep_best(&best[3 * i + 1], ws[i].rate);
 		for (i = 0; i < nthreads; i++)
 			ws[i].kind = 2;
 		if ((st = run_workers(ws, nthreads, &ns, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
-			keep_best(&best[3 * i + 2], (double)per, ws[i].ns);
+			keep_best(&best[3 * i + 2], ws[i].rate);
 		flat = improved(prev, best, nthreads * 3) ? 0 : flat + 1;
 	}
 	out->threads = nthreads;
@@ -283,9 +325,9 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 	out->peak_flops_per_s = peak;
 	out->mem_bw_bytes_per_s = copy_bw > read_bw ? copy_bw : read_bw;
 	snprintf(out->method, sizeof(out->method),
-		 "%s: best of %d per thread, summed: %d threads; fp32 fma %s; memcpy and read "
-		 "over %llu MiB", rp->what, rep, nthreads, out->isa,
-		 (unsigned long long)(work_bytes >> 20));
+		 "%s: best piece of %d passes per thread, summed: %d threads; fp32 fma %s; "
+		 "memcpy and read over %llu MiB in %d MiB pieces", rp->what, rep, nthreads, out->isa,
+		 (unsigned long long)(work_bytes >> 20), ATB_FLOOR_CHUNK_MIB);
 out:
 	atb_free(prev);
 	atb_free(best);
