@@ -110,22 +110,25 @@ struct worker {
  * stays large (CHUNK) so the timer's cost and the prefetchers' ramp are
  * noise.
  */
-#ifndef ATB_FLOOR_CHUNK_MIB
-#define ATB_FLOOR_CHUNK_MIB 8
-#endif
-#define CHUNK ((size_t)ATB_FLOOR_CHUNK_MIB << 20)
+#define CHUNK_MIB 8
+#define CHUNK ((size_t)CHUNK_MIB << 20)
 #define FMA_PIECES 16
 
-static double rate(double amount, int64_t ns)
+/* A piece of amount (flops or bytes) began at t0: keep its rate if faster. */
+static void keep_piece(struct worker *w, double amount, int64_t t0)
 {
-	return ns > 0 ? amount / ((double)ns * 1e-9) : 0;
+	int64_t ns = atbi_monotonic_ns() - t0;
+	double r = ns > 0 ? amount / ((double)ns * 1e-9) : 0;
+
+	if (r > w->rate)
+		w->rate = r;
 }
 
 static void *work(void *arg)
 {
 	struct worker *w = arg;
 	size_t i, off, len;
-	double s = 0, r;
+	double s = 0;
 	int64_t t0;
 	int k;
 
@@ -136,22 +139,18 @@ static void *work(void *arg)
 		for (k = 0; k < FMA_PIECES; k++) {
 			t0 = atbi_monotonic_ns();
 			w->sink += fma_loop(w->isa, w->iters / FMA_PIECES, (float)(w->bytes + (size_t)k));
-			r = rate(flops_per_iter(w->isa) * (double)(w->iters / FMA_PIECES),
-				 atbi_monotonic_ns() - t0);
-			if (r > w->rate)
-				w->rate = r;
+			keep_piece(w, flops_per_iter(w->isa) * (double)(w->iters / FMA_PIECES), t0);
 		}
 		break;
 	case 1:
+		/* a short last piece is timed but not kept (unless it is the only one) */
 		for (off = 0; off < w->bytes; off += len) {
 			len = w->bytes - off < CHUNK ? w->bytes - off : CHUNK;
 			t0 = atbi_monotonic_ns();
 			memcpy(w->dst + off, w->src + off, len);
 			/* a copy moves each byte twice: read and write */
-			r = rate(2.0 * (double)len, atbi_monotonic_ns() - t0);
 			if (len == CHUNK || off == 0)
-				if (r > w->rate)
-					w->rate = r;
+				keep_piece(w, 2.0 * (double)len, t0);
 		}
 		break;
 	default:
@@ -163,10 +162,8 @@ static void *work(void *arg)
 
 				s += (double)(p[0] ^ p[1] ^ p[2] ^ p[3] ^ p[4] ^ p[5] ^ p[6] ^ p[7]);
 			}
-			r = rate((double)len, atbi_monotonic_ns() - t0);
 			if (len == CHUNK || off == 0)
-				if (r > w->rate)
-					w->rate = r;
+				keep_piece(w, (double)len, t0);
 		}
 		w->sum = s;
 		break;
@@ -174,12 +171,11 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* Run nthreads workers of one kind at once; wall time in ns. */
-static enum atb_status run_workers(struct worker *ws, int nthreads, int64_t *ns,
+/* Run nthreads workers of one kind at once (each keeps its own rate). */
+static enum atb_status run_workers(struct worker *ws, int nthreads,
 				   struct atb_error *err)
 {
 	pthread_barrier_t start;
-	int64_t t0;
 	int i, started = 0;
 
 	if (pthread_barrier_init(&start, NULL, (unsigned)nthreads + 1))
@@ -196,10 +192,8 @@ static enum atb_status run_workers(struct worker *ws, int nthreads, int64_t *ns,
 		return atb_error_set(err, ATB_ERR_SYSTEM, "cannot start measurement threads");
 	}
 	pthread_barrier_wait(&start);
-	t0 = atbi_monotonic_ns();
 	for (i = 0; i < nthreads; i++)
 		pthread_join(ws[i].th, NULL);
-	*ns = atbi_monotonic_ns() - t0;
 	pthread_barrier_destroy(&start);
 	return ATB_OK;
 }
@@ -248,7 +242,6 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	int nthreads = n > 0 ? (int)n : 1, i, rep;
 	size_t per;
-	int64_t ns;
 	double *best = NULL;  /* per worker: best fma, copy and read rates */
 	double *prev = NULL;  /* best before this repetition */
 	double peak = 0, copy_bw = 0, read_bw = 0;
@@ -287,7 +280,7 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 			ws[i].iters = fma_iters;
 			ws[i].bytes = (size_t)rep;
 		}
-		if ((st = run_workers(ws, nthreads, &ns, err)))
+		if ((st = run_workers(ws, nthreads, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
 			keep_best(&best[3 * i], ws[i].rate);
@@ -297,13 +290,13 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 			ws[i].dst = dst + per * (size_t)i;
 			ws[i].bytes = per;
 		}
-		if ((st = run_workers(ws, nthreads, &ns, err)))
+		if ((st = run_workers(ws, nthreads, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
 			keep_best(&best[3 * i + 1], ws[i].rate);
 		for (i = 0; i < nthreads; i++)
 			ws[i].kind = 2;
-		if ((st = run_workers(ws, nthreads, &ns, err)))
+		if ((st = run_workers(ws, nthreads, err)))
 			goto out;
 		for (i = 0; i < nthreads; i++)
 			keep_best(&best[3 * i + 2], ws[i].rate);
@@ -327,7 +320,7 @@ static enum atb_status measure_cpu(uint64_t work_bytes, const struct reps *rp,
 	snprintf(out->method, sizeof(out->method),
 		 "%s: best piece of %d passes per thread, summed: %d threads; fp32 fma %s; "
 		 "memcpy and read over %llu MiB in %d MiB pieces", rp->what, rep, nthreads, out->isa,
-		 (unsigned long long)(work_bytes >> 20), ATB_FLOOR_CHUNK_MIB);
+		 (unsigned long long)(work_bytes >> 20), CHUNK_MIB);
 out:
 	atb_free(prev);
 	atb_free(best);
