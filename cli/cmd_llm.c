@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 
 #include <jansson.h>
@@ -365,17 +366,29 @@ static int do_apply(struct cli_ctx *ctx, const struct llm_args *a)
 		return cli_fail(&err);
 	}
 	atb_free(text);
+	/* the bytes written: a diff's are the patched file's, not the diff's */
+	for (i = 0; i < r.nfiles; i++) {
+		char path[4096];
+		struct stat sb;
+
+		snprintf(path, sizeof(path), "%s/%s", a->into, r.files[i].name);
+		if (r.files[i].diff && !lstat(path, &sb))
+			r.files[i].len = (size_t)sb.st_size;
+	}
 	if (a->json || ctx->json) {
 		json_t *arr = json_array();
 
 		for (i = 0; i < r.nfiles; i++)
-			json_array_append_new(arr, json_pack("{s:s, s:I}", "name", r.files[i].name,
-							     "bytes", (json_int_t)r.files[i].len));
+			json_array_append_new(arr, json_pack("{s:s, s:I, s:b}", "name",
+							     r.files[i].name, "bytes",
+							     (json_int_t)r.files[i].len, "diff",
+							     r.files[i].diff));
 		atb_llm_reply_release(&r);
 		return cli_print_json("llm", json_pack("{s:s, s:o}", "into", a->into, "files", arr));
 	}
 	for (i = 0; i < r.nfiles; i++)
-		printf("wrote %s/%s (%zu bytes)\n", a->into, r.files[i].name, r.files[i].len);
+		printf("wrote %s/%s (%zu bytes%s)\n", a->into, r.files[i].name, r.files[i].len,
+		       r.files[i].diff ? ", from a diff" : "");
 	atb_llm_reply_release(&r);
 	return CLI_OK;
 }

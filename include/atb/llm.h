@@ -200,8 +200,10 @@ enum atb_llm_reply_format {
 
 struct atb_llm_file {
 	char name[ATB_LLM_REPLY_NAME_MAX];
-	char *text;                /* owned */
+	char *text;                /* owned: the file's text, or its hunks when diff */
 	size_t len;
+	int diff;                  /* text is a unified diff's hunks for the file as it stands */
+	int create;                /* a diff from /dev/null: the file must not exist yet */
 };
 
 struct atb_llm_reply {
@@ -215,7 +217,11 @@ struct atb_llm_reply {
  * (1-127 of [A-Za-z0-9._-], not starting with '.'): no folder, no absolute
  * path, no "..", each at most once; each text at most
  * ATB_LLM_REPLY_MAX_FILE_BYTES and without NUL bytes.  A fenced block
- * without a name is the single allowed file when there is exactly one.
+ * without a name is the single allowed file when there is exactly one.  A
+ * fenced block whose info string starts with "diff" or "patch" is a unified
+ * diff: each of its files ("--- a/NAME", "+++ b/NAME", hunks) is one entry
+ * with diff set, applied by atb_llm_reply_write to the file as it stands in
+ * the candidate folder; a deletion ("+++ /dev/null") is refused.
  * Errors: ATB_ERR_SCHEMA naming the offending name or size (the whole reply
  * is refused), ATB_ERR_PARSE (no file found, bad JSON), ATB_ERR_NOMEM.
  * Release with atb_llm_reply_release.
@@ -231,7 +237,12 @@ void atb_llm_reply_release(struct atb_llm_reply *r);
  * name that is not a regular file (a symlink, a folder) refuses the whole
  * reply, and every file is written to a temporary name first and renamed
  * into place only when all are written (a failure leaves dir as it was).
- * Errors: ATB_ERR_SCHEMA (a symlink or folder in the way), ATB_ERR_IO.
+ * A diff entry is applied to dir's file of its name first, strictly (every
+ * hunk's context and removed lines exactly, at its line or the nearest
+ * place after the previous hunk; no fuzz): one that does not apply refuses
+ * the whole reply, nothing written.
+ * Errors: ATB_ERR_SCHEMA (a symlink or folder in the way, a diff that does
+ * not apply or names a file dir lacks), ATB_ERR_IO.
  */
 enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *dir,
 				    struct atb_error *err);

@@ -81,4 +81,31 @@ ATBI_FUNC char *atbi_llm_redact(const char *s, const char *secret);
 /* 1 when run is 1-64 of [0-9a-zA-Z-]. */
 ATBI_FUNC int atbi_llm_valid_run(const char *run);
 
+/* One file of a unified diff: its name (after "+++ ", a "b/" cut), its hunks. */
+struct atbi_llm_diff_part {
+	const char *name, *body;  /* into the diff's text */
+	size_t nlen, blen;
+	int create;                /* "--- /dev/null": a new file */
+};
+
+/*
+ * The files of a unified diff's text (lines outside "--- X" / "+++ Y" and
+ * their hunks are skipped: prose, "diff --git", "index").  A "+++ /dev/null"
+ * (a deletion) is ATB_ERR_SCHEMA, as are more than max files or none.  The
+ * names are not checked here: the caller's surface check does that.
+ */
+ATBI_FUNC enum atb_status atbi_llm_diff_split(const char *s, size_t len,
+					      struct atbi_llm_diff_part *parts, size_t max,
+					      size_t *n, struct atb_error *err);
+
+/*
+ * name's base text with the diff's hunks (diff: the part's body) applied,
+ * strictly (diff.c says how); *out (caller owns, atb_free) is
+ * NUL-terminated.  Errors: ATB_ERR_SCHEMA naming the hunk and the line,
+ * ATB_ERR_NOMEM.
+ */
+ATBI_FUNC enum atb_status atbi_llm_diff_apply(const char *name, const char *base,
+					      size_t base_len, const char *diff, size_t diff_len,
+					      char **out, size_t *out_len, struct atb_error *err);
+
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-3.0-or-later */
 /*
  * What a model's reply may write: the files it proposes, parsed from
- * fenced code blocks or a JSON object, checked against the task's surface
+ * fenced code blocks (whole files or a unified diff, diff.c) or a JSON object, checked against the task's surface
  * (plain names only, no traversal, no absolute path, size limits), and
  * written into the candidate folder only, all or nothing.  The proposer is
  * untrusted (DESIGN.md, the trust boundary): its text decides the bytes of
@@ -74,9 +74,9 @@ static enum atb_status check_name(const char *name, size_t len, const char *cons
 			     " file of the task", (int)len, name);
 }
 
-static enum atb_status add_file(struct atb_llm_reply *r, const char *name, size_t nlen,
-				const char *text, size_t tlen, const char *const *allowed,
-				size_t nallowed, struct atb_error *err)
+static enum atb_status add_entry(struct atb_llm_reply *r, const char *name, size_t nlen,
+				 const char *text, size_t tlen, int diff, int create,
+				 const char *const *allowed, size_t nallowed, struct atb_error *err)
 {
 	struct atb_llm_file *f;
 	enum atb_status st;
@@ -105,8 +105,44 @@ static enum atb_status add_file(struct atb_llm_reply *r, const char *name, size_
 	if (!f->text)
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot keep a reply: out of memory");
 	f->len = tlen;
+	f->diff = diff;
+	f->create = create;
 	r->nfiles++;
 	return ATB_OK;
+}
+
+static enum atb_status add_file(struct atb_llm_reply *r, const char *name, size_t nlen,
+				const char *text, size_t tlen, const char *const *allowed,
+				size_t nallowed, struct atb_error *err)
+{
+	return add_entry(r, name, nlen, text, tlen, 0, 0, allowed, nallowed, err);
+}
+
+/* A ```diff block: one entry per file it changes. */
+static enum atb_status add_diff(struct atb_llm_reply *r, const char *body, size_t blen,
+				const char *const *allowed, size_t nallowed, struct atb_error *err)
+{
+	struct atbi_llm_diff_part parts[ATB_LLM_REPLY_MAX_FILES];
+	enum atb_status st;
+	size_t n, i;
+
+	st = atbi_llm_diff_split(body, blen, parts, ATB_LLM_REPLY_MAX_FILES, &n, err);
+	for (i = 0; !st && i < n; i++)
+		st = add_entry(r, parts[i].name, parts[i].nlen, parts[i].body, parts[i].blen, 1,
+			       parts[i].create, allowed, nallowed, err);
+	return st;
+}
+
+/* Is the info string's first word "diff" or "patch"? */
+static int is_diff_info(const char *info, const char *eol)
+{
+	size_t n;
+
+	while (info < eol && (*info == ' ' || *info == '\t'))
+		info++;
+	for (n = 0; info + n < eol && info[n] != ' ' && info[n] != '\t' && info[n] != '\r'; n++)
+		;
+	return (n == 4 && !memcmp(info, "diff", 4)) || (n == 5 && !memcmp(info, "patch", 5));
 }
 
 /* The fenced blocks: a line starting with ``` opens (its info string: LANG [NAME]). */
@@ -132,6 +168,14 @@ static enum atb_status parse_fenced(const char *s, const char *const *allowed, s
 			end = body - 1;
 		if (!end)
 			return atb_error_set(err, ATB_ERR_PARSE, "reply has a ``` block that never closes");
+		if (is_diff_info(info, eol)) {
+			st = add_diff(r, body, end >= body ? (size_t)(end - body) + 1 : 0, allowed,
+				      nallowed, err);
+			if (st)
+				return st;
+			p = end + 4;
+			continue;
+		}
 		/* the info string's last word that has a '.' or a '/' names the file */
 		for (w = info; w < eol;) {
 			const char *b;
@@ -214,10 +258,73 @@ enum atb_status atb_llm_reply_parse(const char *content, enum atb_llm_reply_form
 	return st;
 }
 
+/* A diff entry's new text: its hunks applied to dir's file of that name. */
+static enum atb_status apply_diff(int dfd, const char *dir, const struct atb_llm_file *f,
+				  char **out, size_t *olen, struct atb_error *err)
+{
+	char *base = NULL;
+	size_t blen = 0, cap = 0;
+	enum atb_status st = ATB_OK;
+	ssize_t k;
+	int fd;
+
+	fd = openat(dfd, f->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && f->create)
+		return atbi_llm_diff_apply(f->name, "", 0, f->text, f->len, out, olen, err);
+	if (fd < 0)
+		return atb_error_set(err, errno == ENOENT ? ATB_ERR_SCHEMA : ATB_ERR_IO,
+				     "reply's diff changes '%s', which candidate folder '%s' %s",
+				     f->name, dir, errno == ENOENT ? "does not have" :
+				     "cannot open");
+	if (f->create) {
+		close(fd);
+		return atb_error_set(err, ATB_ERR_SCHEMA, "reply's diff creates '%s' (from"
+				     " /dev/null), which candidate folder '%s' already has",
+				     f->name, dir);
+	}
+	for (;;) {
+		if (blen == cap) {
+			char *q;
+
+			if (cap > ATB_LLM_REPLY_MAX_FILE_BYTES) {
+				st = atb_error_set(err, ATB_ERR_SCHEMA, "'%s' in '%s' is over the %zu"
+						   " bytes a reply may change", f->name, dir,
+						   ATB_LLM_REPLY_MAX_FILE_BYTES);
+				break;
+			}
+			cap = cap ? 2 * cap : 65536;
+			q = atb_realloc(base, cap);
+			if (!q) {
+				st = atb_error_set(err, ATB_ERR_NOMEM, "out of memory");
+				break;
+			}
+			base = q;
+		}
+		k = read(fd, base + blen, cap - blen);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			st = atb_error_set(err, ATB_ERR_IO, "cannot read '%s' in '%s': %s", f->name, dir,
+					   strerror(errno));
+			break;
+		}
+		if (k == 0)
+			break;
+		blen += (size_t)k;
+	}
+	close(fd);
+	if (!st)
+		st = atbi_llm_diff_apply(f->name, base ? base : "", blen, f->text, f->len, out, olen,
+					 err);
+	atb_free(base);
+	return st;
+}
+
 enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *dir,
 				    struct atb_error *err)
 {
-	char tmp[ATB_LLM_REPLY_MAX_FILES][64];
+	char tmp[ATB_LLM_REPLY_MAX_FILES][64], *patched[ATB_LLM_REPLY_MAX_FILES] = {0};
+	size_t plen[ATB_LLM_REPLY_MAX_FILES] = {0};
 	enum atb_status st = ATB_OK;
 	struct stat sb;
 	size_t i, made = 0;
@@ -236,6 +343,9 @@ enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *d
 					     S_ISLNK(sb.st_mode) ? "symlink" : S_ISDIR(sb.st_mode) ?
 					     "folder" : "special file");
 		}
+	for (i = 0; i < r->nfiles && !st; i++)
+		if (r->files[i].diff)
+			st = apply_diff(dfd, dir, &r->files[i], &patched[i], &plen[i], err);
 	for (i = 0; i < r->nfiles && !st; i++) {
 		snprintf(tmp[i], sizeof(tmp[i]), ".atb-reply-%ld-%zu", (long)getpid(), i);
 		fd = openat(dfd, tmp[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -245,7 +355,8 @@ enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *d
 			break;
 		}
 		made++;
-		if (atbi_write_all(fd, r->files[i].text, r->files[i].len) || fsync(fd))
+		if (atbi_write_all(fd, patched[i] ? patched[i] : r->files[i].text,
+				   patched[i] ? plen[i] : r->files[i].len) || fsync(fd))
 			st = atb_error_set(err, ATB_ERR_IO, "cannot write '%s' into '%s': %s",
 					   r->files[i].name, dir, strerror(errno));
 		if (close(fd) && !st)
@@ -260,6 +371,8 @@ enum atb_status atb_llm_reply_write(const struct atb_llm_reply *r, const char *d
 	if (st)
 		for (i = 0; i < made; i++)
 			(void)unlinkat(dfd, tmp[i], 0);
+	for (i = 0; i < r->nfiles; i++)
+		atb_free(patched[i]);
 	close(dfd);
 	return st;
 }

@@ -21,7 +21,7 @@ test_expect "an honest reply writes its surface file, byte for byte" '
 	fresh && apply --reply "$R/honest.md" --json >out &&
 	sed -n "/^\`\`\`c kernel.c$/,/^\`\`\`$/p" "$R/honest.md" | sed "1d;\$d" >want &&
 	cmp want box/a/b/cand/kernel.c &&
-	jq -e ".files == [{\"name\": \"kernel.c\", \"bytes\": $(wc -c <want)}]" out &&
+	jq -e ".files == [{\"name\": \"kernel.c\", \"bytes\": $(wc -c <want), \"diff\": false}]" out &&
 	fresh && apply --reply "$R/unnamed.md" && test "$(cat box/a/b/cand/kernel.c)" = "int only_file;" &&
 	fresh && apply --reply "$R/json-honest.json" --format json && test "$(cat box/a/b/cand/kernel.c)" = "int fine;"
 '
@@ -57,6 +57,54 @@ test_expect "a candidate folder that is a symlink is refused" '
 test_expect "an oversize file is refused" '
 	fresh && { echo "\`\`\`c kernel.c"; head -c 1100000 /dev/zero | tr "\\0" x; echo; echo "\`\`\`"; } >big.md &&
 	expect_exit 2 apply --reply big.md && untouched && expect_grep "over the 1048576 allowed" "$TRASH/err"
+'
+
+# based: cand/ holds diff-base.c as kernel.c (what a diff is against)
+based() { fresh && cp "$R/diff-base.c" box/a/b/cand/kernel.c; }
+# unchanged: cand/ holds only kernel.c, still diff-base.c, and victim.c is as it was
+unchanged() { cmp "$R/diff-base.c" box/a/b/cand/kernel.c && test "$(ls -A box/a/b/cand)" = kernel.c &&
+	test "$(cat box/a/b/victim.c)" = precious && test ! -e /tmp/atb-victim.c; }
+
+test_expect "a unified diff is applied to the file in the folder, byte for byte" '
+	based && apply --reply "$R/diff-honest.md" --json >out && cmp "$R/diff-want.c" box/a/b/cand/kernel.c &&
+	jq -e ".files == [{\"name\": \"kernel.c\", \"bytes\": $(wc -c <"$R/diff-want.c"), \"diff\": true}]" out &&
+	test "$(ls -A box/a/b/cand)" = kernel.c
+'
+
+test_expect "a diff with miscounted line numbers and bare blank context lines applies the same" '
+	based && apply --reply "$R/diff-offset.md" && cmp "$R/diff-want.c" box/a/b/cand/kernel.c
+'
+
+for cheat in traversal absolute delete stale counts partial; do
+	test_expect "planted diff diff-$cheat.md is refused, nothing written" '
+		based && expect_exit 2 apply --reply "$R/diff-'$cheat'.md" && unchanged
+	'
+done
+
+test_expect "the diffs refused say why" '
+	based && expect_exit 2 apply --reply "$R/diff-traversal.md" &&
+	expect_grep "climbs out of the candidate folder" "$TRASH/err" &&
+	based && expect_exit 2 apply --reply "$R/diff-delete.md" && expect_grep "deletes a file" "$TRASH/err" &&
+	based && expect_exit 2 apply --reply "$R/diff-stale.md" &&
+	expect_grep "hunk 2 (@@ -6,7 +8,8 @@): its old lines are not in the file (at line 9 the first that differs: " "$TRASH/err" && expect_grep "for (i = 0; i < n; i += 1)" "$TRASH/err" &&
+	based && expect_exit 2 apply --reply "$R/diff-counts.md" &&
+	expect_grep "its header counts 9 old and 11 new lines, its body has 3 and 5" "$TRASH/err" &&
+	based && expect_exit 2 apply --reply "$R/diff-partial.md" &&
+	expect_grep "not a surface file" "$TRASH/err"
+'
+
+test_expect "a diff for a file the folder lacks, or one that creates a file it has, is refused" '
+	fresh && expect_exit 2 apply --reply "$R/diff-honest.md" && untouched &&
+	expect_grep "does not have" "$TRASH/err" &&
+	printf "\`\`\`diff\n--- /dev/null\n+++ b/kernel.c\n@@ -0,0 +1 @@\n+int fresh;\n\`\`\`\n" >create.md &&
+	fresh && apply --reply create.md && test "$(cat box/a/b/cand/kernel.c)" = "int fresh;" &&
+	based && expect_exit 2 apply --reply create.md && unchanged && expect_grep "already has" "$TRASH/err"
+'
+
+test_expect "a diff through a symlink planted under the surface name is refused" '
+	fresh && cp "$R/diff-base.c" box/a/b/victim.c && ln -s ../victim.c box/a/b/cand/kernel.c &&
+	expect_exit 2 apply --reply "$R/diff-honest.md" && expect_grep "is a symlink" "$TRASH/err" &&
+	cmp "$R/diff-base.c" box/a/b/victim.c
 '
 
 test_done
