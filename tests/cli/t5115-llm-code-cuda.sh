@@ -6,9 +6,11 @@
 # no model server and no network), scripted call by call:
 #   iteration 0   call 1: the honest baseline's kernel as a fenced ```cuda
 #                 kernel.cu block -> built by nvcc, correct, timed
-#   iteration 1   call 2: a path traversal -> refused, nothing written, the
+#   iteration 1   calls 2-5 (the protocol's calls per iteration): a path
+#                 traversal, an absolute path, a diff naming ../../evil.cu, a
+#                 file off the surface -> refused, nothing written, the
 #                 iteration unusable ("proposal")
-#   iteration 2   call 3: a copy of X to Y (right on the task's own [0, 1)
+#   iteration 2   call 6: a copy of X to Y (right on the task's own [0, 1)
 #                 inputs) -> built, refused by the correctness gate on the
 #                 protocol's signed inputs
 # Then 'atb run --replay' with the double stopped reproduces every proposal
@@ -32,6 +34,9 @@ assert cheat != good and "fmaxf" not in cheat
 script = [
     {"content": "The grid-stride float4 kernel.\n\n```cuda kernel.cu\n" + good + "```\n"},
     {"content": json.dumps({"files": {"../../evil.cu": "int x;\n"}})},
+    {"content": json.dumps({"files": {"/tmp/atb-t5115-evil.cu": "int x;\n"}})},
+    {"content": "```diff\n--- a/kernel.cu\n+++ b/../../evil.cu\n@@ -0,0 +1 @@\n+int x;\n```\n"},
+    {"content": json.dumps({"files": {"evil.cu": "int x;\n"}})},
     {"content": json.dumps({"files": {"kernel.cu": cheat}})},
 ]
 json.dump(script, open("script.json", "w"))
@@ -58,9 +63,9 @@ test_expect "the model's CUDA kernel is built, checked and timed; the cheat refu
 	echo "$RUN" >run_id && cat run.json &&
 	C=runs/$RUN/iter-0/candidate && cmp good.cu "$C/kernel.cu" &&
 	cmp cheat.cu "runs/$RUN/iter-2/candidate/kernel.cu" &&
-	outcomes "$RUN" | tee oc && grep -q "^0 usable {\"files\"" oc &&
-	grep -qx "1 proposal {}" oc && grep -q "^2 correctness " oc &&
-	test -z "$(find "$TRASH" -name evil.cu | head -1)"
+	outcomes "$RUN" | tee oc && grep -q "^0 usable {.*\"files\": {\"kernel.cu\": " oc &&
+	grep -q "^1 proposal " oc && grep -q "^2 correctness " oc &&
+	test -z "$(find "$TRASH" -name evil.cu | head -1)" && test ! -e /tmp/atb-t5115-evil.cu
 '
 
 test_expect "replay without any server: the same proposals and outcomes" '

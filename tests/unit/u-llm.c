@@ -375,3 +375,97 @@ Test(llm, test_llm__replay_by_request_hash_without_a_server)
 	atb_store_close(s);
 	atb_protocol_free(p);
 }
+
+/* ---- unified diffs (src/llm/diff.c) ---- */
+
+static char *applied(const char *base, const char *diff, struct atb_error *err)
+{
+	char *out = NULL;
+	size_t n = 0;
+
+	atb_error_clear(err);
+	if (atbi_llm_diff_apply("k.c", base, strlen(base), diff, strlen(diff), &out, &n, err))
+		return NULL;
+	cr_assert_eq(strlen(out), n);
+	return out;
+}
+
+Test(llm, test_llm__diff_two_hunks_in_order_and_at_the_end)
+{
+	struct atb_error err;
+	char *o = applied("a\nb\nc\nd\ne\nf\n",
+			  "@@ -1,2 +1,2 @@\n-a\n+A\n b\n@@ -5,2 +5,3 @@\n e\n f\n+g\n", &err);
+
+	cr_assert(o, "%s", err.msg);
+	cr_assert_str_eq(o, "A\nb\nc\nd\ne\nf\ng\n");
+	atb_free(o);
+}
+
+Test(llm, test_llm__diff_no_newline_at_end_of_file_both_ways)
+{
+	struct atb_error err;
+	char *o = applied("x\ny", "@@ -2 +2 @@\n-y\n\\ No newline at end of file\n+z\n", &err);
+
+	cr_assert(o, "%s", err.msg);
+	cr_assert_str_eq(o, "x\nz\n");
+	atb_free(o);
+	o = applied("x\ny\n", "@@ -2 +2 @@\n-y\n+z\n\\ No newline at end of file\n", &err);
+	cr_assert(o, "%s", err.msg);
+	cr_assert_str_eq(o, "x\nz");
+	atb_free(o);
+	/* no marker: the file's own ending is kept */
+	o = applied("x\ny", "@@ -2 +2 @@\n-y\n+z\n", &err);
+	cr_assert(o, "%s", err.msg);
+	cr_assert_str_eq(o, "x\nz");
+	atb_free(o);
+}
+
+Test(llm, test_llm__diff_takes_the_nearest_match_to_the_stated_line)
+{
+	struct atb_error err;
+	/* "t" appears at lines 1, 4 and 7; the hunk says 5: the one at 4 is nearest */
+	char *o = applied("t\n1\n2\nt\n3\n4\nt\n", "@@ -5,1 +5,1 @@\n-t\n+T\n", &err);
+
+	cr_assert(o, "%s", err.msg);
+	cr_assert_str_eq(o, "t\n1\n2\nT\n3\n4\nt\n");
+	atb_free(o);
+}
+
+Test(llm, test_llm__diff_hunks_out_of_order_or_overlapping_are_refused)
+{
+	struct atb_error err;
+
+	/* the second hunk's old line is before the first's end: not searched backwards */
+	cr_assert_null(applied("a\nb\nc\n", "@@ -2 +2 @@\n-b\n+B\n@@ -1 +1 @@\n-a\n+A\n", &err));
+	cr_assert(strstr(err.msg, "hunk 2"), "%s", err.msg);
+	cr_assert_null(applied("a\nb\n", "@@ -1,2 +1,2 @@\n-a\n+A\n", &err));
+	cr_assert(strstr(err.msg, "header counts 2 old and 2 new"), "%s", err.msg);
+	cr_assert_null(applied("a\n", "garbage\n", &err));
+	cr_assert(strstr(err.msg, "not a hunk header"), "%s", err.msg);
+	cr_assert_null(applied("a\n", "\n\n", &err));
+	cr_assert(strstr(err.msg, "has no hunk"), "%s", err.msg);
+}
+
+Test(llm, test_llm__diff_split_names_and_a_deletion)
+{
+	struct atbi_llm_diff_part p[4];
+	struct atb_error err;
+	size_t n;
+	const char *d = "diff --git a/k.c b/k.c\nindex 1..2\n--- a/k.c\t2026-01-01\n+++ b/k.c\t2026-01-01\n"
+			"@@ -1 +1 @@\n--- x\n+++ y\n--- /dev/null\n+++ b/n.c\n@@ -0,0 +1 @@\n+int n;\n";
+
+	atb_error_clear(&err);
+	cr_assert_eq(atbi_llm_diff_split(d, strlen(d), p, 4, &n, &err), ATB_OK, "%s", err.msg);
+	/* "--- x" / "+++ y" inside the first hunk are its lines, not a new file */
+	cr_assert_eq(n, 2);
+	cr_assert_eq(p[0].nlen, 3);
+	cr_assert(!memcmp(p[0].name, "k.c", 3));
+	cr_assert(!p[0].create);
+	cr_assert(!memcmp(p[0].body, "@@ -1 +1 @@\n--- x\n+++ y\n", p[0].blen));
+	cr_assert_eq(p[1].nlen, 3);
+	cr_assert(!memcmp(p[1].name, "n.c", 3));
+	cr_assert(p[1].create);
+	d = "--- a/k.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n";
+	cr_assert_eq(atbi_llm_diff_split(d, strlen(d), p, 4, &n, &err), ATB_ERR_SCHEMA);
+	cr_assert(strstr(err.msg, "deletes a file"), "%s", err.msg);
+}
