@@ -51,6 +51,19 @@ stop_server() {
 	return 1
 }
 
+# llm_double [PYTHON]: start the TEST DOUBLE model server (llm-double.py) on
+# ./script.json, logging to ./d.log, killed when the script exits; waits up to
+# 30 s (a loaded box) for its port and sets DOUBLE (its pid) and URL.
+llm_double() {
+	local i
+	"${1:-python3}" "${ATB_SOURCE_DIR:-$ATB_HOME}/tests/cli/llm-double.py" script.json d.log d.port &
+	DOUBLE=$!
+	trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
+	for i in $(seq 1 600); do [ -s d.port ] && break; sleep 0.05; done
+	[ -s d.port ] || { echo "the test double model server did not start"; exit 1; }
+	URL=http://127.0.0.1:$(cat d.port)
+}
+
 # expect_exit CODE CMD...: CMD must exit with CODE; its stderr is kept in $TRASH/err.
 expect_exit() {
 	local want=$1 got; shift

@@ -12,11 +12,8 @@ command -v jq >/dev/null || skip_all "jq not installed"
 command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
 
 echo '[{"content": "cut", "finish_reason": "length"}]' >script.json
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 600); do [ -s d.port ] && break; sleep 0.05; done  # 30 s: a loaded box
-export ATB_LLM_BASE_URL=http://127.0.0.1:$(cat d.port) ATB_LLM_MODEL=m
+llm_double
+export ATB_LLM_BASE_URL=$URL ATB_LLM_MODEL=m
 echo hi >p.txt
 "$ATB" --db t.db llm call --prompt-file p.txt --run ok3 --repeat 3 >/dev/null 2>&1
 "$ATB" --db t.db llm call --prompt-file p.txt --run cut --repeat 4 >/dev/null 2>&1

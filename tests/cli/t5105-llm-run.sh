@@ -21,11 +21,7 @@ bad = {"knobs": {"SELECT": "9", "UNROLL": "4", "ALIGN_HINT": "1"}, "cflags": "-O
 json.dump([{"content": json.dumps(good)}] + [{"content": json.dumps(bad)}] * 4 +
           [{"content": "{\"knobs\": {", "finish_reason": "length"}], open("script.json", "w"))
 PY
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 600); do [ -s d.port ] && break; sleep 0.05; done  # 30 s: a loaded box
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 
 test_expect "the run: iteration 1 is the model's proposal, 2 is unusable, then the halt" '
 	expect_exit 1 "$ATB" run ./relu --proposer llm --model double --base-url "$URL" \

@@ -13,11 +13,7 @@ command -v python3 >/dev/null || skip_all "python3 not installed"
 
 cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-steady" relu
 echo '[{"content": "{\"knobs\": {\"SELECT\": \"1\", \"UNROLL\": \"2\", \"ALIGN_HINT\": \"0\"}, \"cflags\": \"\"}"}]' >script.json
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 600); do [ -s d.port ] && break; sleep 0.05; done  # 30 s: a loaded box
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 
 test_expect "usage: the baseline is random, budgets are positive" '
 	expect_exit 2 "$ATB" run ./relu --baseline-proposer grid &&

@@ -68,11 +68,7 @@ json.dump(script, open("script.json", "w"))
 open("good.c", "w").write(good)
 open("cheat.c", "w").write(cheat)
 PY
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 BUILT='.outcome != "surface" and .outcome != "static" and .outcome != "build"'
 CORRECT='.outcome != "correctness" and .outcome != "runner" and .outcome != "input_mutation" and .outcome != "result_reuse"'
 TIMED='.outcome == "usable" or .outcome == "noise" or .outcome == "baseline_drift" or .outcome == "clock"'

@@ -28,11 +28,7 @@ json.dump([{"content": json.dumps({"files": {"model_new.py": cheat}})}] +
           [{"content": "{\"files\": {\"model_new.py\": \"import", "finish_reason": "length"}],
           open("script.json", "w"))
 PY
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "the model's model_new.py goes through the static gate; a traversal writes nothing" '

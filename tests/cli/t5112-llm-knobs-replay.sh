@@ -16,11 +16,7 @@ command -v sqlite3 >/dev/null || skip_all "sqlite3 not installed"
 
 cp -r "$ATB_SOURCE_DIR/tests/fixtures/task/relu-tiny" relu
 python3 -c 'import json; json.dump([{"content": json.dumps({"knobs": {}, "cflags": "-O9"})}], open("script.json", "w"))'
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 # one reader at a time, with a busy timeout: two sqlite3 shells opening the
 # store at once can meet its WAL recovery and one gets "database is locked"
 # (seen under ASan, where the cmp below ran them side by side)

@@ -24,11 +24,7 @@ import json, sys
 text = open(sys.argv[1]).read()
 json.dump([{"content": "```python model_new.py\n" + text + "```\n"}], open("script.json", "w"))
 PY
-"$PY" "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
+llm_double "$PY"
 OK='.outcome == "usable" or .outcome == "noise" or .outcome == "baseline_drift" or .outcome == "clock"'
 iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason FROM iteration WHERE run = '$1' ORDER BY k"; }
 

@@ -30,12 +30,9 @@ good = {"content": json.dumps({"config": {"speedup": 2.0}})}
 out_of_range = {"content": json.dumps({"config": {"truncate": 9}})}
 unknown = {"content": json.dumps({"config": {"nope": True}})}
 json.dump([good] + [out_of_range] * 4 + [unknown] * 4, open("script.json", "w"))'
-python3 "$ATB_SOURCE_DIR/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
+llm_double
 SERVER=
 trap 'kill $DOUBLE $SERVER 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
 iters() { sqlite3 -cmd ".timeout 10000" -json atb.db "SELECT k, knobs, outcome, reason, result, speedup, ci_low FROM iteration WHERE run = '$1' ORDER BY k"; }
 
 test_expect "llm-code is refused for an engine task: it has no code" '

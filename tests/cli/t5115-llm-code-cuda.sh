@@ -43,11 +43,7 @@ json.dump(script, open("script.json", "w"))
 open("good.cu", "w").write(good)
 open("cheat.cu", "w").write(cheat)
 PY
-python3 "$ATB_HOME/tests/cli/llm-double.py" script.json d.log d.port &
-DOUBLE=$!
-trap 'kill $DOUBLE 2>/dev/null; rm -rf "$TRASH"' EXIT
-for i in $(seq 1 100); do [ -s d.port ] && break; sleep 0.05; done
-URL=http://127.0.0.1:$(cat d.port)
+llm_double
 export ATB_DB=$TRASH/atb.db
 
 # outcomes RUN: each iteration's outcome and proposal (the files' hashes),
