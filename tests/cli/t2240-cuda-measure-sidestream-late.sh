@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# A side-stream escape the side_stream gate does not probe (issue 11, item 4
+# on the cuda backend): tests/fixtures/cheats/cuda_relu/sidestream-late is
+# honest on the first call with each output buffer (the correctness calls,
+# and the one side_stream probe per seed and arm, made before timing on the
+# seed's fresh timing buffers) and moves the last tenth of the work to a
+# stream of its own on every later call (the warm-ups and timed trials).  The
+# runner waits for the whole context between rounds and before it copies a
+# round's outputs, so the timed checks see right outputs; only the timed
+# window misses the tenth: about 1.11x.  This test asks that it is not
+# admitted; it fails while the escape is open (no gate times the context
+# after a timed trial yet: docs/internals/cuda.md, "Known limits").  The
+# compile check runs wherever nvcc is; the rest needs the GPU
+# (scripts/gpu-check, step t2240, only when named).
+. "$(dirname "$0")/lib.sh"
+
+CHEATS=$ATB_HOME/tests/fixtures/cheats/cuda_relu
+command -v nvcc >/dev/null || PATH="/usr/local/cuda/bin:$PATH"
+command -v nvcc >/dev/null || skip_all "no nvcc: not a CUDA build machine"
+
+test_expect "the late side-stream cheat builds with the protocol's nvcc flags" '
+	nvcc -O3 --shared -Xcompiler -fPIC -I"$ATB_HOME/include" -o late.so \
+		"$CHEATS/sidestream-late/kernel.cu" &&
+	nm -D late.so | grep -q " T atb_kernel"
+'
+
+. "$ATB_HOME/tests/fixtures/cheats/cuda_common.sh"
+cuda_require
+export ATB_DB=$TRASH/m.db
+cuda_task_copy cuda_relu task 's/value: 67108864/value: 16777216/'
+
+test_expect "a candidate that escapes to a side stream only after the probe is not admitted" '
+	rc=0 &&
+	"$ATB" measure --json "$TRASH/task" "$CHEATS/sidestream-late" --seeds 4 --no-naive \
+		>"$TRASH/out" 2>"$TRASH/err" || rc=$? &&
+	jq -c "{verdict, gate, speedup, reason}" "$TRASH/out" &&
+	[ $rc = 2 ] && jq -e ".verdict == \"rejected\"" "$TRASH/out" >/dev/null ||
+		{ echo "# open attack: the late side-stream escape was not refused"; cat "$TRASH/err"; exit 1; }
+'
+
+test_done
