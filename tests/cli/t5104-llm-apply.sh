@@ -59,20 +59,20 @@ test_expect "an oversize file is refused" '
 	expect_exit 2 apply --reply big.md && untouched && expect_grep "over the 1048576 allowed" "$TRASH/err"
 '
 
-# based: cand/ holds diff-base.c as kernel.c (what a diff is against)
-based() { fresh && cp "$R/diff-base.c" box/a/b/cand/kernel.c; }
-# unchanged: cand/ holds only kernel.c, still diff-base.c, and victim.c is as it was
-unchanged() { cmp "$R/diff-base.c" box/a/b/cand/kernel.c && test "$(ls -A box/a/b/cand)" = kernel.c &&
+# based: cand/ holds diff-base.c.txt as kernel.c (what a diff is against)
+based() { fresh && cp "$R/diff-base.c.txt" box/a/b/cand/kernel.c; }
+# unchanged: cand/ holds only kernel.c, still diff-base.c.txt, and victim.c is as it was
+unchanged() { cmp "$R/diff-base.c.txt" box/a/b/cand/kernel.c && test "$(ls -A box/a/b/cand)" = kernel.c &&
 	test "$(cat box/a/b/victim.c)" = precious && test ! -e /tmp/atb-victim.c; }
 
 test_expect "a unified diff is applied to the file in the folder, byte for byte" '
-	based && apply --reply "$R/diff-honest.md" --json >out && cmp "$R/diff-want.c" box/a/b/cand/kernel.c &&
-	jq -e ".files == [{\"name\": \"kernel.c\", \"bytes\": $(wc -c <"$R/diff-want.c"), \"diff\": true}]" out &&
+	based && apply --reply "$R/diff-honest.md" --json >out && cmp "$R/diff-want.c.txt" box/a/b/cand/kernel.c &&
+	jq -e ".files == [{\"name\": \"kernel.c\", \"bytes\": $(wc -c <"$R/diff-want.c.txt"), \"diff\": true}]" out &&
 	test "$(ls -A box/a/b/cand)" = kernel.c
 '
 
 test_expect "a diff with miscounted line numbers and bare blank context lines applies the same" '
-	based && apply --reply "$R/diff-offset.md" && cmp "$R/diff-want.c" box/a/b/cand/kernel.c
+	based && apply --reply "$R/diff-offset.md" && cmp "$R/diff-want.c.txt" box/a/b/cand/kernel.c
 '
 
 for cheat in traversal absolute delete stale counts partial; do
@@ -102,9 +102,9 @@ test_expect "a diff for a file the folder lacks, or one that creates a file it h
 '
 
 test_expect "a diff through a symlink planted under the surface name is refused" '
-	fresh && cp "$R/diff-base.c" box/a/b/victim.c && ln -s ../victim.c box/a/b/cand/kernel.c &&
+	fresh && cp "$R/diff-base.c.txt" box/a/b/victim.c && ln -s ../victim.c box/a/b/cand/kernel.c &&
 	expect_exit 2 apply --reply "$R/diff-honest.md" && expect_grep "is a symlink" "$TRASH/err" &&
-	cmp "$R/diff-base.c" box/a/b/victim.c
+	cmp "$R/diff-base.c.txt" box/a/b/victim.c
 '
 
 test_done
