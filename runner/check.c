@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <gsl/gsl_randist.h>
@@ -1310,6 +1311,57 @@ int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *tim
 nomem:
 	json_decref(ev);
 	return -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (the lower middle for even n); -1 for n 0 or no memory. */
+static int64_t median_i64(const int64_t *v, size_t n)
+{
+	int64_t *c, m;
+
+	if (!n || !(c = atb_malloc(n * sizeof(*c))))
+		return -1;
+	memcpy(c, v, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_i64);
+	m = c[(n - 1) / 2];
+	atb_free(c);
+	return m;
+}
+
+int runner_emit_timed_side_stream(const struct atb_timing_seed *s, const char *const *names,
+				  size_t ref)
+{
+	int64_t ref_extra;
+	size_t ai;
+
+	if (ref >= s->narms || !s->arms[ref].device_extra_ns)
+		return 0;
+	ref_extra = median_i64(s->arms[ref].device_extra_ns, s->arms[ref].ntrials);
+	for (ai = 0; ai < s->narms; ai++) {
+		const struct atb_timing_arm *a = &s->arms[ai];
+		int64_t t, x;
+
+		if (ai == ref || !a->device_extra_ns || !a->ntrials)
+			continue;
+		t = median_i64(a->times_ns, a->ntrials);
+		x = median_i64(a->device_extra_ns, a->ntrials);
+		if (t < 0 || x < 0 || ref_extra < 0)
+			return -1;
+		if (runner_emit(json_pack("{s:s, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "event",
+					  "side_stream", "phase", "timed", "seed",
+					  (json_int_t)s->seed, "arm", names[ai], "reference",
+					  names[ref], "trials", (json_int_t)a->ntrials, "event_ns",
+					  (json_int_t)t, "device_extra_ns", (json_int_t)x,
+					  "reference_extra_ns", (json_int_t)ref_extra)))
+			return -1;
+	}
+	return 0;
 }
 
 int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,

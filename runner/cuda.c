@@ -682,6 +682,9 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 			throttled = g0.throttled || g1.throttled;
 			rc = runner_emit_samples_timed(&res, "paired", names, np, throttled,
 						       tc.timed);
+			/* PROTO: gates.side_stream.timed -- the arms beside the reference */
+			if (!rc)
+				rc = runner_emit_timed_side_stream(&res, names, ref);
 			atb_timing_seed_release(&res);
 		}
 		if (tc.timed)

@@ -457,6 +457,19 @@ int runner_side_stream(struct atb_cuda *cu, uint64_t seed, const char *arm,
 		       int (*call)(void *ctx), void *ctx, struct atb_error *err);
 
 /*
+ * PROTO: gates.side_stream.timed -- after a group's timed trials, for every
+ * arm of the group but the reference (ref; >= s->narms: none, nothing is
+ * emitted): a side_stream event with phase "timed", the medians over its
+ * trials of the trial time and of how long the device stayed busy after
+ * the stop event (the timer's device_extra_ns), and the reference's median
+ * of the latter.  The harness judges it (src/measure/gates.c).  Nothing
+ * when the timer does not measure it.  0, or -1 (out of memory, or the
+ * channel failed).
+ */
+int runner_emit_timed_side_stream(const struct atb_timing_seed *s, const char *const *names,
+				  size_t ref);
+
+/*
  * PROTO: gates.clock -- emit the "timed_begin" marker of a timed group (seed,
  * arms) and note this process's clock: the next samples event's span_ns
  * counts from here.  Every path that times a group calls it right before

@@ -247,8 +247,12 @@ static void ft_stop(void *s)
 static int64_t ft_elapsed_ns(void *s)
 {
 	struct flush_timer *f = s;
+	int64_t ns = f->inner->ops->elapsed_ns(f->inner->state);
 
-	return f->inner->ops->elapsed_ns(f->inner->state);
+	/* the inner timer's per-trial facts, where the core reads them */
+	f->t.last_preempted_ns = f->inner->last_preempted_ns;
+	f->t.last_device_extra_ns = f->inner->last_device_extra_ns;
+	return ns;
 }
 
 static void ft_flush(void *s)
@@ -292,6 +296,7 @@ static void flush_timer_init(struct flush_timer *f, struct atb_timer *inner,
 	f->t.ops = ops;
 	f->t.state = f;
 	f->t.flush_bytes = inner->flush_bytes;
+	f->t.measures_device_extra = inner->measures_device_extra;
 }
 
 static const char *ft_cuda_error(const struct atb_timer *t)
@@ -2082,6 +2087,15 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		}
 		ai = (size_t)runner_emit_samples_timed(&res, "paired", names, np, throttled,
 						       x.np ? &x.t : NULL);
+		/* PROTO: gates.side_stream.timed -- the arms beside the reference */
+		if (!ai && rt->cu) {
+			size_t k, ref = np;
+
+			for (k = 0; k < np; k++)
+				if (tc.map[k] == job->reference)
+					ref = k;
+			ai = (size_t)-runner_emit_timed_side_stream(&res, names, ref);
+		}
 		atb_timing_seed_release(&res);
 		if (ai)
 			return -1;

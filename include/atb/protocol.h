@@ -186,6 +186,18 @@ struct atb_protocol {
 		 * judge's default, 3 runs: atb/judge.h) */
 		int has_rerun;
 		int rerun_max_runs;
+		/*
+		 * gates.side_stream (version 7 on; absent: has_side_stream 0, and
+		 * the timed trials' device wait is recorded, not judged): after
+		 * each timed trial's stop event the runner times a context-wide
+		 * wait; a candidate whose median wait exceeds the reference's by
+		 * more than abs_slack_us and more than rel_tolerance x its median
+		 * trial left work running past its timed window (the one probe
+		 * per seed and arm before timing is judged in every version).
+		 */
+		int has_side_stream;
+		double side_stream_rel_tolerance;
+		double side_stream_abs_slack_us;
 	} gates;
 
 	double anchor_band;

@@ -55,6 +55,13 @@ struct atb_timer {
 	 * out as time the thread waited, runnable, for a CPU (0 unless the
 	 * timer subtracts preemption: atb_timer_cpu_subtract_preemption). */
 	int64_t last_preempted_ns;
+	/* PROTO: gates.side_stream.timed (version 7 on) -- set by elapsed_ns
+	 * when measures_device_extra: how long the whole device stayed busy
+	 * after the trial's stop event was reached (a context-wide wait timed
+	 * on the host; work a call left on streams the timer does not see).
+	 * The core keeps it per trial (atb_timing_arm.device_extra_ns). */
+	int measures_device_extra;
+	int64_t last_device_extra_ns;
 };
 
 /*
@@ -143,6 +150,9 @@ struct atb_timing_arm {
 	int64_t *times_ns;   /* per trial, in the order they ran; owned */
 	int *round;          /* per trial: the round (pair) it belongs to; owned */
 	int *position;       /* per trial: its place in the round, 0 = first; owned */
+	/* per trial: the timer's last_device_extra_ns; NULL unless the timer
+	   measures_device_extra; owned */
+	int64_t *device_extra_ns;
 	size_t ntrials;
 	int warmup_iterations;
 	int64_t warmup_ns;   /* wall time spent warming up */

@@ -7,7 +7,9 @@
  * L2; start() then enqueues a short spin kernel and records the start event
  * behind it, so the kernel's own launch (host work in the task's wrapper) is
  * already queued when the start event fires and launch latency stays out of
- * the window; stop() records the stop event; elapsed_ns() waits for it.
+ * the window; stop() records the stop event; elapsed_ns() waits for it,
+ * then for the whole context, and keeps how long that second wait took
+ * (last_device_extra_ns: work the call left on other streams).
  *
  * The ops table has no error channel, so a failed driver call is kept in
  * the state and reported as elapsed -1 (the core then fails the seed with
@@ -19,9 +21,11 @@
 #include "atb/alloc.h"
 #include "atb/cuda.h"
 #include "cuda_int.h"
+#include "util.h"
 #include "banned.h"
 
 struct cuda_timer {
+	struct atb_timer *owner;
 	struct atb_cuda *c;
 	struct atb_cuda_events *ev;
 	uint64_t flush_buf;
@@ -88,6 +92,14 @@ static int64_t ct_elapsed(void *state)
 		return -1;
 	atb_error_clear(&e);
 	keep(t, atb_cuda_events_elapsed_ns(t->ev, &ns, &e), &e);
+	if (!t->failed) {
+		/* PROTO: gates.side_stream.timed -- the stop event has been reached;
+		 * whatever the device still runs was left on another stream. */
+		int64_t t0 = atbi_monotonic_ns();
+
+		keep(t, atb_cuda_ctx_sync(t->c, &e), &e);
+		t->owner->last_device_extra_ns = atbi_monotonic_ns() - t0;
+	}
 	return t->failed ? -1 : ns;
 }
 
@@ -160,6 +172,8 @@ enum atb_status atb_cuda_timer_new(struct atb_cuda *c, size_t flush_bytes, uint6
 		goto fail;
 	tm->ops = &cuda_ops;
 	tm->state = t;
+	tm->measures_device_extra = 1;
+	t->owner = tm;
 	tm->flush_bytes = flush_bytes;
 	*out = tm;
 	return ATB_OK;

@@ -408,10 +408,35 @@ void atbi_correctness_release(struct atbi_correctness_state *st)
 
 /* ---- cuda: side stream and throttling ---- */
 
-int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size)
+static long long jll(const json_t *ev, const char *key)
 {
-	if (strcmp(jstr(ev, "event"), "side_stream") || strcmp(jstr(ev, "arm"), "candidate") ||
-	    !json_is_true(json_object_get(ev, "escaped")))
+	return (long long)json_integer_value(json_object_get(ev, key));
+}
+
+int atbi_gate_side_stream(const json_t *ev, const struct atb_protocol *p, char *why,
+			  size_t why_size)
+{
+	if (strcmp(jstr(ev, "event"), "side_stream") || strcmp(jstr(ev, "arm"), "candidate"))
+		return 0;
+	if (!strcmp(jstr(ev, "phase"), "timed")) {
+		/* PROTO: gates.side_stream (version 7 on) */
+		long long t = jll(ev, "event_ns"), x = jll(ev, "device_extra_ns"),
+			  rx = jll(ev, "reference_extra_ns"), excess = x - rx;
+
+		if (!p || !p->gates.has_side_stream ||
+		    !((double)excess > p->gates.side_stream_abs_slack_us * 1e3 &&
+		      (double)excess > p->gates.side_stream_rel_tolerance * (double)t))
+			return 0;
+		snprintf(why, why_size,
+			 "the candidate left work running after its timed windows on seed %lld: "
+			 "after each trial's stop event the device stayed busy a median %lld ns, "
+			 "the reference's %lld ns (median trial %lld ns; allowed: %.0f ns and %g of "
+			 "the trial more); work on another stream escapes the timing",
+			 jll(ev, "seed"), x, rx, t, p->gates.side_stream_abs_slack_us * 1e3,
+			 p->gates.side_stream_rel_tolerance);
+		return 1;
+	}
+	if (!json_is_true(json_object_get(ev, "escaped")))
 		return 0;
 	snprintf(why, why_size,
 		 "the candidate left work running after its timed window on seed %lld: the device "

@@ -571,7 +571,7 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 	} else if (!strcmp(kind, "side_stream")) {
 		char why[8];
 
-		if (!r->side_event && atbi_gate_side_stream(ev, why, sizeof(why)))
+		if (!r->side_event && atbi_gate_side_stream(ev, c->m->p, why, sizeof(why)))
 			r->side_event = json_deep_copy(ev);
 	} else if (!strcmp(kind, "samples")) {
 		const char *arm = json_string_value(json_object_get(ev, "arm"));
@@ -2079,7 +2079,7 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		}
 		/* PROTO: gates side_stream -- work escaping the timed window (cuda) */
 		if (j1.side_event) {
-			atbi_gate_side_stream(j1.side_event, why, sizeof(why));
+			atbi_gate_side_stream(j1.side_event, p, why, sizeof(why));
 			st = reject(m, ATB_GATE_SIDE_STREAM, ATB_ERR_CHECK, why,
 				    json_pack("{s:O, s:O?}", "event", j1.side_event,
 					      "side_stream_escapes",

@@ -91,10 +91,15 @@ ATBI_FUNC void atbi_correctness_release(struct atbi_correctness_state *st);
 /* ---- cuda: side stream and throttling ---- */
 
 /*
- * PROTO: gates side_stream.  A "side_stream" event of the candidate arm
- * with "escaped": 1 with the reason in why; 0 for any other event.
+ * PROTO: gates side_stream.  1 with the reason in why for a "side_stream"
+ * event of the candidate arm that escaped: the probe before timing with
+ * "escaped" true (every version), or, from gates.side_stream (version 7 on;
+ * p->gates.has_side_stream), a "timed" one whose median device wait after
+ * the stop event exceeds the reference's by more than abs_slack_us and more
+ * than rel_tolerance x its median trial.  0 for any other event.
  */
-ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, char *why, size_t why_size);
+ATBI_FUNC int atbi_gate_side_stream(const json_t *ev, const struct atb_protocol *p, char *why,
+				    size_t why_size);
 
 /*
  * PROTO: gates.physical_floor.cache_allowance (version 4 on): absent, a

@@ -367,6 +367,23 @@ static enum atb_status rerun_after(struct vctx *c, struct fy_node *map, void *ba
 	return ATB_OK;
 }
 
+static enum atb_status side_stream_after(struct vctx *c, struct fy_node *map, void *base,
+					 const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->gates.has_side_stream = 1;
+	return ATB_OK;
+}
+
+/* PROTO: gates.side_stream (version 7 on) -- the timed trials' device wait */
+static const struct field side_stream_fields[] = {
+	REAL("rel_tolerance", gates.side_stream_rel_tolerance, OPEN01),
+	REAL("abs_slack_us", gates.side_stream_abs_slack_us, NONNEG),
+	END,
+};
+
 /* PROTO: gates.rerun (version 5 on) -- the judge's re-run bound */
 static const struct field rerun_fields[] = {
 	INT("max_runs", gates.rerun_max_runs, 1, 10),
@@ -403,6 +420,10 @@ static const struct field gates_fields[] = {
 	 * runs, holds); required from version 5 on */
 	{.key = "rerun", .kind = F_MAP, .off = NOSTORE, .sub = rerun_fields,
 	 .after = rerun_after, .optional = 1},
+	/* optional: versions 1 to 6 have no such key (the timed trials' device
+	 * wait is recorded, not judged); required from version 7 on */
+	{.key = "side_stream", .kind = F_MAP, .off = NOSTORE, .sub = side_stream_fields,
+	 .after = side_stream_after, .optional = 1},
 	END,
 };
 
@@ -1049,6 +1070,8 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 	}
 	if (!st && p->version >= 6 && !p->engine.has_client_lag)
 		return missing_since(y, "engine", "engine.client_lag", "client_lag", 6, err);
+	if (!st && p->version >= 7 && !p->gates.has_side_stream)
+		return missing_since(y, "gates", "gates.side_stream", "side_stream", 7, err);
 	if (!st && p->version >= 4 && !p->llm.has_alarms)
 		return missing_since(y, "llm", "llm.alarms", "alarms", 4, err);
 	return st;

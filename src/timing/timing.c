@@ -403,6 +403,7 @@ void atb_timing_seed_release(struct atb_timing_seed *s)
 		atb_free(s->arms[i].times_ns);
 		atb_free(s->arms[i].round);
 		atb_free(s->arms[i].position);
+		atb_free(s->arms[i].device_extra_ns);
 	}
 	atb_free(s->arms);
 	memset(s, 0, sizeof(*s));
@@ -577,6 +578,9 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 		a->round = atb_malloc(cap * sizeof(*a->round));
 		a->position = atb_malloc(cap * sizeof(*a->position));
 		a->ci_rel_halfwidth = INFINITY;
+		if (timer->measures_device_extra &&
+		    !(a->device_extra_ns = atb_malloc(cap * sizeof(*a->device_extra_ns))))
+			goto nomem;
 		if (!a->times_ns || !a->round || !a->position)
 			goto nomem;
 	}
@@ -638,6 +642,8 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 			a->times_ns[a->ntrials] = t;
 			a->round[a->ntrials] = round;
 			a->position[a->ntrials] = (int)p;
+			if (a->device_extra_ns)  /* PROTO: gates.side_stream.timed */
+				a->device_extra_ns[a->ntrials] = timer->last_device_extra_ns;
 			a->ntrials++;
 			if (hooks && hooks->after_call &&
 			    hooks->after_call(hooks->call_ctx, order[p], a->ntrials - 1)) {

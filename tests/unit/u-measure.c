@@ -316,13 +316,66 @@ Test(measure, side_stream_escape_of_the_candidate_only)
 		       "\"device_extra_ns\":520000,\"escaped\":true}", 0, NULL);
 	ok = json_loads("{\"event\":\"side_stream\",\"seed\":3,\"arm\":\"candidate\",\"event_ns\":130000,"
 			"\"device_extra_ns\":3000,\"escaped\":false}", 0, NULL);
-	cr_assert_eq(atbi_gate_side_stream(c, why, sizeof(why)), 1);
+	cr_assert_eq(atbi_gate_side_stream(c, NULL, why, sizeof(why)), 1);
 	cr_assert(strstr(why, "seed 3") && strstr(why, "520000"), "%s", why);
-	cr_assert_eq(atbi_gate_side_stream(b, why, sizeof(why)), 0);
-	cr_assert_eq(atbi_gate_side_stream(ok, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(b, NULL, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(ok, NULL, why, sizeof(why)), 0);
 	json_decref(c);
 	json_decref(b);
 	json_decref(ok);
+}
+
+/*
+ * PROTO: gates.side_stream (version 7 on) -- the timed trials' device wait:
+ * the candidate's median over the reference's, beyond both bounds; the
+ * planted cheat (cuda_relu/sidestream-late) leaves a tenth of its work on
+ * its own stream after each timed trial's stop event.
+ */
+Test(measure, side_stream_timed_wait_over_the_reference)
+{
+	struct atb_protocol p;
+	char why[512];
+	json_t *late, *honest, *small, *base, *old;
+
+	atb_alloc_install_json();
+	memset(&p, 0, sizeof(p));
+	p.gates.has_side_stream = 1;
+	p.gates.side_stream_rel_tolerance = 0.01;
+	p.gates.side_stream_abs_slack_us = 2;
+	late = json_loads("{\"event\":\"side_stream\",\"phase\":\"timed\",\"seed\":5,"
+			  "\"arm\":\"candidate\",\"reference\":\"baseline\",\"trials\":40,"
+			  "\"event_ns\":28000,\"device_extra_ns\":7500,"
+			  "\"reference_extra_ns\":2500}", 0, NULL);
+	/* the same wait as the reference's, a little over: noise */
+	honest = json_loads("{\"event\":\"side_stream\",\"phase\":\"timed\",\"seed\":5,"
+			    "\"arm\":\"candidate\",\"event_ns\":28000,"
+			    "\"device_extra_ns\":2900,\"reference_extra_ns\":2500}", 0, NULL);
+	/* over the absolute slack but not 1% of a long trial */
+	small = json_loads("{\"event\":\"side_stream\",\"phase\":\"timed\",\"seed\":5,"
+			   "\"arm\":\"candidate\",\"event_ns\":9000000,"
+			   "\"device_extra_ns\":60000,\"reference_extra_ns\":2500}", 0, NULL);
+	base = json_loads("{\"event\":\"side_stream\",\"phase\":\"timed\",\"seed\":5,"
+			  "\"arm\":\"naive\",\"event_ns\":28000,"
+			  "\"device_extra_ns\":900000,\"reference_extra_ns\":2500}", 0, NULL);
+	cr_assert_eq(atbi_gate_side_stream(late, &p, why, sizeof(why)), 1);
+	cr_assert(strstr(why, "seed 5") && strstr(why, "7500") && strstr(why, "2500"), "%s", why);
+	cr_assert_eq(atbi_gate_side_stream(honest, &p, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(small, &p, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(base, &p, why, sizeof(why)), 0);
+	/* versions 1 to 6: recorded, not judged */
+	p.gates.has_side_stream = 0;
+	cr_assert_eq(atbi_gate_side_stream(late, &p, why, sizeof(why)), 0);
+	cr_assert_eq(atbi_gate_side_stream(late, NULL, why, sizeof(why)), 0);
+	/* a timed event is judged by its numbers, never by an "escaped" it carries */
+	old = json_deep_copy(honest);
+	json_object_set_new(old, "escaped", json_true());
+	p.gates.has_side_stream = 1;
+	cr_assert_eq(atbi_gate_side_stream(old, &p, why, sizeof(why)), 0);
+	json_decref(late);
+	json_decref(honest);
+	json_decref(small);
+	json_decref(base);
+	json_decref(old);
 }
 
 /* PROTO: gates tamper */

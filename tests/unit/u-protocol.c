@@ -27,6 +27,7 @@
 #define V4 SRC "/protocol/v4.yaml"
 #define V5 SRC "/protocol/v5.yaml"
 #define V6 SRC "/protocol/v6.yaml"
+#define V7 SRC "/protocol/v7.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -202,12 +203,16 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V6, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 6);
+	cr_assert_eq(atb_protocol_digest_file(V7, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 7);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "d3e5723349e4a24aa9e587ec5e8eac989a93c785ee51f698774df78a84cb69e4");
-	/* version 6's keys, as frozen, and version 5's */
+			 "8b4191ef291845a4fc461ed92a7141d81fdafcd00e60e2249e21fdf1ded79532");
+	/* version 7's keys, as frozen (PROTO: gates.side_stream) */
+	cr_expect(p->gates.has_side_stream);
+	cr_expect_float_eq(p->gates.side_stream_rel_tolerance, 0.01, 1e-15);
+	cr_expect_float_eq(p->gates.side_stream_abs_slack_us, 1.0, 1e-15);
+	/* version 6's keys, and version 5's */
 	cr_expect(p->timing.has_cache_flush_cpu_max);
 	cr_expect_eq(p->timing.cache_flush_cpu_max_bytes, 67108864);
 	cr_expect(p->engine.has_client_lag);
@@ -533,6 +538,39 @@ Test(protocol, cache_flush_cpu_max_is_required_from_version_6, .fini = remove_ho
 	atb_free(text);
 }
 
+/* PROTO: gates.side_stream -- required from version 7, its values in range */
+Test(protocol, side_stream_is_required_from_version_7, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	cr_assert_eq(atb_protocol_load_file(V6, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_not(p->gates.has_side_stream);
+	atb_protocol_free(p);
+	text = slurp(V7);
+	t2 = replace(text, "  side_stream:\n    rel_tolerance: 0.01\n    abs_slack_us: 1\n", "");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.side_stream");
+	cr_expect(strstr(err.msg, "missing field 'side_stream' (required from version 7)"), "%s",
+		  err.msg);
+	atb_free(t2);
+	t2 = replace(text, "abs_slack_us: 1\n", "abs_slack_us: -3\n");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.side_stream.abs_slack_us");
+	atb_free(t2);
+	t2 = replace(text, "    rel_tolerance: 0.01\n    abs_slack_us", "    rel_tolerance: 1.5\n    abs_slack_us");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "gates.side_stream.rel_tolerance");
+	atb_free(t2);
+	atb_free(text);
+}
+
 /* ---- versions ---------------------------------------------------------- */
 
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
@@ -546,9 +584,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (6), one value changed */
-	text = slurp(V6);
-	t2 = replace(text, "\nversion: 6", "\nversion: 7");
+	/* the next version after the current one (7), one value changed */
+	text = slurp(V7);
+	t2 = replace(text, "\nversion: 7", "\nversion: 8");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -558,7 +596,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 7);
+	cr_assert_eq(version, 8);
 	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
@@ -570,7 +608,8 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
 	cr_expect_str_eq(p->timing.placement, "shuffled");
 	cr_expect_str_eq(p->timing.preemption, "none");
-	cr_assert_eq(p->version, 7);
+	cr_assert_eq(p->version, 8);
+	cr_assert(p->gates.has_side_stream);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
 	cr_assert_str_eq(p->digest, v6digest);
 	atb_protocol_free(p);
@@ -586,21 +625,21 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 7);
-	cr_assert_eq(current, 7);
+	cr_assert_eq(n, 8);
+	cr_assert_eq(current, 8);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[6].digest, v6digest);
-	cr_assert(strstr(list[6].file, "/protocol/v7.yaml"));
-	cr_assert(strstr(list[6].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[6].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[7].digest, v6digest);
+	cr_assert(strstr(list[7].file, "/protocol/v8.yaml"));
+	cr_assert(strstr(list[7].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[7].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 8"), "%s", err.msg);
-	edit_home_file("v7.yaml", "version: 7", "version: 9");
+	cr_assert(strstr(err.msg, "the next version is 9"), "%s", err.msg);
+	edit_home_file("v8.yaml", "version: 8", "version: 10");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
@@ -614,7 +653,7 @@ Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_ho
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 7"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 8"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -625,8 +664,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 7, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 7 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 8, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 8 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */

@@ -113,6 +113,46 @@ Test(timing, constant_times_stop_at_trials_min_on_target)
 	atb_timing_seed_release(&r);
 }
 
+/* PROTO: gates.side_stream.timed -- a timer that measures the device's
+   wait after each stop: the core keeps it per trial, beside the time */
+static struct atb_timer *extra_owner;
+static int64_t f_elapsed_extra(void *s)
+{
+	extra_owner->last_device_extra_ns = ((struct fake *)s)->next_ns / 10 + 1;
+	return ((struct fake *)s)->next_ns;
+}
+
+static const struct atb_timer_ops extra_ops = {
+	.name = "fake_extra", .start = f_start, .stop = f_stop, .elapsed_ns = f_elapsed_extra,
+	.flush = f_flush, .resolution_ns = f_res, .release = NULL,
+};
+
+Test(timing, device_extra_is_kept_per_trial_only_when_the_timer_measures_it)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &extra_ops, .state = &f, .measures_device_extra = 1};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct atb_timing_config c;
+	struct atb_timing_seed r;
+	struct atb_error e;
+	size_t i;
+
+	extra_owner = &t;
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_not_null(r.arms[0].device_extra_ns);
+	for (i = 0; i < r.arms[1].ntrials; i++) {
+		cr_assert_eq(r.arms[0].device_extra_ns[i], 101);
+		cr_assert_eq(r.arms[1].device_extra_ns[i], 201);
+	}
+	atb_timing_seed_release(&r);
+	t.measures_device_extra = 0;
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &r, &e), ATB_OK);
+	cr_assert_null(r.arms[0].device_extra_ns);
+	cr_assert_null(r.arms[1].device_extra_ns);
+	atb_timing_seed_release(&r);
+}
+
 Test(timing, noisy_times_run_to_trials_max)
 {
 	struct fake f = {0};
