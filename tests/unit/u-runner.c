@@ -1638,3 +1638,42 @@ Test(runner, timed_hooks_pass_an_honest_arm_and_catch_a_lazy_one)
 	runner_bufs_free(&h.b[1]);
 	atb_runner_job_free(j);
 }
+
+/*
+ * PROTO: gates.side_stream.timed -- the timed wait's event per arm beside
+ * the reference: medians of the arm's trials and waits and the reference's
+ * wait; nothing for the reference itself, nor when the timer kept no waits.
+ */
+Test(runner, timed_side_stream_events_carry_the_medians_beside_the_reference)
+{
+	int64_t t0[] = {100, 300, 200}, x0[] = {5, 9, 7};     /* reference */
+	int64_t t1[] = {50, 40, 60}, x1[] = {900, 1000, 1100}; /* left work running */
+	struct atb_timing_arm arms[2] = {
+		{.times_ns = t0, .device_extra_ns = x0, .ntrials = 3},
+		{.times_ns = t1, .device_extra_ns = x1, .ntrials = 3},
+	};
+	struct atb_timing_seed s = {.seed = 11, .narms = 2, .arms = arms};
+	const char *names[] = {"baseline", "candidate"};
+	const json_t *ev;
+
+	atb_alloc_install_json();
+	json_decref(emitted);
+	emitted = NULL;
+	cr_assert_eq(runner_emit_timed_side_stream(&s, names, 0), 0);
+	cr_assert_eq(json_array_size(emitted), 1);
+	ev = json_array_get(emitted, 0);
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "phase")), "timed");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "arm")), "candidate");
+	cr_assert_str_eq(json_string_value(json_object_get(ev, "reference")), "baseline");
+	cr_assert_eq(json_integer_value(json_object_get(ev, "seed")), 11);
+	cr_assert_eq(json_integer_value(json_object_get(ev, "event_ns")), 50);
+	cr_assert_eq(json_integer_value(json_object_get(ev, "device_extra_ns")), 1000);
+	cr_assert_eq(json_integer_value(json_object_get(ev, "reference_extra_ns")), 7);
+	/* no reference in the group, or a timer without waits: nothing */
+	json_decref(emitted);
+	emitted = NULL;
+	cr_assert_eq(runner_emit_timed_side_stream(&s, names, 2), 0);
+	arms[0].device_extra_ns = NULL;
+	cr_assert_eq(runner_emit_timed_side_stream(&s, names, 0), 0);
+	cr_assert_null(emitted);
+}
