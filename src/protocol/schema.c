@@ -34,7 +34,8 @@ struct vctx;
 struct field {
 	const char *key;
 	enum fkind kind;
-	size_t off;                     /* into the base struct; NOSTORE */
+	size_t off;                     /* into the base struct; NOSTORE.  F_MAP:
+					   an int set to 1 once the map passed */
 	size_t size;                    /* char array size; list element size */
 	unsigned range;
 	double lo, hi;
@@ -58,6 +59,8 @@ struct vctx {
 
 #define MAP(k, s) {.key = k, .kind = F_MAP, .off = NOSTORE, .sub = s}
 #define MAPX(k, s, fn) {.key = k, .kind = F_MAP, .off = NOSTORE, .sub = s, .after = fn}
+/* A map a later version added: may be absent; `has` (an int) is 1 once it passed. */
+#define OPTMAP(k, s, has) {.key = k, .kind = F_MAP, .off = OFF(has), .sub = s, .optional = 1}
 #define INT(k, m, lo_, hi_) \
 	{.key = k, .kind = F_INT, .off = OFF(m), .range = R_LO | R_HI, .lo = lo_, .hi = hi_}
 #define LLONG(k, m, lo_, hi_) \
@@ -249,31 +252,11 @@ static const struct field drift_fields[] = {
 	END,
 };
 
-static enum atb_status throttle_after(struct vctx *c, struct fy_node *map, void *base,
-				      const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_throttle = 1;
-	return ATB_OK;
-}
-
 /* PROTO: gates.throttle (version 2 on) */
 static const struct field throttle_fields[] = {
 	REAL("max_share", gates.throttle_max_share, CLOSED01),
 	END,
 };
-
-static enum atb_status clock_after(struct vctx *c, struct fy_node *map, void *base,
-				   const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_clock = 1;
-	return ATB_OK;
-}
 
 /* PROTO: gates.clock (version 3 on) */
 static const struct field clock_fields[] = {
@@ -281,16 +264,6 @@ static const struct field clock_fields[] = {
 	REAL("abs_slack_ms", gates.clock_abs_slack_ms, NONNEG),
 	END,
 };
-
-static enum atb_status clocks_after(struct vctx *c, struct fy_node *map, void *base,
-				    const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_clocks = 1;
-	return ATB_OK;
-}
 
 /* PROTO: gates.clocks (version 4 on) */
 static const struct field clocks_fields[] = {
@@ -300,16 +273,6 @@ static const struct field clocks_fields[] = {
 	END,
 };
 
-static enum atb_status timed_after(struct vctx *c, struct fy_node *map, void *base,
-				   const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_timed_correctness = 1;
-	return ATB_OK;
-}
-
 /* PROTO: gates.timed_correctness (version 3 on) */
 static const struct field timed_fields[] = {
 	REAL("check_share", gates.timed_check_share, (R_LO | R_LO_OPEN | R_HI), 0, 1),
@@ -317,16 +280,6 @@ static const struct field timed_fields[] = {
 	INT("perturb_elements", gates.timed_perturb_elements, 0, 64),
 	END,
 };
-
-static enum atb_status hang_after(struct vctx *c, struct fy_node *map, void *base,
-				  const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_hang = 1;
-	return ATB_OK;
-}
 
 /* PROTO: gates.hang (version 4 on) */
 static const struct field hang_fields[] = {
@@ -357,26 +310,6 @@ static const struct field background_fields[] = {
 	END,
 };
 
-static enum atb_status rerun_after(struct vctx *c, struct fy_node *map, void *base,
-				   const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_rerun = 1;
-	return ATB_OK;
-}
-
-static enum atb_status side_stream_after(struct vctx *c, struct fy_node *map, void *base,
-					 const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->gates.has_side_stream = 1;
-	return ATB_OK;
-}
-
 /* PROTO: gates.side_stream (version 7 on) -- the timed trials' device wait */
 static const struct field side_stream_fields[] = {
 	REAL("rel_tolerance", gates.side_stream_rel_tolerance, OPEN01),
@@ -396,34 +329,27 @@ static const struct field gates_fields[] = {
 	MAP("baseline_drift", drift_fields),
 	/* optional in the table: version 1 has no such key; required from
 	 * version 2 on (atbi_protocol_validate) */
-	{.key = "throttle", .kind = F_MAP, .off = NOSTORE, .sub = throttle_fields,
-	 .after = throttle_after, .optional = 1},
+	OPTMAP("throttle", throttle_fields, gates.has_throttle),
 	/* optional: versions 1 and 2 have no such key; required from
 	 * version 3 on (atbi_protocol_validate) */
-	{.key = "clock", .kind = F_MAP, .off = NOSTORE, .sub = clock_fields,
-	 .after = clock_after, .optional = 1},
+	OPTMAP("clock", clock_fields, gates.has_clock),
 	/* optional: versions 1 and 2 have no such key (the runner job then
 	 * gets the defaults); required from version 3 on */
-	{.key = "timed_correctness", .kind = F_MAP, .off = NOSTORE, .sub = timed_fields,
-	 .after = timed_after, .optional = 1},
+	OPTMAP("timed_correctness", timed_fields, gates.has_timed_correctness),
 	/* optional: versions 1 to 3 have no such key (they judge the clock by
 	 * NVML's reasons, gates.throttle); required from version 4 on */
-	{.key = "clocks", .kind = F_MAP, .off = NOSTORE, .sub = clocks_fields,
-	 .after = clocks_after, .optional = 1},
+	OPTMAP("clocks", clocks_fields, gates.has_clocks),
 	/* optional: versions 1 to 3 have no such keys (the defaults hold);
 	 * required from version 4 on */
-	{.key = "hang", .kind = F_MAP, .off = NOSTORE, .sub = hang_fields,
-	 .after = hang_after, .optional = 1},
+	OPTMAP("hang", hang_fields, gates.has_hang),
 	{.key = "background", .kind = F_MAP, .off = NOSTORE, .sub = background_fields,
 	 .after = background_after, .optional = 1},
 	/* optional: versions 1 to 4 have no such key (the judge's default, 3
 	 * runs, holds); required from version 5 on */
-	{.key = "rerun", .kind = F_MAP, .off = NOSTORE, .sub = rerun_fields,
-	 .after = rerun_after, .optional = 1},
+	OPTMAP("rerun", rerun_fields, gates.has_rerun),
 	/* optional: versions 1 to 6 have no such key (the timed trials' device
 	 * wait is recorded, not judged); required from version 7 on */
-	{.key = "side_stream", .kind = F_MAP, .off = NOSTORE, .sub = side_stream_fields,
-	 .after = side_stream_after, .optional = 1},
+	OPTMAP("side_stream", side_stream_fields, gates.has_side_stream),
 	END,
 };
 
@@ -441,16 +367,6 @@ static const struct field kernelbench_fields[] = {
 	END,
 };
 
-static enum atb_status alarms_after(struct vctx *c, struct fy_node *map, void *base,
-				    const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->llm.has_alarms = 1;
-	return ATB_OK;
-}
-
 /* PROTO: llm.alarms (version 4 on) */
 static const struct field alarm_fields[] = {
 	INT("min_calls", llm.alarm_min_calls, 1, 1000000),
@@ -467,8 +383,7 @@ static const struct field llm_fields[] = {
 	REAL("request_timeout_s", llm.request_timeout_s, POS),
 	/* optional: versions 1 to 3 have no such key (the defaults in
 	 * atb/protocol.h apply); required from version 4 on */
-	{.key = "alarms", .kind = F_MAP, .off = NOSTORE, .sub = alarm_fields,
-	 .after = alarms_after, .optional = 1},
+	OPTMAP("alarms", alarm_fields, llm.has_alarms),
 	END,
 };
 
@@ -478,16 +393,6 @@ static const struct field loop_fields[] = {
 	 .max_items = ATB_PROTOCOL_MAX_USABLE, .choices = usable_steps},
 	END,
 };
-
-static enum atb_status client_lag_after(struct vctx *c, struct fy_node *map, void *base,
-				       const char *path)
-{
-	(void)c;
-	(void)map;
-	(void)path;
-	((struct atb_protocol *)base)->engine.has_client_lag = 1;
-	return ATB_OK;
-}
 
 /* PROTO: engine.client_lag (version 6 on) -- the A/B's client lag rule */
 static const struct field client_lag_fields[] = {
@@ -507,8 +412,7 @@ static const struct field engine_fields[] = {
 	/* optional: versions 1 to 5 have no such key (an arm's p99 dispatch
 	 * lag over max_dispatch_lag_ms refuses, as before); required from
 	 * version 6 on (atbi_protocol_validate) */
-	{.key = "client_lag", .kind = F_MAP, .off = NOSTORE, .sub = client_lag_fields,
-	 .after = client_lag_after, .optional = 1},
+	OPTMAP("client_lag", client_lag_fields, engine.has_client_lag),
 	END,
 };
 
@@ -953,6 +857,8 @@ static enum atb_status check_map(struct vctx *c, struct fy_node *map,
 		switch (f->kind) {
 		case F_MAP:
 			st = check_map(c, vn, f->sub, base, sub, kl, kc);
+			if (!st && f->off != NOSTORE)
+				*(int *)(void *)((char *)base + f->off) = 1;
 			if (!st && f->after)
 				st = f->after(c, vn, base, sub);
 			break;
