@@ -340,6 +340,16 @@ enum atb_status atb_store_add_iteration(struct atb_store *s, const struct atb_it
 					struct atb_error *err);
 
 /*
+ * The medians over a stored result's paired seeds of the per-seed baseline
+ * and candidate medians (ns per call for a kernel): what a proposer's
+ * history shows beside the speedup.  Errors: ATB_ERR_NOT_FOUND (no such
+ * result, or no seeds), ATB_ERR_STORE, ATB_ERR_NOMEM.
+ */
+enum atb_status atb_store_result_medians(struct atb_store *s, int64_t result_id,
+					 double *baseline, double *candidate,
+					 struct atb_error *err);
+
+/*
  * The iterations of run, in order.  Caller owns *rows
  * (atb_store_iterations_free: the strings are owned by the array).
  */

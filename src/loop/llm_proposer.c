@@ -93,6 +93,35 @@ static void put(struct sbuf *b, const char *fmt, ...)
 	}
 }
 
+/* A time per call in ns, as the model reads it. */
+static void put_ns(struct sbuf *b, double ns)
+{
+	if (ns >= 1e6)
+		put(b, "%.3f ms", ns / 1e6);
+	else
+		put(b, "%.3f us", ns / 1e3);
+}
+
+/*
+ * Profiling feedback (issue 14, item 2): a measured iteration's time per
+ * call, the candidate's and the honest baseline's (the medians of the
+ * stored result's per-seed medians), after its speedup.  Nothing when the
+ * iteration has no result or its seeds cannot be read.
+ */
+static void put_times(struct sbuf *b, struct atb_store *s, const struct atb_iteration_row *r)
+{
+	double base, cand;
+	struct atb_error e;
+
+	atb_error_clear(&e);
+	if (r->result_id <= 0 || atb_store_result_medians(s, r->result_id, &base, &cand, &e))
+		return;
+	put(b, "; per call: candidate ");
+	put_ns(b, cand);
+	put(b, ", baseline ");
+	put_ns(b, base);
+}
+
 static enum atb_status build_prompt(const struct atb_task *task, struct atb_store *s,
 				    const char *history_run, int64_t k, char **system, char **prompt,
 				    struct atb_error *err)
@@ -135,6 +164,7 @@ static enum atb_status build_prompt(const struct atb_task *task, struct atb_stor
 		if (r->speedup > 0)
 			put(&pr, ", %.4fx [%.4f, %.4f] vs the honest baseline", r->speedup, r->ci_low,
 			    r->ci_high);
+		put_times(&pr, s, r);
 		if (r->reason && r->reason[0])
 			put(&pr, " (%.300s)", r->reason);
 		put(&pr, "\n");
@@ -365,6 +395,7 @@ static enum atb_status history_text(struct atb_store *s, const char *run, int64_
 		if (r->speedup > 0)
 			put(b, ", %.4fx [%.4f, %.4f] vs the honest baseline", r->speedup, r->ci_low,
 			    r->ci_high);
+		put_times(b, s, r);
 		if (r->reason && r->reason[0])
 			put(b, " (%.300s)", r->reason);
 		put(b, "\n");

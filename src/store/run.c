@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
 #include "atb/alloc.h"
 #include "store/store_int.h"
 #include "banned.h"
@@ -399,4 +402,57 @@ enum atb_status atb_store_protocol_version(struct atb_store *s, const char *dige
 		return atbi_store_sqlerr(s, rc, "read the frozen protocol", err);
 	return atb_error_set(err, ATB_ERR_NOT_FOUND, "protocol '%s' is not frozen in store '%s'",
 			     digest ? digest : "", s->path);
+}
+
+enum atb_status atb_store_result_medians(struct atb_store *s, int64_t result_id,
+					 double *baseline, double *candidate,
+					 struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	double *b = NULL, *c = NULL, *nb, *nc;
+	size_t cap = 0, n = 0;
+	enum atb_status st = ATB_OK;
+	int rc;
+
+	*baseline = *candidate = 0;
+	rc = sqlite3_prepare_v2(s->db,
+				"SELECT sr.baseline_median, sr.candidate_median FROM seed_result sr"
+				" JOIN result r ON r.job = sr.job WHERE r.id = ?",
+				-1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read a result's seeds", err);
+	sqlite3_bind_int64(q, 1, result_id);
+	while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			nb = atb_realloc(b, cap * sizeof(*b));
+			if (nb)
+				b = nb;
+			nc = nb ? atb_realloc(c, cap * sizeof(*c)) : NULL;
+			if (!nc) {
+				st = atb_error_set(err, ATB_ERR_NOMEM,
+						   "cannot read a result's seeds: out of memory");
+				goto out;
+			}
+			c = nc;
+		}
+		b[n] = sqlite3_column_double(q, 0);
+		c[n++] = sqlite3_column_double(q, 1);
+	}
+	if (rc != SQLITE_DONE) {
+		st = atbi_store_sqlerr(s, rc, "read a result's seeds", err);
+	} else if (!n) {
+		st = atb_error_set(err, ATB_ERR_NOT_FOUND, "no paired seeds for result %lld in '%s'",
+				   (long long)result_id, s->path);
+	} else {
+		gsl_sort(b, 1, n);
+		gsl_sort(c, 1, n);
+		*baseline = gsl_stats_median_from_sorted_data(b, 1, n);
+		*candidate = gsl_stats_median_from_sorted_data(c, 1, n);
+	}
+out:
+	sqlite3_finalize(q);
+	atb_free(b);
+	atb_free(c);
+	return st;
 }

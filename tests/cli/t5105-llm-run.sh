@@ -50,6 +50,29 @@ test_expect "every call is recorded under the run id, with the prompt and the ve
 	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
 '
 
+# Profiling feedback: a measured iteration's line gives the candidate's and the
+# baseline's time per call, the medians of its stored per-seed medians; an
+# iteration without a result (2: the proposal was refused) gives none.
+test_expect "the history shows each measured iteration's time per call, from the store" '
+	jq -r .body d.log | sed -n 6p | jq -r ".messages[1].content" >prompt6 &&
+	for k in 0 1; do
+		res=$(sqlite3 atb.db "SELECT coalesce(result, 0) FROM iteration WHERE k = $k") &&
+		line=$(grep "^  $k: " prompt6) &&
+		if [ "$res" -gt 0 ]; then
+			want=$(sqlite3 atb.db "SELECT candidate_median FROM seed_result sr JOIN result r
+				ON r.job = sr.job WHERE r.id = $res ORDER BY candidate_median" |
+				awk "{v[NR] = \$1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+				     if (m >= 1e6) printf \"%.3f ms\", m / 1e6; else printf \"%.3f us\", m / 1e3}") &&
+			echo "$line" | grep -qE "; per call: candidate [0-9.]+ (us|ms), baseline [0-9.]+ (us|ms)" &&
+			echo "$line" | grep -qF "candidate $want," ||
+				{ echo "# iteration $k (result $res, want $want): $line"; exit 1; }
+		else
+			! echo "$line" | grep -q "per call" || { echo "# $line"; exit 1; }
+		fi
+	done &&
+	grep "^  2: " prompt6 | grep -v -q "per call"
+'
+
 test_expect "a halted run does not resume; an llm run does not resume without a model" '
 	RUN=$(cat run_id) &&
 	expect_exit 2 "$ATB" run --resume "$RUN" --quiet &&
