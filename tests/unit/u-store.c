@@ -1540,3 +1540,24 @@ Test(store, an_even_count_median_is_the_mean_of_the_two_middle_samples)
 	F.in.ci_high = F.in.speedup * 1.05;
 	ingest_ok(NULL);
 }
+
+/* A result's time per call for a proposer's history: the medians of its
+   per-seed medians; no such result is not found. */
+Test(store, result_medians_are_the_medians_of_its_seeds)
+{
+	struct atb_ingest_outcome o;
+	struct atb_error err;
+	double b = -1, c = -1;
+
+	fx_ingest(&F, 8, 1.5);
+	ingest_ok(&o);
+	cr_assert(o.result_id > 0);
+	cr_assert_eq(atb_store_result_medians(F.s, o.result_id, &b, &c, &err), ATB_OK, "%s",
+		     err.msg);
+	cr_assert(b > 0 && c > 0);
+	cr_assert_float_eq(b / c, 1.5, 0.05, "%g / %g", b, c);
+	cr_assert_eq(atb_store_result_medians(F.s, o.result_id + 100, &b, &c, &err),
+		     ATB_ERR_NOT_FOUND);
+	cr_assert(b == 0 && c == 0);
+	cr_assert(strstr(err.msg, "no paired seeds for result"), "%s", err.msg);
+}
