@@ -14,9 +14,11 @@
  * backend supplies how to run the reference, an arm and the reuse steps.
  * Does not: run kernels itself or touch a device.
  */
+#define _GNU_SOURCE  /* sched_getaffinity, CPU_COUNT */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -233,52 +235,163 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 		   ((uint64_t)stream << 32 | buffer));
 }
 
+uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk)
+{
+	return chunk ? mix(buffer_seed ^ mix((uint64_t)chunk)) : buffer_seed;
+}
+
+/* Elements [from, to) of buffer bf (its distribution d) from r's stream. */
+static void gen_range(gsl_rng *r, const struct atb_runner_buffer *bf,
+		      const struct atb_runner_dist *d, void *p, size_t from, size_t to)
+{
+	size_t k;
+
+	for (k = from; k < to; k++) {
+		double x = d->normal ? d->mean + gsl_ran_gaussian(r, d->stddev)
+				     : d->low + (d->high - d->low) * gsl_rng_uniform(r);
+
+		switch (bf->dtype) {
+		case ATB_DTYPE_FP32:
+			((float *)p)[k] = (float)x;
+			break;
+		case ATB_DTYPE_FP64:
+			((double *)p)[k] = x;
+			break;
+		case ATB_DTYPE_INT32:
+			((int32_t *)p)[k] = (int32_t)floor(x);
+			break;
+		case ATB_DTYPE_INT64:
+			((int64_t *)p)[k] = (int64_t)floor(x);
+			break;
+		case ATB_DTYPE_FP16:
+			((uint16_t *)p)[k] = atb_fp16_from_float((float)x);
+			break;
+		case ATB_DTYPE_BF16:
+			((uint16_t *)p)[k] = atb_bf16_from_float((float)x);
+			break;
+		}
+	}
+}
+
+/*
+ * The chunks of one input set, drawn by a few threads.  A chunk's values
+ * depend on its own stream only (runner_chunk_seed), so which thread draws
+ * it, and how many threads there are, changes nothing.
+ */
+struct gen_chunk {
+	const struct atb_runner_buffer *bf;
+	const struct atb_runner_dist *d;
+	void *p;
+	uint64_t seed;                  /* the buffer's stream (chunk 0's) */
+	size_t chunk, from, to;
+};
+
+struct gen_work {
+	const struct gen_chunk *chunks;
+	size_t n;
+	size_t next;                    /* the next chunk to take (atomic) */
+	int failed;                     /* a worker could not allocate its stream */
+};
+
+static void *gen_worker(void *arg)
+{
+	struct gen_work *w = arg;
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	size_t c;
+
+	if (!r) {
+		__atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	while ((c = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n) {
+		const struct gen_chunk *g = &w->chunks[c];
+
+		gsl_rng_set(r, (unsigned long)runner_chunk_seed(g->seed, g->chunk));
+		gen_range(r, g->bf, g->d, g->p, g->from, g->to);
+	}
+	gsl_rng_free(r);
+	return NULL;
+}
+
+/* How many threads may draw: the CPUs this process may run on, at most 16. */
+static size_t gen_threads(size_t nchunks)
+{
+	cpu_set_t set;
+	size_t n = 1;
+
+	if (!sched_getaffinity(0, sizeof(set), &set))
+		n = (size_t)CPU_COUNT(&set);
+	if (n > RUNNER_GEN_MAX_THREADS)
+		n = RUNNER_GEN_MAX_THREADS;
+	if (n > nchunks)
+		n = nchunks;
+	return n ? n : 1;
+}
+
+/* PROTO: correctness.input_chunk_elements -- every chunk of the input set, drawn
+ * by up to gen_threads() threads, the caller among them: a thread that cannot
+ * be started (a sandbox's process limit) leaves its share to the others. */
+static int gen_chunks(const struct gen_chunk *chunks, size_t n)
+{
+	pthread_t th[RUNNER_GEN_MAX_THREADS];
+	struct gen_work w = {.chunks = chunks, .n = n};
+	size_t nt = gen_threads(n), started = 0, i;
+
+	for (i = 1; i < nt; i++)
+		if (!pthread_create(&th[started], NULL, gen_worker, &w))
+			started++;
+	gen_worker(&w);
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return w.failed ? -1 : 0;
+}
+
 int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
 		      const struct atb_runner_set *set, uint64_t seed, size_t set_index,
 		      int dist, unsigned stream)
 {
-	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	size_t i, k;
+	size_t chunk = job->input_chunk_elements, nchunks = 0, i, c;
+	struct gen_chunk *chunks = NULL;
+	gsl_rng *r = NULL;
+	int rc = -1;
 
-	if (!r)
+	for (i = 0; chunk && i < job->nbuffers; i++)
+		if (runner_is_input(&job->buffers[i]) && set->counts[i] > chunk)
+			nchunks += (set->counts[i] + chunk - 1) / chunk;
+	if (nchunks && !(chunks = atb_calloc(nchunks, sizeof(*chunks))))
 		return -1;
+	if (!(r = gsl_rng_alloc(gsl_rng_mt19937)))
+		goto out;
+	nchunks = 0;
 	for (i = 0; i < job->nbuffers; i++) {
 		const struct atb_runner_buffer *bf = &job->buffers[i];
 		const struct atb_runner_dist *d = &bf->dist;
+		uint64_t s;
 
 		if (!runner_is_input(bf))
 			continue;
 		if (dist >= 0 && bf->adversarial)
 			d = &job->dists[dist];
-		gsl_rng_set(r, (unsigned long)runner_input_seed(seed, set_index, dist, stream, i));
-		for (k = 0; k < set->counts[i]; k++) {
-			double x = d->normal ? d->mean + gsl_ran_gaussian(r, d->stddev)
-					     : d->low + (d->high - d->low) * gsl_rng_uniform(r);
+		s = runner_input_seed(seed, set_index, dist, stream, i);
+		if (!chunk || set->counts[i] <= chunk) {
+			/* one stream, as in every protocol version before chunks */
+			gsl_rng_set(r, (unsigned long)s);
+			gen_range(r, bf, d, b->p[i], 0, set->counts[i]);
+			continue;
+		}
+		for (c = 0; c * chunk < set->counts[i]; c++) {
+			size_t to = (c + 1) * chunk;
 
-			switch (bf->dtype) {
-			case ATB_DTYPE_FP32:
-				((float *)b->p[i])[k] = (float)x;
-				break;
-			case ATB_DTYPE_FP64:
-				((double *)b->p[i])[k] = x;
-				break;
-			case ATB_DTYPE_INT32:
-				((int32_t *)b->p[i])[k] = (int32_t)floor(x);
-				break;
-			case ATB_DTYPE_INT64:
-				((int64_t *)b->p[i])[k] = (int64_t)floor(x);
-				break;
-			case ATB_DTYPE_FP16:
-				((uint16_t *)b->p[i])[k] = atb_fp16_from_float((float)x);
-				break;
-			case ATB_DTYPE_BF16:
-				((uint16_t *)b->p[i])[k] = atb_bf16_from_float((float)x);
-				break;
-			}
+			chunks[nchunks++] = (struct gen_chunk){
+				.bf = bf, .d = d, .p = b->p[i], .seed = s, .chunk = c,
+				.from = c * chunk, .to = to < set->counts[i] ? to : set->counts[i]};
 		}
 	}
+	rc = nchunks ? gen_chunks(chunks, nchunks) : 0;
+out:
 	gsl_rng_free(r);
-	return 0;
+	atb_free(chunks);
+	return rc;
 }
 
 int runner_gen_input_pair(const struct atb_runner_job *job, size_t set_index, uint64_t seed,

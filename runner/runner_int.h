@@ -179,8 +179,24 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 			   size_t buffer);
 
 /*
+ * PROTO: correctness.input_chunk_elements -- the mt19937 seed of chunk
+ * `chunk` of a buffer whose stream is buffer_seed: buffer_seed itself for
+ * chunk 0 (so the first chunk, and a buffer of one chunk, hold the values of
+ * the one-stream derivation), a splitmix64 step over both otherwise.  Fixed
+ * forever, as runner_input_seed.
+ */
+uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk);
+
+/* The most threads runner_gen_inputs draws a chunked input set with. */
+#define RUNNER_GEN_MAX_THREADS 16
+
+/*
  * Fill the inputs of b for (seed, set_index, dist, stream) deterministically,
- * one mt19937 per buffer (runner_input_seed).  dist -1 is the task's own
+ * one mt19937 per buffer (runner_input_seed); with the job's
+ * input_chunk_elements (protocol v8), a buffer of more elements than that is
+ * drawn in chunks, chunk c from runner_chunk_seed(its stream, c), the chunks
+ * by up to RUNNER_GEN_MAX_THREADS threads (the values do not depend on how
+ * many).  dist -1 is the task's own
  * generator; otherwise the protocol's distribution dist for buffers marked
  * adversarial.  Both backends draw through here, so a seed gives the same
  * inputs on cpu and cuda.  0, or -1 when GSL cannot allocate.

@@ -110,6 +110,13 @@ struct atb_protocol {
 		size_t ndistributions;
 		int odd_shapes;                  /* bool */
 		/*
+		 * correctness.input_chunk_elements (version 8 on; absent: 0, one
+		 * mt19937 stream per input buffer): a buffer of more elements is
+		 * drawn in chunks of this many, chunk c > 0 from a stream of its
+		 * own, so the runner can draw chunks in parallel.
+		 */
+		long long input_chunk_elements;
+		/*
 		 * correctness.reduction_tolerance (version 2 on; absent: has 0).
 		 * An output the task marks as a reduction of length K over its
 		 * operands also gets factor * g(K) * u * bound_ij, g(K) = sqrt(K)

@@ -202,6 +202,12 @@ struct atb_runner_job {
 	 * every distribution on every seed (jobs from before the key).
 	 */
 	size_t input_sets_per_seed;
+	/*
+	 * PROTO: correctness.input_chunk_elements (protocol v8): a buffer of
+	 * more elements is drawn in chunks of this many, each from a stream of
+	 * its own (runner_gen_inputs); 0 when absent: one stream per buffer.
+	 */
+	size_t input_chunk_elements;
 	/* correctness.reduction_tolerance (protocol v2): factor 0 when absent */
 	double reduction_factor;
 	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */

@@ -225,6 +225,12 @@ static const struct field correctness_fields[] = {
 	{.key = "tolerances", .kind = F_TOLERANCES},
 	{.key = "distributions", .kind = F_DISTRIBUTIONS},
 	BOOL("odd_shapes", correctness.odd_shapes),
+	/* PROTO: correctness.input_chunk_elements -- optional: versions 1 to 7
+	 * have no such key (one stream per buffer); required from version 8 on
+	 * (atbi_protocol_validate) */
+	{.key = "input_chunk_elements", .kind = F_LLONG,
+	 .off = OFF(correctness.input_chunk_elements), .range = R_LO | R_HI, .lo = 4096,
+	 .hi = 1073741824.0, .optional = 1},
 	/* optional in the table: version 1 has no such key; required from
 	 * version 2 on (atbi_protocol_validate) */
 	{.key = "reduction_tolerance", .kind = F_MAP, .off = NOSTORE, .sub = reduction_fields,
@@ -978,6 +984,9 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return missing_since(y, "engine", "engine.client_lag", "client_lag", 6, err);
 	if (!st && p->version >= 7 && !p->gates.has_side_stream)
 		return missing_since(y, "gates", "gates.side_stream", "side_stream", 7, err);
+	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
+		return missing_since(y, "correctness", "correctness.input_chunk_elements",
+				     "input_chunk_elements", 8, err);
 	if (!st && p->version >= 4 && !p->llm.has_alarms)
 		return missing_since(y, "llm", "llm.alarms", "alarms", 4, err);
 	return st;

@@ -744,6 +744,10 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 
 		if (lp && *lp)
 			r.events_log = fopen(lp, "ae");
+		/* a line at a time: a reader stamping arrivals (a FIFO) sees each event
+		 * when it came, not when a buffer filled */
+		if (r.events_log)
+			setvbuf(r.events_log, NULL, _IOLBF, 0);
 	}
 
 	/* the runner works in its scratch folder: every path it is sent is absolute */

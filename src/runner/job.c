@@ -450,6 +450,17 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 				   "correctness.input_sets_per_seed");
 		j->input_sets_per_seed = (size_t)n;
 	}
+	/* PROTO: correctness.input_chunk_elements -- absent (protocol versions
+	 * 1 to 7): one stream per buffer. */
+	if (json_object_get(o, "input_chunk_elements")) {
+		long long n = 0;
+
+		if (get_int(o, "input_chunk_elements", 1, &n) || n < 4096 || n > 1073741824LL)
+			return bad(err, "correctness.input_chunk_elements",
+				   "bad '%s': expected an integer from 4096 to 1073741824",
+				   "correctness.input_chunk_elements");
+		j->input_chunk_elements = (size_t)n;
+	}
 	t = json_object_get(o, "reduction_tolerance");
 	if (t) {
 		char growth[16] = "";
@@ -979,6 +990,10 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 		if (p->correctness.input_sets_per_seed > 0)
 			bad_ |= set_new(c, "input_sets_per_seed",
 					json_integer(p->correctness.input_sets_per_seed));
+		/* PROTO: correctness.input_chunk_elements (version 8 on) */
+		if (p->correctness.input_chunk_elements > 0)
+			bad_ |= set_new(c, "input_chunk_elements",
+					json_integer(p->correctness.input_chunk_elements));
 		/* PROTO: correctness.reduction_tolerance (version 2 on) */
 		if (p->correctness.reduction.has)
 			bad_ |= set_new(c, "reduction_tolerance",

@@ -13,6 +13,7 @@
  * multiple of any vector or block width.  The comparison is the project's
  * trust boundary: a faster rule that differs anywhere is a bug.
  */
+#define _GNU_SOURCE  /* runner/check.c, included below, counts the CPUs it may use */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>

@@ -790,6 +790,144 @@ Test(runner, check_inputs_depend_on_every_coordinate)
 	atb_runner_job_free(job);
 }
 
+/* check_job with chunked inputs (protocol v8) and buffers around one chunk. */
+static struct atb_runner_job *chunk_job_parse(int chunked)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	char *text = NULL;
+	const char *at = strstr(check_job, "\"sets\":[");
+	const char *c = strstr(check_job, "\"correctness\":{");
+	int n;
+
+	cr_assert(at && c);
+	/* set 0: a of three chunks and 5 elements, b one element over a chunk, c
+	 * exactly one chunk, d 9000; the correctness key with or without chunks */
+	n = asprintf(&text, "%.*s\"sets\":[{\"name\":\"big\",\"counts\":[12293,4097,4096,9000,7]}],"
+		     "\"timing_set\":{\"name\":\"t\",\"counts\":[16,16,16,16,16]},\"seeds\":[42],"
+		     "\"correctness\":{%s%s",
+		     (int)(at - check_job), check_job,
+		     chunked ? "\"input_chunk_elements\":4096," : "", c + strlen("\"correctness\":{"));
+	cr_assert(n > 0);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	free(text);
+	cr_assert_eq(job->input_chunk_elements, chunked ? 4096u : 0u);
+	return job;
+}
+
+/*
+ * PROTO: correctness.input_chunk_elements -- chunk 0 keeps the one-stream
+ * values, so a buffer of at most one chunk is as before and a longer one
+ * begins as before; the rest comes from the chunks' own streams, pinned here
+ * like runner_input_seed (a change needs a protocol version).
+ */
+Test(runner, check_inputs_in_chunks_begin_with_the_one_stream_values)
+{
+	struct atb_runner_job *one = chunk_job_parse(0), *ch = chunk_job_parse(1);
+	struct runner_bufs x, y;
+	size_t i;
+
+	cr_assert_eq(runner_chunk_seed(0xc16129ecd0dc5b93ULL, 0), 0xc16129ecd0dc5b93ULL);
+	cr_assert_eq(runner_chunk_seed(0xc16129ecd0dc5b93ULL, 1), 0x50e5fb0b842e5d40ULL);
+	cr_assert_eq(runner_bufs_alloc(&x, one, &one->sets[0]), 0);
+	cr_assert_eq(runner_bufs_alloc(&y, ch, &ch->sets[0]), 0);
+	for (i = 0; i < 3; i++) {
+		int dist = (int)i - 1;
+
+		cr_assert_eq(runner_gen_inputs(&x, one, &one->sets[0], 42, 0, dist,
+					       RUNNER_STREAM_TIMING), 0);
+		cr_assert_eq(runner_gen_inputs(&y, ch, &ch->sets[0], 42, 0, dist,
+					       RUNNER_STREAM_TIMING), 0);
+		/* c: one chunk exactly, the one-stream path */
+		cr_expect_eq(memcmp(x.p[2], y.p[2], x.bytes[2]), 0, "dist %d", dist);
+		/* a, b, d: the first chunk as before, the rest not */
+		cr_expect_eq(memcmp(x.p[0], y.p[0], 4096 * sizeof(float)), 0);
+		cr_expect_neq(memcmp((float *)x.p[0] + 4096, (float *)y.p[0] + 4096,
+				     4096 * sizeof(float)), 0);
+		cr_expect_eq(memcmp(x.p[1], y.p[1], 4096 * sizeof(double)), 0);
+		cr_expect_neq(((double *)x.p[1])[4096], ((double *)y.p[1])[4096]);
+		cr_expect_eq(memcmp(x.p[3], y.p[3], 4096 * sizeof(int64_t)), 0);
+		cr_expect_neq(memcmp((int64_t *)x.p[3] + 4096, (int64_t *)y.p[3] + 4096,
+				     4904 * sizeof(int64_t)), 0);
+	}
+	cr_expect_eq(((float *)y.p[0])[4096], -0x1.0d83b2p+0f, "%a", ((float *)y.p[0])[4096]);
+	runner_bufs_free(&x);
+	runner_bufs_free(&y);
+	atb_runner_job_free(one);
+	atb_runner_job_free(ch);
+}
+
+/*
+ * The chunks drawn by several threads hold what one plain mt19937 per chunk
+ * draws (an oracle here, without the runner's threads), whatever CPUs the
+ * process may use: the paired runner and the baseline-alone runner must see
+ * the same inputs on any box.
+ */
+Test(runner, check_inputs_in_chunks_do_not_depend_on_the_threads)
+{
+	struct atb_runner_job *ch = chunk_job_parse(1);
+	struct runner_bufs x;
+	cpu_set_t all, one;
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	float *want = calloc(12293, sizeof(float));
+	int pass;
+	size_t k;
+
+	cr_assert(r && want);
+	for (k = 0; k < 12293; k++) {
+		if (k % 4096 == 0)
+			gsl_rng_set(r, (unsigned long)runner_chunk_seed(
+					       runner_input_seed(7, 0, -1, RUNNER_STREAM_CHECK, 0),
+					       k / 4096));
+		want[k] = (float)(0 + (1 - 0) * gsl_rng_uniform(r));
+	}
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	cr_assert_eq(runner_bufs_alloc(&x, ch, &ch->sets[0]), 0);
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			/* one CPU: the caller draws every chunk alone */
+			CPU_ZERO(&one);
+			for (k = 0; k < CPU_SETSIZE; k++)
+				if (CPU_ISSET(k, &all)) {
+					CPU_SET(k, &one);
+					break;
+				}
+			cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+			cr_assert_eq(gen_threads(100), 1);
+		}
+		memset(x.p[0], 0, x.bytes[0]);
+		cr_assert_eq(runner_gen_inputs(&x, ch, &ch->sets[0], 7, 0, -1,
+					       RUNNER_STREAM_CHECK), 0);
+		cr_expect_eq(memcmp(x.p[0], want, 12293 * sizeof(float)), 0, "pass %d", pass);
+	}
+	cr_assert_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+	free(want);
+	gsl_rng_free(r);
+	runner_bufs_free(&x);
+	atb_runner_job_free(ch);
+}
+
+/* PROTO: correctness.input_chunk_elements -- the job's value in range, or refused. */
+Test(runner, job_refuses_a_chunk_out_of_range)
+{
+	static const char *const bad_values[] = {"0", "4095", "1073741825", "\"x\"", "1.5"};
+	struct atb_runner_job *job;
+	struct atb_error e;
+	const char *c = strstr(check_job, "\"correctness\":{");
+	size_t i;
+
+	for (i = 0; i < sizeof(bad_values) / sizeof(*bad_values); i++) {
+		char *text = NULL;
+
+		cr_assert(asprintf(&text, "%.*s\"correctness\":{\"input_chunk_elements\":%s,%s",
+				   (int)(c - check_job), check_job, bad_values[i],
+				   c + strlen("\"correctness\":{")) > 0);
+		cr_expect_eq(parse_text(text, &job, &e), ATB_ERR_SCHEMA, "%s", bad_values[i]);
+		cr_expect_str_eq(e.field, "correctness.input_chunk_elements", "%s", bad_values[i]);
+		free(text);
+	}
+}
+
 Test(runner, check_poison_touches_only_outputs)
 {
 	struct atb_runner_job *job = check_job_parse();
