@@ -32,7 +32,7 @@ test_expect "--json reports the error as an object too" '
 # value changed (it has every key the current version requires).
 cur=$(sed -n 's/^current: \([0-9]*\)$/\1/p' "$ATB_HOME/protocol/protocol.lock")
 next=$((cur + 1))
-# the keys the next version requires that the current has not (none for v7 yet; v6 added client_lag)
+# the keys the next version requires that the current has not (none for v8 yet; v6 added client_lag)
 NEW_KEYS='s/^\(  max_dispatch_lag_ms: .*\)$/\1\n  client_lag: {max_share: 0.02, max_arm_difference: 0.01}/'
 grep -q '^  client_lag:' "$ATB_HOME/protocol/v$cur.yaml" && NEW_KEYS=
 
