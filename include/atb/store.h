@@ -350,6 +350,26 @@ enum atb_status atb_store_result_medians(struct atb_store *s, int64_t result_id,
 					 struct atb_error *err);
 
 /*
+ * The physical floor a stored result was judged against (its stats' "floor":
+ * PROTO: gates.physical_floor): the bytes and flops one call must move and
+ * do, the box's rates the gate used, and the two times they give.
+ */
+struct atb_result_floor {
+	double bytes, flops;                  /* per call; 0 when the task gives none */
+	double mem_bw_bytes_per_s, peak_flops_per_s;
+	double memory_ns, compute_ns;         /* bytes / bandwidth, flops / peak; 0: none */
+	double floor_ns;                      /* the larger: what the gate compared */
+};
+
+/*
+ * A stored result's floor into *out (zeroed first).  Errors:
+ * ATB_ERR_NOT_FOUND (no such result, or a result without a floor: the task
+ * gives no bytes or flops, or the box has no rates), ATB_ERR_STORE.
+ */
+enum atb_status atb_store_result_floor(struct atb_store *s, int64_t result_id,
+				       struct atb_result_floor *out, struct atb_error *err);
+
+/*
  * The iterations of run, in order.  Caller owns *rows
  * (atb_store_iterations_free: the strings are owned by the array).
  */

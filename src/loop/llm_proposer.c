@@ -102,14 +102,32 @@ static void put_ns(struct sbuf *b, double ns)
 		put(b, "%.3f us", ns / 1e3);
 }
 
+/* A count with an SI prefix and a unit ("201.3 MB", "1.80 PFLOP/s"). */
+static void put_si(struct sbuf *b, double v, const char *unit)
+{
+	static const char *const prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+	size_t i = 0;
+
+	while (v >= 1000 && i + 1 < sizeof(prefix) / sizeof(*prefix)) {
+		v /= 1000;
+		i++;
+	}
+	put(b, "%.1f %s%s", v, prefix[i], unit);
+}
+
 /*
  * Profiling feedback (issue 14, item 2): a measured iteration's time per
  * call, the candidate's and the honest baseline's (the medians of the
- * stored result's per-seed medians), after its speedup.  Nothing when the
- * iteration has no result or its seeds cannot be read.
+ * stored result's per-seed medians), after its speedup; then, where the
+ * result has a physical floor (PROTO: gates.physical_floor), where that time
+ * stands on the box's roofline: the memory and compute floors of one call
+ * (its bytes over the bandwidth, its flops over the peak, the rates the gate
+ * used), which one binds, and the candidate's time over it.  Nothing when
+ * the iteration has no result or its seeds cannot be read.
  */
 static void put_times(struct sbuf *b, struct atb_store *s, const struct atb_iteration_row *r)
 {
+	struct atb_result_floor fl;
 	double base, cand;
 	struct atb_error e;
 
@@ -120,6 +138,30 @@ static void put_times(struct sbuf *b, struct atb_store *s, const struct atb_iter
 	put_ns(b, cand);
 	put(b, ", baseline ");
 	put_ns(b, base);
+	if (atb_store_result_floor(s, r->result_id, &fl, &e) || !(cand > 0))
+		return;
+	put(b, "; floor: ");
+	if (fl.memory_ns > 0) {
+		put(b, "memory ");
+		put_ns(b, fl.memory_ns);
+		put(b, " (");
+		put_si(b, fl.bytes, "B");
+		put(b, " at ");
+		put_si(b, fl.mem_bw_bytes_per_s, "B/s");
+		put(b, ")%s", fl.compute_ns > 0 ? ", " : "");
+	}
+	if (fl.compute_ns > 0) {
+		put(b, "compute ");
+		put_ns(b, fl.compute_ns);
+		put(b, " (");
+		put_si(b, fl.flops, "FLOP");
+		put(b, " at ");
+		put_si(b, fl.peak_flops_per_s, "FLOP/s");
+		put(b, ")");
+	}
+	if (fl.memory_ns > 0 && fl.compute_ns > 0)
+		put(b, ", %s-bound", fl.memory_ns >= fl.compute_ns ? "memory" : "compute");
+	put(b, "; candidate at %.1fx its floor", cand / fl.floor_ns);
 }
 
 static enum atb_status build_prompt(const struct atb_task *task, struct atb_store *s,

@@ -404,6 +404,46 @@ enum atb_status atb_store_protocol_version(struct atb_store *s, const char *dige
 			     digest ? digest : "", s->path);
 }
 
+enum atb_status atb_store_result_floor(struct atb_store *s, int64_t result_id,
+				       struct atb_result_floor *out, struct atb_error *err)
+{
+	sqlite3_stmt *q = NULL;
+	enum atb_status st;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = sqlite3_prepare_v2(s->db,
+				"SELECT json_extract(stats, '$.floor.floor_ns'),"
+				" json_extract(stats, '$.floor.bytes'), json_extract(stats, '$.floor.flops'),"
+				" json_extract(stats, '$.floor.mem_bw_bytes_per_s'),"
+				" json_extract(stats, '$.floor.peak_flops_per_s')"
+				" FROM result WHERE id = ?",
+				-1, &q, NULL);
+	if (rc != SQLITE_OK)
+		return atbi_store_sqlerr(s, rc, "read a result's floor", err);
+	sqlite3_bind_int64(q, 1, result_id);
+	rc = sqlite3_step(q);
+	if (rc == SQLITE_ROW && sqlite3_column_double(q, 0) > 0) {
+		out->floor_ns = sqlite3_column_double(q, 0);
+		out->bytes = sqlite3_column_double(q, 1);
+		out->flops = sqlite3_column_double(q, 2);
+		out->mem_bw_bytes_per_s = sqlite3_column_double(q, 3);
+		out->peak_flops_per_s = sqlite3_column_double(q, 4);
+		if (out->bytes > 0 && out->mem_bw_bytes_per_s > 0)
+			out->memory_ns = out->bytes / out->mem_bw_bytes_per_s * 1e9;
+		if (out->flops > 0 && out->peak_flops_per_s > 0)
+			out->compute_ns = out->flops / out->peak_flops_per_s * 1e9;
+		st = ATB_OK;
+	} else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+		st = atb_error_set(err, ATB_ERR_NOT_FOUND, "no floor for result %lld in '%s'",
+				   (long long)result_id, s->path);
+	} else {
+		st = atbi_store_sqlerr(s, rc, "read a result's floor", err);
+	}
+	sqlite3_finalize(q);
+	return st;
+}
+
 enum atb_status atb_store_result_medians(struct atb_store *s, int64_t result_id,
 					 double *baseline, double *candidate,
 					 struct atb_error *err)

@@ -51,7 +51,9 @@ test_expect "every call is recorded under the run id, with the prompt and the ve
 '
 
 # Profiling feedback: a measured iteration's line gives the candidate's and the
-# baseline's time per call, the medians of its stored per-seed medians; an
+# baseline's time per call, the medians of its stored per-seed medians, then the
+# task's roofline on this box (the physical floor's memory and compute times,
+# which binds, the candidate's time over the floor the gate used); an
 # iteration without a result (2: the proposal was refused) gives none.
 test_expect "the history shows each measured iteration's time per call, from the store" '
 	jq -r .body d.log | sed -n 6p | jq -r ".messages[1].content" >prompt6 &&
@@ -64,8 +66,15 @@ test_expect "the history shows each measured iteration's time per call, from the
 				awk "{v[NR] = \$1} END {m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
 				     if (m >= 1e6) printf \"%.3f ms\", m / 1e6; else printf \"%.3f us\", m / 1e3}") &&
 			echo "$line" | grep -qE "; per call: candidate [0-9.]+ (us|ms), baseline [0-9.]+ (us|ms)" &&
-			echo "$line" | grep -qF "candidate $want," ||
-				{ echo "# iteration $k (result $res, want $want): $line"; exit 1; }
+			echo "$line" | grep -qF "candidate $want," &&
+			floor=$(sqlite3 atb.db "SELECT stats FROM result WHERE id = $res" | jq .floor.floor_ns) &&
+			cand=$(sqlite3 atb.db "SELECT candidate_median FROM seed_result sr JOIN result r
+				ON r.job = sr.job WHERE r.id = $res ORDER BY candidate_median" |
+				awk "{v[NR] = \$1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}") &&
+			x=$(awk "BEGIN {printf \"%.1f\", $cand / $floor}") &&
+			echo "$line" | grep -qE "; floor: memory [0-9.]+ (us|ms) \([0-9.]+ [kMGTP]?B at [0-9.]+ [kMGTP]?B/s\), compute [0-9.]+ (us|ms) \([0-9.]+ [kMGTP]?FLOP at [0-9.]+ [kMGTP]?FLOP/s\), (memory|compute)-bound; candidate at [0-9.]+x its floor" &&
+			echo "$line" | grep -qF "candidate at ${x}x its floor" ||
+				{ echo "# iteration $k (result $res, want $want, floor $floor ns, ${x}x): $line"; exit 1; }
 		else
 			! echo "$line" | grep -q "per call" || { echo "# $line"; exit 1; }
 		fi

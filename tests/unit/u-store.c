@@ -1561,3 +1561,42 @@ Test(store, result_medians_are_the_medians_of_its_seeds)
 	cr_assert(b == 0 && c == 0);
 	cr_assert(strstr(err.msg, "no paired seeds for result"), "%s", err.msg);
 }
+
+/* PROTO: gates.physical_floor -- the floor a result was judged against, for a
+   proposer's roofline line: its two times from the stored bytes, flops and
+   rates; a result without one (stats with no floor, or floor_ns null) is not
+   found. */
+Test(store, result_floor_gives_both_times_from_the_stored_floor)
+{
+	struct atb_ingest_outcome o;
+	struct atb_result_floor fl;
+	struct atb_error err;
+	int64_t with, without, null_floor;
+
+	fx_ingest(&F, 8, 1.5)->stats_json =
+		"{\"floor\":{\"bytes\":201326592,\"flops\":137438953472,\"floor_ns\":76334.0,"
+		"\"mem_bw_bytes_per_s\":4.814304e12,\"peak_flops_per_s\":1.800494582649933e15}}";
+	ingest_ok(&o);
+	with = o.result_id;
+	fx_ingest(&F, 8, 1.5);
+	F.in.candidate = "cand-2";
+	ingest_ok(&o);
+	without = o.result_id;
+	fx_ingest(&F, 8, 1.5)->stats_json = "{\"floor\":{\"floor_ns\":null,\"bytes\":10}}";
+	F.in.candidate = "cand-3";
+	ingest_ok(&o);
+	null_floor = o.result_id;
+
+	cr_assert_eq(atb_store_result_floor(F.s, with, &fl, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(fl.floor_ns, 76334.0, 1e-9);
+	cr_expect_float_eq(fl.bytes, 201326592.0, 1e-9);
+	cr_expect_float_eq(fl.memory_ns, 201326592.0 / 4.814304e12 * 1e9, 1e-6);
+	cr_expect_float_eq(fl.compute_ns, 137438953472.0 / 1.800494582649933e15 * 1e9, 1e-6);
+	cr_expect(fl.compute_ns > fl.memory_ns, "this GEMM is bound by compute");
+	cr_expect_float_eq(fl.floor_ns, fl.compute_ns, 1.0);
+	cr_assert_eq(atb_store_result_floor(F.s, without, &fl, &err), ATB_ERR_NOT_FOUND);
+	cr_expect(fl.floor_ns == 0 && fl.memory_ns == 0);
+	cr_assert(strstr(err.msg, "no floor for result"), "%s", err.msg);
+	cr_assert_eq(atb_store_result_floor(F.s, null_floor, &fl, &err), ATB_ERR_NOT_FOUND);
+	cr_assert_eq(atb_store_result_floor(F.s, with + 100, &fl, &err), ATB_ERR_NOT_FOUND);
+}
