@@ -43,4 +43,32 @@ test_expect "the replay asks no server and reproduces the proposals" '
 	"$ATB" audit verify >/dev/null && "$ATB" llm check >/dev/null
 '
 
+
+# A replay that does not reproduce its recorded run fails, naming the
+# iteration (issue 14: the check the two tests above pass).  Planted by an SQL
+# attack on a copy of the store: iteration 0's recorded knobs rewritten, the
+# table's append-only triggers dropped for it and put back, so the store opens
+# as usual and only the replay (and the audit chain) can tell.
+cat >tamper.sh <<'SH'
+run=$1 db=$2
+sqlite3 "$db" "SELECT sql || ';' FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'iteration'" >trig.sql
+[ -s trig.sql ] || exit 1
+{
+	sqlite3 "$db" "SELECT 'DROP TRIGGER \"' || name || '\";' FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'iteration'"
+	echo "UPDATE iteration SET knobs = '{\"cflags\":\"-O1\"}' WHERE run = '$run' AND k = 0;"
+	cat trig.sql
+} | sqlite3 "$db"
+test "$(sqlite3 "$db" "SELECT knobs FROM iteration WHERE run = '$run' AND k = 0")" = '{"cflags":"-O1"}'
+SH
+
+test_expect "a replay whose proposal differs from the recorded run fails, naming the iteration" '
+	RUN=$(cat run_id) &&
+	sqlite3 -cmd ".timeout 10000" atb.db "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null &&
+	cp atb.db t.db && cp atb.db.audit.jsonl t.db.audit.jsonl && bash tamper.sh "$RUN" t.db &&
+	expect_exit 1 "$ATB" --db t.db run --replay "$RUN" --quiet &&
+	expect_grep "iteration 0 proposed" "$TRASH/err" &&
+	expect_grep "the recorded run {\"cflags\":\"-O1\"}" "$TRASH/err" &&
+	expect_exit 1 "$ATB" --db t.db audit verify
+'
+
 test_done
