@@ -1227,15 +1227,29 @@ nomem:
 
 /* Fresh buffers for set set_index with inputs (seed, dist, stream).  0, or -1 (b freed). */
 static int gen_input_set(struct runner_bufs *b, const struct atb_runner_job *job,
-			 size_t set_index, uint64_t seed, int dist, unsigned stream)
+			 size_t set_index, uint64_t seed, int dist, unsigned stream,
+			 struct runner_done *d)
 {
 	const struct atb_runner_set *set = &job->sets[set_index];
+	int64_t t0 = atbi_monotonic_ns();
+	int rc = -1;
 
 	if (!runner_bufs_alloc(b, job, set) &&
 	    !runner_gen_inputs(b, job, set, seed, set_index, dist, stream))
-		return 0;
-	runner_bufs_free(b);
-	return -1;
+		rc = 0;
+	else
+		runner_bufs_free(b);
+	d->parts_ns[RUNNER_PART_GEN] += atbi_monotonic_ns() - t0;
+	return rc;
+}
+
+/* Time spent since *t0 goes to part p of d; *t0 moves to now. */
+static void part_done(struct runner_done *d, enum runner_part p, int64_t *t0)
+{
+	int64_t now = atbi_monotonic_ns();
+
+	d->parts_ns[p] += now - *t0;
+	*t0 = now;
 }
 
 /* One input set of one (seed, parameter set): what every checked arm shares. */
@@ -1255,15 +1269,21 @@ struct check_set {
  * reference's outputs for them, made once per input set, when an arm needs
  * them.
  */
-static int reuse_inputs(struct check_set *c)
+static int reuse_inputs(struct check_set *c, struct runner_done *d)
 {
+	int64_t t0;
+	int rc;
+
 	if (c->in_b.n)
 		return 0;
-	if (gen_input_set(&c->in_b, c->job, c->si, c->seed, c->dist, RUNNER_STREAM_REUSE)) {
+	if (gen_input_set(&c->in_b, c->job, c->si, c->seed, c->dist, RUNNER_STREAM_REUSE, d)) {
 		runner_emit_error("nomem", "cannot allocate result-reuse inputs");
 		return -1;
 	}
-	return c->ops->reference(c->ctx, &c->job->sets[c->si], &c->in_b, &c->ref_b);
+	t0 = atbi_monotonic_ns();
+	rc = c->ops->reference(c->ctx, &c->job->sets[c->si], &c->in_b, &c->ref_b);
+	part_done(d, RUNNER_PART_REFERENCE, &t0);
+	return rc;
 }
 
 /*
@@ -1284,6 +1304,8 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 	struct runner_bufs got = {0};
 	int r;
 
+	int64_t t0 = atbi_monotonic_ns();
+
 	memset(before, 0, sizeof(before));
 	memset(after, 0, sizeof(after));
 	/* PROTO: gates input_mutation -- the inputs as given, and as the call left them. */
@@ -1291,6 +1313,7 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 		runner_emit_error("internal", "sha-256 failed");
 		return -1;
 	}
+	part_done(d, RUNNER_PART_HASH, &t0);
 	f.buffers = json_array();
 	if (!f.buffers || runner_bufs_alloc(&got, job, set)) {
 		json_decref(f.buffers);
@@ -1299,11 +1322,14 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 	}
 	r = c->ops->arm(c->ctx, ai, set, &c->in_a, &got, &f.kernel_status, &f.aliasing);
 	runner_progress();  /* PROTO: gates.hang -- a call that returned */
+	part_done(d, RUNNER_PART_ARM, &t0);
 	if (!r) {
 		runner_hash_inputs(job, &got, after);
 		f.mutated = runner_mutated_inputs(job, before, after);
+		part_done(d, RUNNER_PART_HASH, &t0);
 		f.pass = runner_outputs_match(job, set, &c->ref_a, &got, f.buffers, &f.worst,
 					      &f.worst_name) && !f.kernel_status;
+		part_done(d, RUNNER_PART_COMPARE, &t0);
 	}
 	runner_bufs_free(&got);
 	if (r)
@@ -1311,10 +1337,13 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 	/* Reuse is only a question for outputs that were right the first time,
 	 * and asked once per (seed, set): the steps cost three calls. */
 	if (f.pass && !*reuse_on) {
-		if (reuse_inputs(c) ||
-		    c->ops->reuse(c->ctx, ai, set, &c->in_a, &c->ref_a, &c->in_b, &c->ref_b,
+		if (reuse_inputs(c, d))
+			goto fail;
+		t0 = atbi_monotonic_ns();
+		if (c->ops->reuse(c->ctx, ai, set, &c->in_a, &c->ref_a, &c->in_b, &c->ref_b,
 				  &f.reuse))
 			goto fail;
+		part_done(d, RUNNER_PART_REUSE, &t0);
 		runner_reuse_settle(job, &f, reuse_on);
 	}
 	f.reuse_checked_on = *reuse_on;
@@ -1339,14 +1368,17 @@ static int check_input_set(struct check_set *c, const char **reuse_on, struct ru
 {
 	const struct atb_runner_job *job = c->job;
 	size_t ai;
+	int64_t t0;
 	int rc = -1;
 
-	if (gen_input_set(&c->in_a, job, c->si, c->seed, c->dist, RUNNER_STREAM_CHECK)) {
+	if (gen_input_set(&c->in_a, job, c->si, c->seed, c->dist, RUNNER_STREAM_CHECK, d)) {
 		runner_emit_error("nomem", "cannot allocate correctness inputs");
 		goto out;
 	}
+	t0 = atbi_monotonic_ns();
 	if (c->ops->reference(c->ctx, &job->sets[c->si], &c->in_a, &c->ref_a))
 		goto out;
+	part_done(d, RUNNER_PART_REFERENCE, &t0);
 	runner_progress();
 	for (ai = 0; ai < job->narms; ai++)
 		if (runner_arm_is_checked(job, ai) && check_arm(c, ai, &reuse_on[ai], d))
@@ -1420,6 +1452,21 @@ int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *tim
 				       json_integer(atbi_monotonic_ns() - d->t0_ns)) ||
 		   json_object_set_new(ev, "correctness_ns", json_integer(d->check_ns))))
 		goto nomem;
+	/* a diagnostic: where the correctness phase's time went (never judged) */
+	if (ev && d->parts_ns[RUNNER_PART_GEN] > 0) {
+		static const char *const names[RUNNER_NPARTS] = {"gen", "reference", "arm", "hash",
+								   "compare", "reuse"};
+		json_t *parts = json_object();
+		size_t p;
+
+		for (p = 0; parts && p < RUNNER_NPARTS; p++)
+			if (json_object_set_new(parts, names[p], json_integer(d->parts_ns[p]))) {
+				json_decref(parts);
+				parts = NULL;
+			}
+		if (!parts || json_object_set_new(ev, "correctness_parts_ns", parts))
+			goto nomem;
+	}
 	return runner_emit(ev) ? -1 : 0;
 nomem:
 	json_decref(ev);

@@ -395,10 +395,28 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 struct atb_cuda;
 
 /* What the done event reports beside the job's own numbers. */
+/*
+ * Where the correctness phase's time goes, a diagnostic (docs/internals/
+ * runner.md, "The done event"): wall time spent in each part, summed over
+ * the phase, reported in the done event's "correctness_parts_ns".  Written
+ * by the runner's own code in the candidate's address space, so never
+ * judged: it only tells a developer what to make faster.
+ */
+enum runner_part {
+	RUNNER_PART_GEN,        /* drawing inputs (runner_gen_inputs), host buffers first touched */
+	RUNNER_PART_REFERENCE,  /* the reference's calls: buffers, copies, the call */
+	RUNNER_PART_ARM,        /* the checked arms' calls, likewise */
+	RUNNER_PART_HASH,       /* SHA-256 of the inputs before and after a call */
+	RUNNER_PART_COMPARE,    /* outputs against the reference's */
+	RUNNER_PART_REUSE,      /* the result-reuse steps (their calls and comparisons) */
+	RUNNER_NPARTS
+};
+
 struct runner_done {
 	size_t nevents, failures;  /* correctness events, and those with a failed fact */
 	int64_t t0_ns;             /* when the run began (CLOCK_MONOTONIC) */
 	int64_t check_ns;          /* time spent on correctness */
+	int64_t parts_ns[RUNNER_NPARTS];  /* check_ns's parts (enum runner_part) */
 	size_t escapes;            /* side-stream escapes, counted by time_seed */
 	int has_escapes;           /* cuda, torch: report side_stream_escapes */
 	const size_t *skipped;     /* torch: inputs_skipped_undefined; NULL: absent */

@@ -46,7 +46,14 @@ test_expect "honest candidate passes every input set and is timed on every seed"
 		n=$(jq -s "map(select(.event==\"samples\" and .seed==$s and .arm==\"$a\"))[0].trials" relu_good.ev)
 		[ "$n" -ge 10 ] || exit 1
 	done; done &&
-	ev_check relu_good.ev ".event==\"done\"" ".timing==\"done\" and .correctness_failures==0"
+	ev_check relu_good.ev ".event==\"done\"" ".timing==\"done\" and .correctness_failures==0" &&
+	# the diagnostic split of the correctness phase: every part present, none
+	# negative, their sum within the phase (the rest is events and bookkeeping)
+	ev_check relu_good.ev ".event==\"done\"" "(.correctness_parts_ns | keys) ==
+		[\"arm\", \"compare\", \"gen\", \"hash\", \"reference\", \"reuse\"] and
+		all(.correctness_parts_ns[]; . >= 0) and .correctness_parts_ns.gen > 0 and
+		.correctness_parts_ns.arm > 0 and .correctness_parts_ns.reuse > 0 and
+		([.correctness_parts_ns[]] | add) <= .correctness_ns"
 '
 
 test_expect "env reports clock, affinity, each arm's sha-256 and the flush size" '
