@@ -250,26 +250,7 @@ static void gen_range(gsl_rng *r, const struct atb_runner_buffer *bf,
 		double x = d->normal ? d->mean + gsl_ran_gaussian(r, d->stddev)
 				     : d->low + (d->high - d->low) * gsl_rng_uniform(r);
 
-		switch (bf->dtype) {
-		case ATB_DTYPE_FP32:
-			((float *)p)[k] = (float)x;
-			break;
-		case ATB_DTYPE_FP64:
-			((double *)p)[k] = x;
-			break;
-		case ATB_DTYPE_INT32:
-			((int32_t *)p)[k] = (int32_t)floor(x);
-			break;
-		case ATB_DTYPE_INT64:
-			((int64_t *)p)[k] = (int64_t)floor(x);
-			break;
-		case ATB_DTYPE_FP16:
-			((uint16_t *)p)[k] = atb_fp16_from_float((float)x);
-			break;
-		case ATB_DTYPE_BF16:
-			((uint16_t *)p)[k] = atb_bf16_from_float((float)x);
-			break;
-		}
+		runner_store_elem(p, bf->dtype, k, x);
 	}
 }
 

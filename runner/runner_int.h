@@ -14,6 +14,7 @@
 #ifndef ATB_RUNNER_INT_H
 #define ATB_RUNNER_INT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -166,6 +167,36 @@ void runner_poison_outputs(struct runner_bufs *b, const struct atb_runner_job *j
  * caller must write it (or round the allocation up to 4 bytes).
  */
 uint32_t runner_poison_word32(enum atb_dtype d);
+
+/*
+ * Element k of a buffer of dtype d set from a drawn value x: real types
+ * rounded to the type (fp16 and bf16 to nearest even), integers floored.
+ * Every input the runner draws, and every timed perturbation, goes through
+ * here, so both hold the same values for the same draws.
+ */
+static inline void runner_store_elem(void *p, enum atb_dtype d, size_t k, double x)
+{
+	switch (d) {
+	case ATB_DTYPE_FP32:
+		((float *)p)[k] = (float)x;
+		break;
+	case ATB_DTYPE_FP64:
+		((double *)p)[k] = x;
+		break;
+	case ATB_DTYPE_INT32:
+		((int32_t *)p)[k] = (int32_t)floor(x);
+		break;
+	case ATB_DTYPE_INT64:
+		((int64_t *)p)[k] = (int64_t)floor(x);
+		break;
+	case ATB_DTYPE_FP16:
+		((uint16_t *)p)[k] = atb_fp16_from_float((float)x);
+		break;
+	case ATB_DTYPE_BF16:
+		((uint16_t *)p)[k] = atb_bf16_from_float((float)x);
+		break;
+	}
+}
 
 /* Input streams: the correctness inputs, the result-reuse second inputs, timing. */
 enum { RUNNER_STREAM_CHECK = 0, RUNNER_STREAM_REUSE = 1, RUNNER_STREAM_TIMING = 2 };

@@ -91,30 +91,6 @@ int runner_timed_plan_is_check(const struct runner_timed_plan *pl, int round)
 	return u < pl->check_share;
 }
 
-static void store_elem(void *p, enum atb_dtype d, size_t k, double x)
-{
-	switch (d) {
-	case ATB_DTYPE_FP32:
-		((float *)p)[k] = (float)x;
-		break;
-	case ATB_DTYPE_FP64:
-		((double *)p)[k] = x;
-		break;
-	case ATB_DTYPE_INT32:
-		((int32_t *)p)[k] = (int32_t)floor(x);
-		break;
-	case ATB_DTYPE_INT64:
-		((int64_t *)p)[k] = (int64_t)floor(x);
-		break;
-	case ATB_DTYPE_FP16:
-		((uint16_t *)p)[k] = atb_fp16_from_float((float)x);
-		break;
-	case ATB_DTYPE_BF16:
-		((uint16_t *)p)[k] = atb_bf16_from_float((float)x);
-		break;
-	}
-}
-
 int runner_timed_perturb(struct runner_bufs *master, const struct atb_runner_job *job,
 			 const struct atb_runner_set *set, const struct runner_timed_plan *pl,
 			 int round, struct runner_perturb *where)
@@ -142,7 +118,7 @@ int runner_timed_perturb(struct runner_bufs *master, const struct atb_runner_job
 			double x = d->normal ? d->mean + gsl_ran_gaussian(r, d->stddev)
 					     : d->low + (d->high - d->low) * gsl_rng_uniform(r);
 
-			store_elem(master->p[i], bf->dtype, k, x);
+			runner_store_elem(master->p[i], bf->dtype, k, x);
 			where->pos[i][where->n[i]++] = k;
 		}
 	}

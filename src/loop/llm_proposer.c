@@ -115,6 +115,22 @@ static void put_si(struct sbuf *b, double v, const char *unit)
 	put(b, "%.1f %s%s", v, prefix[i], unit);
 }
 
+/* One side of the roofline: "memory 18.530 us (524.3 kB at 28.3 GB/s)". */
+static void put_bound(struct sbuf *b, const char *what, double ns, double amount, double rate,
+		      const char *unit)
+{
+	char per_s[16];
+
+	snprintf(per_s, sizeof(per_s), "%s/s", unit);
+	put(b, "%s ", what);
+	put_ns(b, ns);
+	put(b, " (");
+	put_si(b, amount, unit);
+	put(b, " at ");
+	put_si(b, rate, per_s);
+	put(b, ")");
+}
+
 /*
  * Profiling feedback (issue 14, item 2): a measured iteration's time per
  * call, the candidate's and the honest baseline's (the medians of the
@@ -141,24 +157,12 @@ static void put_times(struct sbuf *b, struct atb_store *s, const struct atb_iter
 	if (atb_store_result_floor(s, r->result_id, &fl, &e) || !(cand > 0))
 		return;
 	put(b, "; floor: ");
-	if (fl.memory_ns > 0) {
-		put(b, "memory ");
-		put_ns(b, fl.memory_ns);
-		put(b, " (");
-		put_si(b, fl.bytes, "B");
-		put(b, " at ");
-		put_si(b, fl.mem_bw_bytes_per_s, "B/s");
-		put(b, ")%s", fl.compute_ns > 0 ? ", " : "");
-	}
-	if (fl.compute_ns > 0) {
-		put(b, "compute ");
-		put_ns(b, fl.compute_ns);
-		put(b, " (");
-		put_si(b, fl.flops, "FLOP");
-		put(b, " at ");
-		put_si(b, fl.peak_flops_per_s, "FLOP/s");
-		put(b, ")");
-	}
+	if (fl.memory_ns > 0)
+		put_bound(b, "memory", fl.memory_ns, fl.bytes, fl.mem_bw_bytes_per_s, "B");
+	if (fl.memory_ns > 0 && fl.compute_ns > 0)
+		put(b, ", ");
+	if (fl.compute_ns > 0)
+		put_bound(b, "compute", fl.compute_ns, fl.flops, fl.peak_flops_per_s, "FLOP");
 	if (fl.memory_ns > 0 && fl.compute_ns > 0)
 		put(b, ", %s-bound", fl.memory_ns >= fl.compute_ns ? "memory" : "compute");
 	put(b, "; candidate at %.1fx its floor", cand / fl.floor_ns);
