@@ -487,6 +487,21 @@ int cmd_engine(int argc, char **argv, struct cli_ctx *ctx)
 	/* A bundled engine task may be named: tasks/NAME/engine.yaml. */
 	if (atb_engine_task_find(atb_home(), path, found, sizeof(found)))
 		path = found;
+	else if (strcmp(sub, "show") && !strchr(path, '/')) {
+		char spec[4096];
+		struct stat st;
+
+		/* render and ab take a task; a bare name that is a bundled spec's
+		 * is the likeliest slip (the spec has no model and no workload) */
+		if (stat(path, &st) != 0 &&
+		    (size_t)snprintf(spec, sizeof(spec), "%s/engines/%s.yaml", atb_home(), path) <
+			    sizeof(spec) && stat(spec, &st) == 0)
+			return cli_usage_error("engine", "'%s' is an engine spec (engines/%s.yaml); "
+					       "%s takes an engine task, which names a spec, a "
+					       "model and a workload: a task's YAML file or a "
+					       "bundled one's name (see 'atb task list', e.g. "
+					       "engine-llamacpp-repeat)", path, path, sub);
+	}
 	if (!strcmp(sub, "show"))
 		return do_show(path, json);
 	if (!strcmp(sub, "render"))

@@ -92,6 +92,15 @@ test_expect "show prints a task's pinned CPUs (cpus), or that it is not pinned" 
 	python3 -c "import json; assert json.load(open(\"j2\"))[\"cpus\"] is None"
 '
 
+test_expect "render and ab given the name of a spec say so and name a task to give" '
+	for sub in render ab; do
+		expect_exit 2 "$ATB" engine $sub llamacpp --candidate default &&
+		expect_grep "is an engine spec (engines/llamacpp.yaml); $sub takes an engine task" "$TRASH/err" &&
+		expect_grep "engine-llamacpp-repeat" "$TRASH/err" || exit 1
+	done &&
+	test ! -e atb.db
+'
+
 test_expect "engine with no subcommand is a usage error; --help documents the gates" '
 	expect_exit 2 "$ATB" engine &&
 	"$ATB" engine --help >h &&
