@@ -166,6 +166,19 @@ static void print_flags(const struct atb_engine_spec *spec)
 	}
 }
 
+/*
+ * A bare name no file has that names a bundled spec (engines/NAME.yaml): 1
+ * with its path in buf, else 0.
+ */
+static int bundled_spec(const char *name, char *buf, size_t size)
+{
+	struct stat st;
+
+	return !strchr(name, '/') && stat(name, &st) != 0 &&
+	       (size_t)snprintf(buf, size, "%s/engines/%s.yaml", atb_home(), name) < size &&
+	       stat(buf, &st) == 0;
+}
+
 static int do_show(const char *path, int json)
 {
 	struct atb_engine_task *t = NULL;
@@ -181,12 +194,8 @@ static int do_show(const char *path, int json)
 		sp = t->spec;
 	} else {
 		char bundled[4096];
-		struct stat st;
 
-		/* a bare name no file has: the bundled spec engines/NAME.yaml */
-		if (!strchr(path, '/') && stat(path, &st) != 0 &&
-		    (size_t)snprintf(bundled, sizeof(bundled), "%s/engines/%s.yaml", atb_home(),
-				     path) < sizeof(bundled) && stat(bundled, &st) == 0)
+		if (bundled_spec(path, bundled, sizeof(bundled)))
 			path = bundled;
 		if (atb_engine_spec_load(path, &spec, &err))
 			return cli_fail(&err);
@@ -487,15 +496,12 @@ int cmd_engine(int argc, char **argv, struct cli_ctx *ctx)
 	/* A bundled engine task may be named: tasks/NAME/engine.yaml. */
 	if (atb_engine_task_find(atb_home(), path, found, sizeof(found)))
 		path = found;
-	else if (strcmp(sub, "show") && !strchr(path, '/')) {
+	else if (strcmp(sub, "show")) {
 		char spec[4096];
-		struct stat st;
 
 		/* render and ab take a task; a bare name that is a bundled spec's
 		 * is the likeliest slip (the spec has no model and no workload) */
-		if (stat(path, &st) != 0 &&
-		    (size_t)snprintf(spec, sizeof(spec), "%s/engines/%s.yaml", atb_home(), path) <
-			    sizeof(spec) && stat(spec, &st) == 0)
+		if (bundled_spec(path, spec, sizeof(spec)))
 			return cli_usage_error("engine", "'%s' is an engine spec (engines/%s.yaml); "
 					       "%s takes an engine task, which names a spec, a "
 					       "model and a workload: a task's YAML file or a "

@@ -1283,9 +1283,8 @@ static int check_arm(struct check_set *c, size_t ai, const char **reuse_on,
 	struct runner_facts f = {.seed = c->seed, .arm = job->arms[ai].name, .set_index = c->si,
 				 .dist = c->dist, .reuse = {.follows = 1}};
 	struct runner_bufs got = {0};
-	int r;
-
 	int64_t t0 = atbi_monotonic_ns();
+	int r;
 
 	memset(before, 0, sizeof(before));
 	memset(after, 0, sizeof(after));

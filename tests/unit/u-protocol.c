@@ -600,6 +600,7 @@ Test(protocol, input_chunk_elements_is_required_from_version_8, .fini = remove_h
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "correctness.input_chunk_elements");
+	cr_expect_str_eq(err.msg, "expected an integer in [4096, 1073741824], got '100'");
 	atb_free(t2);
 	t2 = replace(text, "input_chunk_elements: 1048576", "input_chunk_elements: 0.5");
 	spit(cand, t2);

@@ -924,6 +924,8 @@ Test(runner, job_refuses_a_chunk_out_of_range)
 				   c + strlen("\"correctness\":{")) > 0);
 		cr_expect_eq(parse_text(text, &job, &e), ATB_ERR_SCHEMA, "%s", bad_values[i]);
 		cr_expect_str_eq(e.field, "correctness.input_chunk_elements", "%s", bad_values[i]);
+		cr_expect_str_eq(e.msg, "bad 'correctness.input_chunk_elements': expected an "
+			"integer from 4096 to 1073741824", "%s", bad_values[i]);
 		free(text);
 	}
 }
