@@ -39,12 +39,81 @@ json_t *runner_real(double x)
 
 /* ---- buffers ------------------------------------------------------------ */
 
+/*
+ * The correctness phase's host buffers are kept for the next input set of
+ * the same size instead of going back to the system: glibc returns a large
+ * block's pages on free, and a fresh block's first touch faults every page
+ * in again (a second and more per GiB under gVisor, the GPU machine's
+ * kernel).  Only blocks of at least RUNNER_KEEP_MIN bytes, at most
+ * RUNNER_KEEP_SLOTS of them, and only while runner_keep_buffers(1) is in
+ * force: the correctness phase, never timing, so the timed buffers' pages
+ * come as they did before.  A kept block is handed out as it was left:
+ * every user writes a buffer whole before reading it (drawn inputs, copied
+ * inputs and poisoned outputs, a device download).
+ */
+#define RUNNER_KEEP_MIN ((size_t)1 << 20)
+#define RUNNER_KEEP_SLOTS 32
+
+static struct kept {
+	void *p;
+	size_t bytes;
+} kept[RUNNER_KEEP_SLOTS];
+static int keeping;
+
+void runner_keep_buffers(int on)
+{
+	size_t i;
+
+	keeping = on;
+	if (on)
+		return;
+	for (i = 0; i < RUNNER_KEEP_SLOTS; i++) {
+		atb_free(kept[i].p);
+		kept[i].p = NULL;
+		kept[i].bytes = 0;
+	}
+}
+
+static void *buf_get(size_t bytes)
+{
+	size_t i;
+
+	for (i = 0; keeping && bytes >= RUNNER_KEEP_MIN && i < RUNNER_KEEP_SLOTS; i++)
+		if (kept[i].p && kept[i].bytes == bytes) {
+			void *p = kept[i].p;
+
+			kept[i].p = NULL;
+			return p;
+		}
+	/*
+	 * Page-aligned, so a buffer's offset within its pages (which sets
+	 * 4K aliasing in the L1) is the same in every job and every arm:
+	 * malloc's placement follows the process's allocation history,
+	 * which differs between the paired job and the baseline-alone job
+	 * of the drift gate.
+	 */
+	return atb_aligned_alloc(4096, bytes ? bytes : 1);
+}
+
+static void buf_put(void *p, size_t bytes)
+{
+	size_t i;
+
+	for (i = 0; p && keeping && bytes >= RUNNER_KEEP_MIN && i < RUNNER_KEEP_SLOTS; i++)
+		if (!kept[i].p) {
+			kept[i].p = p;
+			kept[i].bytes = bytes;
+			return;
+		}
+	atb_free(p);
+}
+
 void runner_bufs_free(struct runner_bufs *b)
 {
 	size_t i;
 
 	for (i = 0; i < b->n; i++)
-		atb_free(b->p[i]);
+		buf_put(b->p[i], b->bytes[i]);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -60,14 +129,7 @@ static int bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
 			continue;
 		}
 		b->bytes[i] = set->counts[i] * atb_dtype_size(job->buffers[i].dtype);
-		/*
-		 * Page-aligned, so a buffer's offset within its pages (which sets
-		 * 4K aliasing in the L1) is the same in every job and every arm:
-		 * malloc's placement follows the process's allocation history,
-		 * which differs between the paired job and the baseline-alone job
-		 * of the drift gate.
-		 */
-		b->p[i] = atb_aligned_alloc(4096, b->bytes[i] ? b->bytes[i] : 1);
+		b->p[i] = buf_get(b->bytes[i]);
 		b->n = i + 1;
 		if (!b->p[i]) {
 			runner_bufs_free(b);
@@ -254,10 +316,60 @@ static void gen_range(gsl_rng *r, const struct atb_runner_buffer *bf,
 	}
 }
 
+/* ---- work on the host's cores ------------------------------------------- */
+
+size_t runner_threads(size_t nitems)
+{
+	cpu_set_t set;
+	size_t n = 1;
+
+	if (!sched_getaffinity(0, sizeof(set), &set))
+		n = (size_t)CPU_COUNT(&set);
+	if (n > RUNNER_MAX_THREADS)
+		n = RUNNER_MAX_THREADS;
+	if (n > nitems)
+		n = nitems;
+	return n ? n : 1;
+}
+
+struct par_work {
+	runner_item_fn *fn;
+	void *ctx;
+	size_t n;
+	size_t next;                    /* the next item to take (atomic) */
+	int failed;                     /* an item returned non-zero (atomic) */
+};
+
+static void *par_worker(void *arg)
+{
+	struct par_work *w = arg;
+	size_t i;
+
+	while ((i = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n)
+		if (w->fn(w->ctx, i))
+			__atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+int runner_parallel(size_t n, runner_item_fn *fn, void *ctx)
+{
+	pthread_t th[RUNNER_MAX_THREADS];
+	struct par_work w = {.fn = fn, .ctx = ctx, .n = n};
+	size_t nt = runner_threads(n), started = 0, i;
+
+	for (i = 1; i < nt; i++)
+		if (!pthread_create(&th[started], NULL, par_worker, &w))
+			started++;
+	par_worker(&w);
+	for (i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	return w.failed ? -1 : 0;
+}
+
 /*
- * The chunks of one input set, drawn by a few threads.  A chunk's values
- * depend on its own stream only (runner_chunk_seed), so which thread draws
- * it, and how many threads there are, changes nothing.
+ * The chunks of one input set.  A chunk's values depend on its own stream
+ * only (runner_chunk_seed), so which thread draws it, and how many threads
+ * there are, changes nothing.
  */
 struct gen_chunk {
 	const struct atb_runner_buffer *bf;
@@ -267,64 +379,18 @@ struct gen_chunk {
 	size_t chunk, from, to;
 };
 
-struct gen_work {
-	const struct gen_chunk *chunks;
-	size_t n;
-	size_t next;                    /* the next chunk to take (atomic) */
-	int failed;                     /* a worker could not allocate its stream */
-};
-
-static void *gen_worker(void *arg)
+/* PROTO: correctness.input_chunk_elements -- one chunk from its own stream. */
+static int gen_chunk_run(void *ctx, size_t c)
 {
-	struct gen_work *w = arg;
+	const struct gen_chunk *g = (const struct gen_chunk *)ctx + c;
 	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-	size_t c;
 
-	if (!r) {
-		__atomic_store_n(&w->failed, 1, __ATOMIC_RELAXED);
-		return NULL;
-	}
-	while ((c = __atomic_fetch_add(&w->next, 1, __ATOMIC_RELAXED)) < w->n) {
-		const struct gen_chunk *g = &w->chunks[c];
-
-		gsl_rng_set(r, (unsigned long)runner_chunk_seed(g->seed, g->chunk));
-		gen_range(r, g->bf, g->d, g->p, g->from, g->to);
-	}
+	if (!r)
+		return -1;
+	gsl_rng_set(r, (unsigned long)runner_chunk_seed(g->seed, g->chunk));
+	gen_range(r, g->bf, g->d, g->p, g->from, g->to);
 	gsl_rng_free(r);
-	return NULL;
-}
-
-/* How many threads may draw: the CPUs this process may run on, at most 16. */
-static size_t gen_threads(size_t nchunks)
-{
-	cpu_set_t set;
-	size_t n = 1;
-
-	if (!sched_getaffinity(0, sizeof(set), &set))
-		n = (size_t)CPU_COUNT(&set);
-	if (n > RUNNER_GEN_MAX_THREADS)
-		n = RUNNER_GEN_MAX_THREADS;
-	if (n > nchunks)
-		n = nchunks;
-	return n ? n : 1;
-}
-
-/* PROTO: correctness.input_chunk_elements -- every chunk of the input set, drawn
- * by up to gen_threads() threads, the caller among them: a thread that cannot
- * be started (a sandbox's process limit) leaves its share to the others. */
-static int gen_chunks(const struct gen_chunk *chunks, size_t n)
-{
-	pthread_t th[RUNNER_GEN_MAX_THREADS];
-	struct gen_work w = {.chunks = chunks, .n = n};
-	size_t nt = gen_threads(n), started = 0, i;
-
-	for (i = 1; i < nt; i++)
-		if (!pthread_create(&th[started], NULL, gen_worker, &w))
-			started++;
-	gen_worker(&w);
-	for (i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	return w.failed ? -1 : 0;
+	return 0;
 }
 
 int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
@@ -368,7 +434,7 @@ int runner_gen_inputs(struct runner_bufs *b, const struct atb_runner_job *job,
 				.from = c * chunk, .to = to < set->counts[i] ? to : set->counts[i]};
 		}
 	}
-	rc = nchunks ? gen_chunks(chunks, nchunks) : 0;
+	rc = nchunks ? runner_parallel(nchunks, gen_chunk_run, chunks) : 0;
 out:
 	gsl_rng_free(r);
 	atb_free(chunks);
@@ -435,64 +501,130 @@ void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n
 	runner_compare_bounded(ref, got, d, n, atol, rtol, NULL, c);
 }
 
+/*
+ * runner_reduction_bound's work in items of about RUNNER_CMP_PIECE elements
+ * read: rows of the one operand's sums, rows of A's and columns of B's
+ * squared norms, rows of the bound.  Each sum is one item's, in the order
+ * of the plain loop, so the bound does not depend on the threads.
+ */
+struct bound_work {
+	const void *xp, *bp;             /* the operands (one: xp only) */
+	enum atb_dtype xd, bd;
+	size_t k, m, nn, per;            /* per: rows (or columns) per item */
+	double scale, *bound, *ra, *cb;
+};
+
+static int bound_sum_rows(void *ctx, size_t item)
+{
+	struct bound_work *w = ctx;
+	size_t a, x, hi = (item + 1) * w->per < w->m ? (item + 1) * w->per : w->m;
+
+	for (a = item * w->per; a < hi; a++) {
+		double s = 0;
+
+		for (x = 0; x < w->k; x++)
+			s += fabs(runner_elem(w->xp, w->xd, a * w->k + x));
+		w->bound[a] = w->scale * s;
+	}
+	return 0;
+}
+
+static int bound_norm_rows(void *ctx, size_t item)
+{
+	struct bound_work *w = ctx;
+	size_t a, x, hi = (item + 1) * w->per < w->m ? (item + 1) * w->per : w->m;
+
+	for (a = item * w->per; a < hi; a++)
+		for (x = 0; x < w->k; x++) {
+			double v = runner_elem(w->xp, w->xd, a * w->k + x);
+
+			w->ra[a] += v * v;
+		}
+	return 0;
+}
+
+static int bound_norm_cols(void *ctx, size_t item)
+{
+	struct bound_work *w = ctx;
+	size_t lo = item * w->per, b, x, hi = lo + w->per < w->nn ? lo + w->per : w->nn;
+
+	for (x = 0; x < w->k; x++)
+		for (b = lo; b < hi; b++) {
+			double v = runner_elem(w->bp, w->bd, x * w->nn + b);
+
+			w->cb[b] += v * v;
+		}
+	return 0;
+}
+
+static int bound_fill_rows(void *ctx, size_t item)
+{
+	struct bound_work *w = ctx;
+	size_t a, b, hi = (item + 1) * w->per < w->m ? (item + 1) * w->per : w->m;
+
+	for (a = item * w->per; a < hi; a++)
+		for (b = 0; b < w->nn; b++)
+			w->bound[a * w->nn + b] = w->scale * sqrt(w->ra[a]) * sqrt(w->cb[b]);
+	return 0;
+}
+
+/* Items of about RUNNER_CMP_PIECE elements, `len` elements a line, over `lines` lines. */
+static size_t bound_per(size_t len)
+{
+	return len && len < RUNNER_CMP_PIECE ? RUNNER_CMP_PIECE / len : 1;
+}
+
+static size_t bound_items(size_t lines, size_t per)
+{
+	return (lines + per - 1) / per;
+}
+
 double *runner_reduction_bound(const struct atb_runner_job *job, const struct atb_runner_set *set,
 			       const struct runner_bufs *in, size_t i, size_t *length)
 {
 	const struct atb_runner_buffer *bf = &job->buffers[i];
 	const struct atb_runner_reduction *r = &bf->reduction;
-	size_t k = atb_runner_reduction_length(job, i, set), n = set->counts[i], m, nn, a, b, x;
-	double scale, *bound, *ra, *cb;
+	size_t k = atb_runner_reduction_length(job, i, set), n = set->counts[i];
+	struct bound_work w = {.k = k};
 
 	*length = k;
 	if (!k || !(job->reduction_factor > 0))
 		return NULL;
-	scale = job->reduction_factor * (job->reduction_linear ? (double)k : sqrt((double)k)) *
-		atb_dtype_unit_roundoff(r->accumulate);
-	bound = atb_malloc(n * sizeof(*bound));
-	if (!bound)
+	w.scale = job->reduction_factor * (job->reduction_linear ? (double)k : sqrt((double)k)) *
+		  atb_dtype_unit_roundoff(r->accumulate);
+	w.xp = in->p[r->operand[0]];
+	w.xd = job->buffers[r->operand[0]].dtype;
+	w.bound = atb_malloc(n * sizeof(*w.bound));
+	if (!w.bound)
 		return NULL;
 	if (r->noperands == 1) {
 		/* Exact: sum_k |x_ik|, the one-operand form of (|A||B|)_ij. */
-		const void *xp = in->p[r->operand[0]];
-		enum atb_dtype xd = job->buffers[r->operand[0]].dtype;
-
-		for (a = 0; a < n; a++) {
-			double s = 0;
-
-			for (x = 0; x < k; x++)
-				s += fabs(runner_elem(xp, xd, a * k + x));
-			bound[a] = scale * s;
-		}
-		return bound;
+		w.m = n;
+		w.per = bound_per(k);
+		runner_parallel(bound_items(n, w.per), bound_sum_rows, &w);
+		return w.bound;
 	}
 	/* Two operands: (|A||B|)_ij <= ||A(i,:)||_2 ||B(:,j)||_2 (Cauchy-Schwarz),
 	 * O(MK + KN) instead of the O(MNK) of the exact product. */
-	m = set->counts[r->operand[0]] / k;
-	nn = set->counts[r->operand[1]] / k;
-	ra = atb_calloc(m + nn + 1, sizeof(*ra));
-	if (!ra || m * nn != n) {
-		atb_free(ra);
-		atb_free(bound);
+	w.m = set->counts[r->operand[0]] / k;
+	w.nn = set->counts[r->operand[1]] / k;
+	w.bp = in->p[r->operand[1]];
+	w.bd = job->buffers[r->operand[1]].dtype;
+	w.ra = atb_calloc(w.m + w.nn + 1, sizeof(*w.ra));
+	if (!w.ra || w.m * w.nn != n) {
+		atb_free(w.ra);
+		atb_free(w.bound);
 		return NULL;
 	}
-	cb = ra + m;
-	for (a = 0; a < m; a++)
-		for (x = 0; x < k; x++) {
-			double v = runner_elem(in->p[r->operand[0]],
-					       job->buffers[r->operand[0]].dtype, a * k + x);
-			ra[a] += v * v;
-		}
-	for (x = 0; x < k; x++)
-		for (b = 0; b < nn; b++) {
-			double v = runner_elem(in->p[r->operand[1]],
-					       job->buffers[r->operand[1]].dtype, x * nn + b);
-			cb[b] += v * v;
-		}
-	for (a = 0; a < m; a++)
-		for (b = 0; b < nn; b++)
-			bound[a * nn + b] = scale * sqrt(ra[a]) * sqrt(cb[b]);
-	atb_free(ra);
-	return bound;
+	w.cb = w.ra + w.m;
+	w.per = bound_per(k);
+	runner_parallel(bound_items(w.m, w.per), bound_norm_rows, &w);
+	w.per = bound_per(k);
+	runner_parallel(bound_items(w.nn, w.per), bound_norm_cols, &w);
+	w.per = bound_per(w.nn);
+	runner_parallel(bound_items(w.m, w.per), bound_fill_rows, &w);
+	atb_free(w.ra);
+	return w.bound;
 }
 
 /*
@@ -702,6 +834,67 @@ void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, 
 	cmp_fns[d][extra != NULL](ref, got, n, atol, rtol, extra, eq, c);
 }
 
+/* runner_compare_parallel's pieces: each runner_compare_bounded on its range. */
+struct cmp_piece {
+	const char *ref, *got;
+	const double *extra;
+	enum atb_dtype d;
+	size_t n;
+	double atol, rtol;
+	struct runner_cmp c;
+};
+
+static int cmp_piece_run(void *ctx, size_t i)
+{
+	struct cmp_piece *p = (struct cmp_piece *)ctx + i;
+
+	runner_compare_bounded(p->ref, p->got, p->d, p->n, p->atol, p->rtol, p->extra, &p->c);
+	return 0;
+}
+
+void runner_compare_parallel(const void *ref, const void *got, enum atb_dtype d, size_t n,
+			     double atol, double rtol, const double *extra,
+			     struct runner_cmp *c)
+{
+	size_t es = atb_dtype_size(d), np = (n + RUNNER_CMP_PIECE - 1) / RUNNER_CMP_PIECE, i;
+	struct cmp_piece *pc;
+
+	if (np < 2 || !es || runner_threads(np) < 2 || !(pc = atb_calloc(np, sizeof(*pc)))) {
+		runner_compare_bounded(ref, got, d, n, atol, rtol, extra, c);
+		return;
+	}
+	for (i = 0; i < np; i++) {
+		size_t lo = i * RUNNER_CMP_PIECE;
+
+		pc[i] = (struct cmp_piece){.ref = (const char *)ref + lo * es,
+					   .got = (const char *)got + lo * es,
+					   .extra = extra ? extra + lo : NULL, .d = d,
+					   .n = n - lo < RUNNER_CMP_PIECE ? n - lo : RUNNER_CMP_PIECE,
+					   .atol = atol, .rtol = rtol};
+	}
+	runner_parallel(np, cmp_piece_run, pc);
+	/* merged as one pass would have found it: maxima, sums, and the first
+	 * bad element of the lowest piece that has one, at its whole index */
+	memset(c, 0, sizeof(*c));
+	c->first_bad = -1;
+	for (i = 0; i < np; i++) {
+		const struct runner_cmp *q = &pc[i].c;
+
+		if (q->max_abs > c->max_abs)
+			c->max_abs = q->max_abs;
+		if (q->max_rel > c->max_rel)
+			c->max_rel = q->max_rel;
+		if (c->first_bad < 0 && q->first_bad >= 0) {
+			c->first_bad = (long long)(i * RUNNER_CMP_PIECE) + q->first_bad;
+			c->bad_ref = q->bad_ref;
+			c->bad_got = q->bad_got;
+		}
+		c->nbad += q->nbad;
+		c->nnan += q->nnan;
+	}
+	atb_free(pc);
+}
+
 void runner_tolerance_for(const struct atb_runner_job *job, enum atb_dtype d, double *atol,
 			  double *rtol)
 {
@@ -772,8 +965,8 @@ int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runn
 		 * of the inputs; when it cannot be allocated the rule is only
 		 * stricter. */
 		extra = runner_reduction_bound(job, set, ref, i, &klen);
-		runner_compare_bounded(ref->p[i], got->p[i], bf->dtype, set->counts[i], atol, rtol,
-				       extra, &c);
+		runner_compare_parallel(ref->p[i], got->p[i], bf->dtype, set->counts[i], atol, rtol,
+					extra, &c);
 		atb_free(extra);
 		if (c.nbad)
 			pass = 0;
@@ -792,16 +985,80 @@ int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runn
 
 /* ---- input mutation and result reuse -------------------------------------- */
 
+/* runner_hash_inputs' items: one piece of one input buffer each. */
+struct hash_piece {
+	const unsigned char *p;
+	size_t len;
+	char hex[ATB_SHA256_HEX_LEN + 1];
+};
+
+static int hash_piece_run(void *ctx, size_t i)
+{
+	struct hash_piece *h = (struct hash_piece *)ctx + i;
+
+	return atbi_sha256_hex(h->p, h->len, h->hex) ? -1 : 0;
+}
+
+static size_t hash_npieces(size_t bytes)
+{
+	return bytes > RUNNER_HASH_PIECE ? (bytes + RUNNER_HASH_PIECE - 1) / RUNNER_HASH_PIECE : 1;
+}
+
 int runner_hash_inputs(const struct atb_runner_job *job, const struct runner_bufs *b,
 		       char (*out)[ATB_SHA256_HEX_LEN + 1])
 {
-	size_t i;
+	struct hash_piece *hp;
+	size_t i, c, np = 0, at = 0;
+	int rc = -1;
 
 	for (i = 0; i < job->nbuffers; i++)
-		if (job->buffers[i].role == ATB_BUFFER_IN &&
-		    atbi_sha256_hex(b->p[i], b->bytes[i], out[i]))
-			return -1;
-	return 0;
+		if (job->buffers[i].role == ATB_BUFFER_IN)
+			np += hash_npieces(b->bytes[i]);
+	if (!np)
+		return 0;
+	if (!(hp = atb_calloc(np, sizeof(*hp))))
+		return -1;
+	for (i = 0; i < job->nbuffers; i++) {
+		if (job->buffers[i].role != ATB_BUFFER_IN)
+			continue;
+		for (c = 0; c < hash_npieces(b->bytes[i]); c++) {
+			size_t lo = c * RUNNER_HASH_PIECE;
+
+			hp[at].p = (const unsigned char *)b->p[i] + lo;
+			hp[at++].len = b->bytes[i] - lo < RUNNER_HASH_PIECE ? b->bytes[i] - lo
+									    : RUNNER_HASH_PIECE;
+		}
+	}
+	if (runner_parallel(np, hash_piece_run, hp))
+		goto out;
+	/* one piece: its digest; more: the digest of the pieces' hex digests */
+	for (i = 0, at = 0; i < job->nbuffers; i++) {
+		size_t n;
+
+		if (job->buffers[i].role != ATB_BUFFER_IN)
+			continue;
+		n = hash_npieces(b->bytes[i]);
+		if (n == 1) {
+			memcpy(out[i], hp[at].hex, sizeof(out[i]));
+		} else {
+			char *cat = atb_malloc(n * ATB_SHA256_HEX_LEN);
+			int bad;
+
+			if (!cat)
+				goto out;
+			for (c = 0; c < n; c++)
+				memcpy(cat + c * ATB_SHA256_HEX_LEN, hp[at + c].hex, ATB_SHA256_HEX_LEN);
+			bad = atbi_sha256_hex(cat, n * ATB_SHA256_HEX_LEN, out[i]) != ATB_OK;
+			atb_free(cat);
+			if (bad)
+				goto out;
+		}
+		at += n;
+	}
+	rc = 0;
+out:
+	atb_free(hp);
+	return rc;
 }
 
 json_t *runner_mutated_inputs(const struct atb_runner_job *job,
@@ -1378,8 +1635,10 @@ int runner_check_phase(const struct atb_runner_job *job, const struct runner_che
 	int inputs[ATB_RUNNER_MAX_DISTS + 1];
 	int64_t t0 = atbi_monotonic_ns();
 	size_t k, si, x;
+	int rc = 0;
 
-	for (k = 0; runner_any_checked(job) && k < job->nseeds; k++) {
+	runner_keep_buffers(1);
+	for (k = 0; !rc && runner_any_checked(job) && k < job->nseeds; k++) {
 		size_t ninputs = runner_seed_inputs(job, k, inputs);
 
 		for (si = 0; si < job->nsets; si++) {
@@ -1390,13 +1649,14 @@ int runner_check_phase(const struct atb_runner_job *job, const struct runner_che
 						      .seed = job->seeds[k], .si = si,
 						      .dist = inputs[x]};
 
-				if (check_input_set(&c, reuse_on, d))
-					return -1;
+				if (!rc && check_input_set(&c, reuse_on, d))
+					rc = -1;
 			}
 		}
 	}
+	runner_keep_buffers(0);
 	d->check_ns = atbi_monotonic_ns() - t0;
-	return 0;
+	return rc;
 }
 
 /* ---- the end of a run ---------------------------------------------------- */

@@ -107,6 +107,15 @@ struct runner_bufs {
 	size_t n;
 };
 
+/*
+ * While on, runner_bufs_free keeps large host blocks (1 MiB and more, up
+ * to 32) and runner_bufs_alloc hands them out again for a buffer of the
+ * same size, as they were left (not zeroed); off frees every kept block
+ * and stops keeping.  runner_check_phase keeps them for its input sets;
+ * timing never does.
+ */
+void runner_keep_buffers(int on);
+
 /* Allocate b for set (counts x dtype size each).  0, or -1 (nothing left held). */
 int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,
 		      const struct atb_runner_set *set);
@@ -218,15 +227,34 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
  */
 uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk);
 
-/* The most threads runner_gen_inputs draws a chunked input set with. */
-#define RUNNER_GEN_MAX_THREADS 16
+/*
+ * Host-side work of the correctness phase on the host's cores: drawing a
+ * chunked input set, comparing large outputs, their reduction bounds and
+ * the input hashes.  At most RUNNER_MAX_THREADS threads.
+ */
+#define RUNNER_MAX_THREADS 16
+
+/* How many threads nitems items get: the CPUs this process may run on, at
+ * most RUNNER_MAX_THREADS and nitems, at least 1. */
+size_t runner_threads(size_t nitems);
+
+/* One item of runner_parallel's work: 0, or non-zero when it failed. */
+typedef int runner_item_fn(void *ctx, size_t item);
+
+/*
+ * fn(ctx, i) for every i in [0, n), on up to runner_threads(n) threads, the
+ * caller among them; a thread that cannot be started (a sandbox's process
+ * limit) leaves its share to the others, so every item always runs, in no
+ * set order.  Returns when all have: 0, or -1 when any returned non-zero.
+ */
+int runner_parallel(size_t n, runner_item_fn *fn, void *ctx);
 
 /*
  * Fill the inputs of b for (seed, set_index, dist, stream) deterministically,
  * one mt19937 per buffer (runner_input_seed); with the job's
  * input_chunk_elements (protocol v8), a buffer of more elements than that is
  * drawn in chunks, chunk c from runner_chunk_seed(its stream, c), the chunks
- * by up to RUNNER_GEN_MAX_THREADS threads (the values do not depend on how
+ * by up to RUNNER_MAX_THREADS threads (the values do not depend on how
  * many).  dist -1 is the task's own
  * generator; otherwise the protocol's distribution dist for buffers marked
  * adversarial.  Both backends draw through here, so a seed gives the same
@@ -290,6 +318,23 @@ void runner_compare(const void *ref, const void *got, enum atb_dtype d, size_t n
 void runner_compare_bounded(const void *ref, const void *got, enum atb_dtype d, size_t n,
 			    double atol, double rtol, const double *extra, struct runner_cmp *c);
 
+/* runner_compare_parallel's piece: elements per item of work. */
+#define RUNNER_CMP_PIECE ((size_t)1 << 22)
+
+/*
+ * runner_compare_bounded over pieces of RUNNER_CMP_PIECE elements on the
+ * host's cores (runner_parallel), merged as one pass would have found it:
+ * the maxima, the sums, and the first bad element of the lowest piece that
+ * has one.  Each piece is runner_compare_bounded on its range, and that
+ * rule judges each element on its own (the maxima only decide which
+ * elements it may pass over), so *c is bit-identical to one call's
+ * (u-runner holds it to that).  Below two pieces, on one CPU, or out of
+ * memory: one call on the calling thread.
+ */
+void runner_compare_parallel(const void *ref, const void *got, enum atb_dtype d, size_t n,
+			     double atol, double rtol, const double *extra,
+			     struct runner_cmp *c);
+
 /*
  * PROTO: correctness.reduction_tolerance -- the extra allowance of each
  * element of output buffer i when it is a reduction and the job has the
@@ -331,7 +376,15 @@ int runner_outputs_match(const struct atb_runner_job *job, const struct atb_runn
 			 const struct runner_bufs *ref, const struct runner_bufs *got,
 			 json_t *arr, struct runner_cmp *worst, const char **worst_name);
 
-/* SHA-256 of every in buffer of b into out[i] (others untouched).  0 or -1. */
+/*
+ * A digest of every in buffer of b into out[i] (others untouched), hex:
+ * SHA-256 of a buffer of at most RUNNER_HASH_PIECE bytes; of a longer one,
+ * SHA-256 of its pieces' SHA-256 hex digests, in order, the pieces hashed
+ * on the host's cores (runner_parallel).  Compared only with another
+ * digest of the same buffer in the same run (the input-mutation fact), so
+ * the tree form needs no compatibility.  0 or -1.
+ */
+#define RUNNER_HASH_PIECE ((size_t)64 << 20)
 int runner_hash_inputs(const struct atb_runner_job *job, const struct runner_bufs *b,
 		       char (*out)[ATB_SHA256_HEX_LEN + 1]);
 

@@ -33,7 +33,6 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -889,83 +888,6 @@ static int py_start(struct trt *rt, const char **reason)
 /* ---- correctness --------------------------------------------------------- */
 
 /*
- * runner_compare over a large output in chunks on threads: the same rule,
- * element for element (each chunk is runner_compare on its range), merged
- * as one pass would have found it (maxima, sums, the first bad element of
- * the lowest chunk that has one).  Multi-GiB outputs took seconds per
- * comparison on one core.  Below COMPARE_CHUNK elements, or where a thread
- * cannot start, the chunk runs on the calling thread.
- */
-#define COMPARE_CHUNK ((size_t)1 << 22)
-#define COMPARE_THREADS 16
-
-struct cmp_part {
-	const char *ref, *got;
-	enum atb_dtype d;
-	size_t n;
-	double atol, rtol;
-	struct runner_cmp c;
-};
-
-static void *cmp_part_run(void *arg)
-{
-	struct cmp_part *p = arg;
-
-	runner_compare(p->ref, p->got, p->d, p->n, p->atol, p->rtol, &p->c);
-	return NULL;
-}
-
-static void compare_parallel(const void *ref, const void *got, enum atb_dtype d, size_t n,
-			     double atol, double rtol, struct runner_cmp *c)
-{
-	struct cmp_part part[COMPARE_THREADS];
-	pthread_t th[COMPARE_THREADS];
-	int started[COMPARE_THREADS] = {0};
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	size_t es = atb_dtype_size(d), nt, per, i, lo = 0;
-
-	nt = n / COMPARE_CHUNK;
-	if (cores > 0 && nt > (size_t)cores)
-		nt = (size_t)cores;
-	if (nt > COMPARE_THREADS)
-		nt = COMPARE_THREADS;
-	if (nt < 2 || !es) {
-		runner_compare(ref, got, d, n, atol, rtol, c);
-		return;
-	}
-	per = (n + nt - 1) / nt;
-	for (i = 0; i < nt; i++) {
-		part[i] = (struct cmp_part){.ref = (const char *)ref + lo * es,
-					    .got = (const char *)got + lo * es, .d = d,
-					    .n = lo + per < n ? per : n - lo, .atol = atol, .rtol = rtol};
-		lo += part[i].n;
-		if (i > 0)
-			started[i] = !pthread_create(&th[i], NULL, cmp_part_run, &part[i]);
-	}
-	cmp_part_run(&part[0]);
-	memset(c, 0, sizeof(*c));
-	c->first_bad = -1;
-	for (i = 0, lo = 0; i < nt; i++) {
-		if (i > 0 && started[i])
-			pthread_join(th[i], NULL);
-		else if (i > 0)
-			cmp_part_run(&part[i]);
-		if (part[i].c.max_abs > c->max_abs)
-			c->max_abs = part[i].c.max_abs;
-		if (part[i].c.max_rel > c->max_rel)
-			c->max_rel = part[i].c.max_rel;
-		if (c->first_bad < 0 && part[i].c.first_bad >= 0) {
-			c->first_bad = (long long)lo + part[i].c.first_bad;
-			c->bad_ref = part[i].c.bad_ref;
-			c->bad_got = part[i].c.bad_got;
-		}
-		c->nbad += part[i].c.nbad;
-		c->nnan += part[i].c.nnan;
-		lo += part[i].n;
-	}
-}
-
-/*
  * One output pair at device addresses (the Python side's dense copies, alive
  * until its next call): atb_cuda_compare, the same rule on the GPU.  Where
  * the driver fails mid-run, both arrays are copied to the host and compared
@@ -1003,7 +925,7 @@ static int compare_device(struct trt *rt, uint64_t ref, uint64_t got, enum atb_d
 		atb_free(hg);
 		return -1;
 	}
-	compare_parallel(hr, hg, d, n, atol, rtol, c);
+	runner_compare_parallel(hr, hg, d, n, atol, rtol, NULL, c);
 	atb_free(hr);
 	atb_free(hg);
 	return 0;
@@ -1268,15 +1190,16 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 				pass = 0;
 				continue;
 			}
-			compare_parallel(ref, (const void *)(uintptr_t)json_integer_value(
-					      json_object_get(o, "got")), dt, n, atol, rtol, &c);
+			runner_compare_parallel(ref, (const void *)(uintptr_t)json_integer_value(
+							json_object_get(o, "got")), dt, n, atol,
+						rtol, NULL, &c);
 		} else {
-			compare_parallel((const void *)(uintptr_t)json_integer_value(
-						 json_object_get(o, "ref")),
-					 (const void *)(uintptr_t)json_integer_value(
-						 json_object_get(o, "got")),
-					 dt, (size_t)json_integer_value(json_object_get(o, "n")),
-					 atol, rtol, &c);
+			runner_compare_parallel((const void *)(uintptr_t)json_integer_value(
+							json_object_get(o, "ref")),
+						(const void *)(uintptr_t)json_integer_value(
+							json_object_get(o, "got")),
+						dt, (size_t)json_integer_value(json_object_get(o, "n")),
+						atol, rtol, NULL, &c);
 		}
 		rt->compare_ns += atbi_monotonic_ns() - t0;
 		if (c.nbad)

@@ -893,7 +893,7 @@ Test(runner, check_inputs_in_chunks_do_not_depend_on_the_threads)
 					break;
 				}
 			cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
-			cr_assert_eq(gen_threads(100), 1);
+			cr_assert_eq(runner_threads(100), 1);
 		}
 		memset(x.p[0], 0, x.bytes[0]);
 		cr_assert_eq(runner_gen_inputs(&x, ch, &ch->sets[0], 7, 0, -1,
@@ -1816,4 +1816,261 @@ Test(runner, timed_side_stream_events_carry_the_medians_beside_the_reference)
 	arms[0].device_extra_ns = NULL;
 	cr_assert_eq(runner_emit_timed_side_stream(&s, names, 0), 0);
 	cr_assert_null(emitted);
+}
+
+/* ---- the correctness phase's host work on several threads ------------------- */
+
+static int count_item(void *ctx, size_t i)
+{
+	int *seen = ctx;
+
+	__atomic_fetch_add(&seen[i], 1, __ATOMIC_RELAXED);
+	return i == 777;
+}
+
+/* On one CPU (sched_setaffinity) for pass 1, every CPU this process may use otherwise. */
+static void one_cpu(cpu_set_t *all)
+{
+	cpu_set_t one;
+	int k;
+
+	CPU_ZERO(&one);
+	for (k = 0; k < CPU_SETSIZE; k++)
+		if (CPU_ISSET(k, all)) {
+			CPU_SET(k, &one);
+			break;
+		}
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+}
+
+/* Every item runs exactly once, on one CPU or all, and a failed item is said. */
+Test(runner, parallel_runs_every_item_once)
+{
+	static int seen[1000];
+	cpu_set_t all;
+	int pass;
+	size_t i;
+
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	for (pass = 0; pass < 2; pass++) {
+		if (pass)
+			one_cpu(&all);
+		memset(seen, 0, sizeof(seen));
+		cr_expect_eq(runner_parallel(1000, count_item, seen), -1, "item 777 failed");
+		for (i = 0; i < 1000; i++)
+			cr_expect_eq(seen[i], 1, "pass %d item %zu ran %d times", pass, i, seen[i]);
+		memset(seen, 0, sizeof(seen));
+		cr_expect_eq(runner_parallel(700, count_item, seen), 0);
+		cr_expect_eq(seen[699], 1);
+		cr_expect_eq(seen[700], 0);
+		cr_expect_eq(runner_parallel(0, count_item, seen), 0);
+	}
+	cr_expect_eq(runner_threads(1), 1);
+	cr_expect_eq(runner_threads(0), 1);
+	cr_assert_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+}
+
+static void expect_same_cmp(const struct runner_cmp *a, const struct runner_cmp *b, const char *what)
+{
+	cr_expect_eq(memcmp(&a->max_abs, &b->max_abs, sizeof(double)), 0, "%s: max_abs %a %a", what,
+		     a->max_abs, b->max_abs);
+	cr_expect_eq(memcmp(&a->max_rel, &b->max_rel, sizeof(double)), 0, "%s: max_rel %a %a", what,
+		     a->max_rel, b->max_rel);
+	cr_expect_eq(a->first_bad, b->first_bad, "%s: first_bad %lld %lld", what, a->first_bad,
+		     b->first_bad);
+	cr_expect_eq(memcmp(&a->bad_ref, &b->bad_ref, sizeof(double)), 0, "%s: bad_ref", what);
+	cr_expect_eq(memcmp(&a->bad_got, &b->bad_got, sizeof(double)), 0, "%s: bad_got", what);
+	cr_expect_eq(a->nbad, b->nbad, "%s: nbad %zu %zu", what, a->nbad, b->nbad);
+	cr_expect_eq(a->nnan, b->nnan, "%s: nnan %zu %zu", what, a->nnan, b->nnan);
+}
+
+/*
+ * Three pieces and a part: the parallel comparison finds what one pass
+ * finds, bit for bit, with and without per-element extras: the bad
+ * elements planted in the second and third pieces (the first bad one at its
+ * whole index), a NaN, an infinity, the largest error in the last piece.
+ */
+Test(runner, parallel_compare_is_one_pass_bit_for_bit)
+{
+	const size_t n = 3 * RUNNER_CMP_PIECE + 1001;
+	float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+	double *extra = malloc(n * sizeof(double));
+	struct runner_cmp one, par;
+	size_t k;
+
+	cr_assert(ref && got && extra);
+	for (k = 0; k < n; k++) {
+		ref[k] = (float)((double)(k % 1000) / 7.0 - 60);
+		got[k] = ref[k] + (float)((k % 13) * 1e-7);
+		extra[k] = (k % 5) * 1e-7;
+	}
+	got[RUNNER_CMP_PIECE + 17] += 1;          /* the first bad one, in piece 1 */
+	got[2 * RUNNER_CMP_PIECE + 5] = NAN;      /* piece 2 */
+	got[2 * RUNNER_CMP_PIECE + 6] = INFINITY;
+	got[n - 3] += 100;                        /* the largest error, in the part */
+	runner_compare_bounded(ref, got, ATB_DTYPE_FP32, n, 1e-5, 1e-5, NULL, &one);
+	runner_compare_parallel(ref, got, ATB_DTYPE_FP32, n, 1e-5, 1e-5, NULL, &par);
+	expect_same_cmp(&one, &par, "plain");
+	cr_expect_eq(par.first_bad, (long long)RUNNER_CMP_PIECE + 17);
+	cr_expect_eq(par.nbad, 4);
+	cr_expect_eq(par.nnan, 1);
+	runner_compare_bounded(ref, got, ATB_DTYPE_FP32, n, 1e-5, 1e-5, extra, &one);
+	runner_compare_parallel(ref, got, ATB_DTYPE_FP32, n, 1e-5, 1e-5, extra, &par);
+	expect_same_cmp(&one, &par, "extra");
+	/* all equal: nothing bad, and the equal spans still pass */
+	runner_compare_parallel(ref, ref, ATB_DTYPE_FP32, n, 0, 0, NULL, &par);
+	cr_expect_eq(par.nbad, 0);
+	cr_expect_eq(par.first_bad, -1);
+	free(ref);
+	free(got);
+	free(extra);
+}
+
+/*
+ * Reduction bounds split over items (rows of A, columns of B) hold exactly
+ * what the plain loops compute, one operand and two: each sum is one
+ * item's, in the plain loop's order.
+ */
+Test(runner, parallel_reduction_bound_is_the_plain_one)
+{
+	const size_t m = ((size_t)1 << 20) + 5, k = 8, nn = 3;
+	char *text = NULL;
+	struct atb_runner_job *job;
+	struct atb_error e;
+	struct runner_bufs in;
+	size_t klen, a, b, x, bad = 0;
+	double *bound, scale;
+
+	/* one operand: Y[a] = sum_x X[a, x], three items of rows */
+	cr_assert(asprintf(&text,
+		"{\"abi\":1,\"arms\":[{\"name\":\"baseline\",\"so\":\"x\"}],\"buffers\":["
+		"{\"name\":\"X\",\"dtype\":\"fp32\",\"role\":\"in\","
+		"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-3,\"high\":3}},"
+		"{\"name\":\"Y\",\"dtype\":\"fp32\",\"role\":\"out\",\"reduction\":{\"operands\":[\"X\"]}}],"
+		"\"sets\":[{\"name\":\"s\",\"counts\":[%zu,%zu]}],"
+		"\"timing_set\":{\"name\":\"t\",\"counts\":[%zu,%zu]},\"seeds\":[1],"
+		"\"correctness\":{\"tolerances\":{\"fp32\":{\"atol\":0.0001,\"rtol\":0.0001}},"
+		"\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}}}",
+		m * k, m, m * k, m) > 0);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	free(text);
+	cr_assert_eq(runner_bufs_alloc(&in, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_gen_inputs(&in, job, &job->sets[0], 3, 0, -1, RUNNER_STREAM_CHECK), 0);
+	bound = runner_reduction_bound(job, &job->sets[0], &in, 1, &klen);
+	cr_assert_not_null(bound);
+	cr_expect_eq(klen, k);
+	scale = sqrt((double)k) * atb_dtype_unit_roundoff(job->buffers[1].reduction.accumulate);
+	for (a = 0; a < m; a++) {
+		double s = 0;
+
+		for (x = 0; x < k; x++)
+			s += fabs(((const float *)in.p[0])[a * k + x]);
+		bad += bound[a] != scale * s;
+	}
+	cr_expect_eq(bad, 0, "%zu rows differ", bad);
+	atb_free(bound);
+	runner_bufs_free(&in);
+	atb_runner_job_free(job);
+
+	/* two operands: C [m, nn] = A [m, k] B [k, nn] */
+	text = NULL;
+	cr_assert(asprintf(&text,
+		"{\"abi\":1,\"arms\":[{\"name\":\"baseline\",\"so\":\"x\"}],\"buffers\":["
+		"{\"name\":\"A\",\"dtype\":\"fp32\",\"role\":\"in\","
+		"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-3,\"high\":3}},"
+		"{\"name\":\"B\",\"dtype\":\"fp32\",\"role\":\"in\","
+		"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-3,\"high\":3}},"
+		"{\"name\":\"C\",\"dtype\":\"fp32\",\"role\":\"out\",\"reduction\":{\"operands\":[\"A\",\"B\"]}}],"
+		"\"sets\":[{\"name\":\"s\",\"counts\":[%zu,%zu,%zu]}],"
+		"\"timing_set\":{\"name\":\"t\",\"counts\":[%zu,%zu,%zu]},\"seeds\":[1],"
+		"\"correctness\":{\"tolerances\":{\"fp32\":{\"atol\":0.0001,\"rtol\":0.0001}},"
+		"\"reduction_tolerance\":{\"factor\":1.0,\"growth\":\"sqrt_length\"}}}",
+		m * k, k * nn, m * nn, m * k, k * nn, m * nn) > 0);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	free(text);
+	cr_assert_eq(runner_bufs_alloc(&in, job, &job->sets[0]), 0);
+	cr_assert_eq(runner_gen_inputs(&in, job, &job->sets[0], 3, 0, -1, RUNNER_STREAM_CHECK), 0);
+	bound = runner_reduction_bound(job, &job->sets[0], &in, 2, &klen);
+	cr_assert_not_null(bound);
+	cr_expect_eq(klen, k);
+	{
+		const float *A = in.p[0], *B = in.p[1];
+		double cb[3] = {0};
+
+		for (x = 0; x < k; x++)
+			for (b = 0; b < nn; b++)
+				cb[b] += (double)B[x * nn + b] * B[x * nn + b];
+		for (a = 0, bad = 0; a < m; a++) {
+			double ra = 0;
+
+			for (x = 0; x < k; x++)
+				ra += (double)A[a * k + x] * A[a * k + x];
+			for (b = 0; b < nn; b++)
+				bad += bound[a * nn + b] != scale * sqrt(ra) * sqrt(cb[b]);
+		}
+	}
+	cr_expect_eq(bad, 0, "%zu elements differ", bad);
+	atb_free(bound);
+	runner_bufs_free(&in);
+	atb_runner_job_free(job);
+}
+
+/*
+ * PROTO: gates input_mutation -- a buffer of several hash pieces: one byte
+ * changed deep in its last piece, or in its first, changes its digest; put
+ * back, the digest is the same again; one CPU or all gives the same digest;
+ * a buffer of one piece keeps its plain SHA-256.
+ */
+Test(runner, input_digest_over_pieces_sees_one_byte)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	struct runner_bufs in;
+	char d0[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
+	char d1[ATB_RUNNER_MAX_BUFFERS][ATB_SHA256_HEX_LEN + 1];
+	char plain[ATB_SHA256_HEX_LEN + 1];
+	char *text = NULL;
+	const size_t big = (2 * RUNNER_HASH_PIECE + 4096) / 4;
+	cpu_set_t all;
+	unsigned char *p;
+
+	cr_assert(asprintf(&text,
+		"{\"abi\":1,\"arms\":[{\"name\":\"baseline\",\"so\":\"x\"}],\"buffers\":["
+		"{\"name\":\"X\",\"dtype\":\"fp32\",\"role\":\"in\","
+		"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-3,\"high\":3}},"
+		"{\"name\":\"S\",\"dtype\":\"fp32\",\"role\":\"in\","
+		"\"dist\":{\"name\":\"t\",\"kind\":\"uniform\",\"low\":-3,\"high\":3}},"
+		"{\"name\":\"Y\",\"dtype\":\"fp32\",\"role\":\"out\"}],"
+		"\"sets\":[{\"name\":\"s\",\"counts\":[%zu,1000,1000]}],"
+		"\"timing_set\":{\"name\":\"t\",\"counts\":[%zu,1000,1000]},\"seeds\":[1],"
+		"\"correctness\":{\"tolerances\":{\"fp32\":{\"atol\":0.0001,\"rtol\":0.0001}}}}",
+		big, big) > 0);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	free(text);
+	cr_assert_eq(runner_bufs_alloc(&in, job, &job->sets[0]), 0);
+	memset(in.p[0], 0x5a, in.bytes[0]);
+	memset(in.p[1], 0x11, in.bytes[1]);
+	memset(d0, 0, sizeof(d0));
+	memset(d1, 0, sizeof(d1));
+	cr_assert_eq(runner_hash_inputs(job, &in, d0), 0);
+	cr_assert_eq(atbi_sha256_hex(in.p[1], in.bytes[1], plain), ATB_OK);
+	cr_expect_str_eq(d0[1], plain, "one piece: the plain SHA-256");
+	cr_expect_str_eq(d0[2], "", "outputs are not hashed");
+	p = in.p[0];
+	p[in.bytes[0] - 3] ^= 1;                  /* the last piece */
+	cr_assert_eq(runner_hash_inputs(job, &in, d1), 0);
+	cr_expect_str_neq(d0[0], d1[0]);
+	p[in.bytes[0] - 3] ^= 1;
+	p[RUNNER_HASH_PIECE - 1] ^= 0x80;         /* the first piece's last byte */
+	cr_assert_eq(runner_hash_inputs(job, &in, d1), 0);
+	cr_expect_str_neq(d0[0], d1[0]);
+	p[RUNNER_HASH_PIECE - 1] ^= 0x80;
+	cr_assert_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	one_cpu(&all);
+	cr_assert_eq(runner_hash_inputs(job, &in, d1), 0);
+	cr_assert_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+	cr_expect_str_eq(d0[0], d1[0], "put back, on one CPU: the same digest");
+	cr_expect_str_eq(d0[1], d1[1]);
+	runner_bufs_free(&in);
+	atb_runner_job_free(job);
 }
