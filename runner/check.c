@@ -74,6 +74,15 @@ void runner_keep_buffers(int on)
 	}
 }
 
+size_t runner_kept_blocks(void)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < RUNNER_KEEP_SLOTS; i++)
+		n += kept[i].p != NULL;
+	return n;
+}
+
 static void *buf_get(size_t bytes)
 {
 	size_t i;

@@ -115,6 +115,8 @@ struct runner_bufs {
  * timing never does.
  */
 void runner_keep_buffers(int on);
+/* How many blocks are kept now (for the tests). */
+size_t runner_kept_blocks(void);
 
 /* Allocate b for set (counts x dtype size each).  0, or -1 (nothing left held). */
 int runner_bufs_alloc(struct runner_bufs *b, const struct atb_runner_job *job,

@@ -790,6 +790,63 @@ Test(runner, check_inputs_depend_on_every_coordinate)
 	atb_runner_job_free(job);
 }
 
+/*
+ * Kept host blocks (the correctness phase's): a freed block of 1 MiB or more
+ * comes back for a buffer of its exact size, never for another size, a
+ * small one is never kept, and turning keeping off frees them all and
+ * stops keeping (timing allocates as before).
+ */
+Test(runner, kept_blocks_come_back_only_for_their_size)
+{
+	struct atb_runner_job *job;
+	struct atb_error e;
+	struct runner_bufs x, y, z;
+	char *text = NULL;
+	const char *at = strstr(check_job, "[1000,333,77,64,9]");
+	size_t i, j, n;
+
+	cr_assert_not_null(at);
+	/* 1.2, 2.4, 1.2, 2.4 and 1.2 MB; the set s0 stays 5 elements each */
+	cr_assert_gt(asprintf(&text, "%.*s[300000,300000,300000,300000,300000]%s",
+			      (int)(at - check_job), check_job, at + strlen("[1000,333,77,64,9]")), 0);
+	cr_assert_eq(parse_text(text, &job, &e), ATB_OK, "%s", e.msg);
+	free(text);
+
+	runner_keep_buffers(1);
+	cr_assert_eq(runner_bufs_alloc(&x, job, &job->sets[1]), 0);
+	void *before[ATB_RUNNER_MAX_BUFFERS];
+	memcpy(before, x.p, sizeof(before));
+	for (i = 0; i < x.n; i++)
+		memset(x.p[i], 0x5a, x.bytes[i]);   /* every page touched */
+	runner_bufs_free(&x);
+	cr_expect_eq(runner_kept_blocks(), 5);
+	/* the small set takes none of them */
+	cr_assert_eq(runner_bufs_alloc(&z, job, &job->sets[0]), 0);
+	cr_expect_eq(runner_kept_blocks(), 5);
+	runner_bufs_free(&z);
+	cr_expect_eq(runner_kept_blocks(), 5, "a small block is not kept");
+	cr_assert_eq(runner_bufs_alloc(&y, job, &job->sets[1]), 0);
+	cr_expect_eq(runner_kept_blocks(), 0);
+	for (i = 0; i < y.n; i++) {
+		for (j = 0, n = 0; j < job->nbuffers; j++)
+			n += y.p[i] == before[j];
+		cr_expect_eq(n, 1, "buffer %zu is a kept block", i);
+		for (j = 0; j < job->nbuffers; j++)
+			if (y.p[i] == before[j])
+				cr_expect_eq(y.bytes[i], job->sets[1].counts[j] *
+						 atb_dtype_size(job->buffers[j].dtype),
+					     "buffer %zu got the block of buffer %zu of another size", i, j);
+	}
+	runner_bufs_free(&y);
+	cr_expect_eq(runner_kept_blocks(), 5);
+	runner_keep_buffers(0);
+	cr_expect_eq(runner_kept_blocks(), 0, "off frees every kept block");
+	cr_assert_eq(runner_bufs_alloc(&y, job, &job->sets[1]), 0);
+	runner_bufs_free(&y);
+	cr_expect_eq(runner_kept_blocks(), 0, "off: nothing is kept");
+	atb_runner_job_free(job);
+}
+
 /* check_job with chunked inputs (protocol v8) and buffers around one chunk. */
 static struct atb_runner_job *chunk_job_parse(int chunked)
 {
