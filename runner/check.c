@@ -26,6 +26,8 @@
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "atb/alloc.h"
 #include "atb/cuda.h"
@@ -309,6 +311,25 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk)
 {
 	return chunk ? mix(buffer_seed ^ mix((uint64_t)chunk)) : buffer_seed;
+}
+
+int runner_placement_keyed(const unsigned char key[16], uint64_t seed, size_t arm,
+			   size_t buffer, unsigned *pad, unsigned *off)
+{
+	unsigned char msg[13 + 24], md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	uint64_t v[3] = {seed, (uint64_t)arm, (uint64_t)buffer};
+	size_t i, b;
+
+	memcpy(msg, "atb-placement", 13);
+	for (i = 0; i < 3; i++)
+		for (b = 0; b < 8; b++)
+			msg[13 + 8 * i + b] = (unsigned char)(v[i] >> (8 * b));
+	if (!HMAC(EVP_sha256(), key, 16, msg, sizeof(msg), md, &mdlen) || mdlen < 3)
+		return -1;
+	*pad = md[0] & 15u;
+	*off = ((unsigned)md[1] | (unsigned)md[2] << 8) & 8191u;
+	return 0;
 }
 
 /* Elements [from, to) of buffer bf (its distribution d) from r's stream. */

@@ -230,6 +230,18 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk);
 
 /*
+ * PROTO: timing.placement (keyed, version 9) -- where buffer `buffer` of arm
+ * `arm` goes on seed `seed`: *pad a pad of 0 to 15 units of 2 MiB allocated
+ * before it, *off 0 to 8191 units of 256 bytes into its own allocation, the
+ * ranges of `shuffled`.  Both from HMAC-SHA256 under the job's 16-byte key
+ * over "atb-placement", seed, arm and buffer (64-bit little-endian each):
+ * pad the low 4 bits of the first byte, off the low 13 bits of the next
+ * two (exactly uniform).  0, or -1 when libcrypto failed.
+ */
+int runner_placement_keyed(const unsigned char key[16], uint64_t seed, size_t arm,
+			   size_t buffer, unsigned *pad, unsigned *off);
+
+/*
  * Host-side work of the correctness phase on the host's cores: drawing a
  * chunked input set, comparing large outputs, their reduction bounds and
  * the input hashes.  At most RUNNER_MAX_THREADS threads.

@@ -83,7 +83,7 @@ struct atb_protocol {
 		long long cache_flush_cpu_max_bytes;
 		int has_cache_flush_cpu_max;
 		char interleave[32];
-		/* "fixed", "alternate" or "shuffled" (runner.h); "" when absent (before version 4: fixed) */
+		/* "fixed", "alternate", "shuffled" or "keyed" (runner.h; keyed version 9 on); "" when absent (before version 4: fixed) */
 		char placement[16];
 		/* "none" or "run_delay" (timing.h: atb_timer_cpu_subtract_preemption);
 		 * "" when absent (before version 5: none) */

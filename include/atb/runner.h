@@ -181,12 +181,22 @@ struct atb_runner_job {
 	 * seeds) in reverse order; _SHUFFLED, each arm's buffers at offsets
 	 * drawn from (seed, arm), so that what an address costs on this GPU is a
 	 * per-seed random effect shared by both arms, not a constant one arm
-	 * keeps (measured: scripts/aa-study).
+	 * keeps (measured: scripts/aa-study); _KEYED (protocol v9), the same
+	 * pads and offsets drawn from (placement_key, seed, arm, buffer), so
+	 * that two measurements with the same seeds do not share one draw of
+	 * that effect.
 	 */
 	int placement;
 #define ATB_PLACEMENT_FIXED 0
 #define ATB_PLACEMENT_ALTERNATE 1
 #define ATB_PLACEMENT_SHUFFLED 2
+#define ATB_PLACEMENT_KEYED 3
+	/* timing.placement_key: 16 bytes the harness draws once per atb
+	 * process (so the paired and the baseline-alone runners of one
+	 * measurement place alike); has_placement_key 0: none was sent, and a
+	 * keyed runner draws its own from getrandom */
+	unsigned char placement_key[16];
+	int has_placement_key;
 	/* PROTO: timing.preemption -- 1: cpu timers take each trial's waits
 	 * for a CPU out of it (atb_timer_cpu_subtract_preemption); 0: wall */
 	int preemption;

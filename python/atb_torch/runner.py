@@ -810,8 +810,10 @@ class Session:
         xs = self.gen(seed, -1, STREAM_TIMING)
         self.bases = {}  # the timing draw is used once: not kept
         self.pads = None
-        if self.placement == "shuffled":
-            # PROTO: timing.placement (shuffled) -- each arm's inputs, and its
+        if self.placement in ("shuffled", "keyed"):
+            # PROTO: timing.placement (shuffled; keyed from version 9, which
+            # is the same here: this backend's draws were always keyed) --
+            # each arm's inputs, and its
             # parameters and buffers, behind pads drawn from (seed, arm),
             # kept for the seed.  With the same addresses on every seed a
             # copy read as a constant bias of one arm on the H200 (the cuda
@@ -840,7 +842,7 @@ class Session:
         if self.watch is not None:
             self.watch.inputs_set(self.timing_inputs[self.reference])
         res = {"ok": True}
-        if self.placement == "shuffled":
+        if self.placement in ("shuffled", "keyed"):
             res["placement"] = {"pads_bytes": self.pad_sizes, "key_from": self.placement_from}
         if self.out_facts is None:
             # PROTO: gates.physical_floor -- once per runner, one call of the

@@ -382,9 +382,28 @@ static enum atb_status parse_timing(const json_t *o, struct atb_runner_job *j,
 		j->placement = ATB_PLACEMENT_ALTERNATE;
 	else if (!strcmp(placement, "shuffled"))
 		j->placement = ATB_PLACEMENT_SHUFFLED;
+	else if (!strcmp(placement, "keyed"))
+		j->placement = ATB_PLACEMENT_KEYED;
 	else
-		return bad(err, "timing.placement", "'%s' must be fixed, alternate or shuffled",
-			   "timing.placement");
+		return bad(err, "timing.placement",
+			   "'%s' must be fixed, alternate, shuffled or keyed", "timing.placement");
+	/* PROTO: timing.placement (keyed) -- the harness's key, 32 hex digits */
+	if ((f = json_object_get(o, "placement_key"))) {
+		const char *h = json_string_value(f);
+		size_t i;
+
+		if (!h || strlen(h) != 32 || strspn(h, "0123456789abcdefABCDEF") != 32)
+			return bad(err, "timing.placement_key",
+				   "expected 32 hexadecimal digits for '%s'",
+				   "timing.placement_key");
+		for (i = 0; i < 16; i++) {
+			unsigned v;
+
+			sscanf(h + 2 * i, "%2x", &v);
+			j->placement_key[i] = (unsigned char)v;
+		}
+		j->has_placement_key = 1;
+	}
 	STR(o, "preemption", "timing", 0, preemption);
 	if (!strcmp(preemption, "none"))
 		j->preemption = 0;

@@ -72,6 +72,13 @@ test_expect "the job placement_key fixes the draws: the same key, the same pads"
 	jq -se "map(select(.event==\"placement\"))[0].placement.key_from == \"job\"" k1.ev >/dev/null
 '
 
+test_expect "keyed (protocol v9) is shuffled here: the same key, the same pads as k1" '
+	K=".timing.placement=\"keyed\" | .timing.placement_key=\"00112233445566778899aabbccddeeff\"" &&
+	run k3 honest "$K" && [ "$(cat k3.rc)" = 0 ] &&
+	[ -n "$(pads k3.ev 1 0)" ] && [ "$(pads k1.ev 1 0)" = "$(pads k3.ev 1 0)" ] &&
+	[ "$(pads k1.ev 2 1)" = "$(pads k3.ev 2 1)" ]
+'
+
 test_expect "the runner draw replaced by the candidate: refused by the tamper watch" '
 	run replace placement_replace &&
 	jq -se "(map(select(.event==\"tamper\"))[0].changes | map(.what) |

@@ -29,6 +29,7 @@
 #define V6 SRC "/protocol/v6.yaml"
 #define V7 SRC "/protocol/v7.yaml"
 #define V8 SRC "/protocol/v8.yaml"
+#define V9 SRC "/protocol/v9.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -204,11 +205,13 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V8, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 8);
+	cr_assert_eq(atb_protocol_digest_file(V9, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 9);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "31c1c5310ad74ebbca71e34f1b5083625a9276f3a1713183143ef7c8c2104c16");
+			 "da71c17e7e28dc4ac266818130ac5d00b7d6832af4151e7fe37812f848a0243d");
+	/* version 9's value, as frozen (PROTO: timing.placement) */
+	cr_expect_str_eq(p->timing.placement, "keyed");
 	/* version 8's key, as frozen (PROTO: correctness.input_chunk_elements) */
 	cr_expect_eq(p->correctness.input_chunk_elements, 1048576);
 	/* version 7's keys, as frozen (PROTO: gates.side_stream) */
@@ -222,6 +225,8 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_expect(p->gates.has_background_torch_cpu && p->gates.background_torch_cpu);
 	cr_expect_str_eq(p->timing.preemption, "none");
 	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V8, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "31c1c5310ad74ebbca71e34f1b5083625a9276f3a1713183143ef7c8c2104c16");
 	cr_assert_eq(atb_protocol_digest_file(V7, digest, &err), ATB_OK, "%s", err.msg);
 	cr_assert_str_eq(digest, "8b4191ef291845a4fc461ed92a7141d81fdafcd00e60e2249e21fdf1ded79532");
 	cr_assert_eq(atb_protocol_digest_file(V5, digest, &err), ATB_OK, "%s", err.msg);
@@ -623,9 +628,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (8), one value changed */
-	text = slurp(V8);
-	t2 = replace(text, "\nversion: 8", "\nversion: 9");
+	/* the next version after the current one (9), one value changed */
+	text = slurp(V9);
+	t2 = replace(text, "\nversion: 9", "\nversion: 10");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -635,7 +640,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 9);
+	cr_assert_eq(version, 10);
 	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
@@ -645,9 +650,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect(p->gates.has_timed_correctness);
 	cr_expect_float_eq(p->gates.floor_cache_allowance, 2.0, 1e-15);
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
-	cr_expect_str_eq(p->timing.placement, "shuffled");
+	cr_expect_str_eq(p->timing.placement, "keyed");
 	cr_expect_str_eq(p->timing.preemption, "none");
-	cr_assert_eq(p->version, 9);
+	cr_assert_eq(p->version, 10);
 	cr_assert(p->gates.has_side_stream);
 	cr_assert_eq(p->correctness.input_chunk_elements, 1048576);
 	cr_assert_float_eq(p->stats.cv_cap, 0.04, 1e-15);
@@ -665,35 +670,35 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 9);
-	cr_assert_eq(current, 9);
+	cr_assert_eq(n, 10);
+	cr_assert_eq(current, 10);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[8].digest, v6digest);
-	cr_assert(strstr(list[8].file, "/protocol/v9.yaml"));
-	cr_assert(strstr(list[8].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[8].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[9].digest, v6digest);
+	cr_assert(strstr(list[9].file, "/protocol/v10.yaml"));
+	cr_assert(strstr(list[9].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[9].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 10"), "%s", err.msg);
-	edit_home_file("v9.yaml", "version: 9", "version: 11");
+	cr_assert(strstr(err.msg, "the next version is 11"), "%s", err.msg);
+	edit_home_file("v10.yaml", "version: 10", "version: 12");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
 Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_home)
 {
 	struct atb_error err;
-	int version = 10;
+	int version = 11;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_freeze(home, FIXTURES "/bad-out-of-range.yaml", &version, NULL,
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 9"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 10"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -704,8 +709,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 9, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 9 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 10, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 10 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */

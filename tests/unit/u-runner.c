@@ -234,6 +234,14 @@ Test(runner, job_refusals_name_the_field)
 	expect_refused("timing.interleave", json_string("ABBA"), ATB_ERR_SCHEMA, "timing.interleave");
 	expect_refused("timing.cache_flush", json_string("yes"), ATB_ERR_SCHEMA, "timing.cache_flush");
 	expect_refused("timing.ci_level", json_real(1.5), ATB_ERR_SCHEMA, "timing.ci_level");
+	expect_refused("timing.placement", json_string("random"), ATB_ERR_SCHEMA,
+		       "timing.placement");
+	expect_refused("timing.placement_key", json_string("00112233"), ATB_ERR_SCHEMA,
+		       "timing.placement_key");
+	expect_refused("timing.placement_key", json_string("00112233445566778899aabbccddeefg"),
+		       ATB_ERR_SCHEMA, "timing.placement_key");
+	expect_refused("timing.placement_key", json_integer(7), ATB_ERR_SCHEMA,
+		       "timing.placement_key");
 	expect_refused("correctness.poison", json_string("zero"), ATB_ERR_SCHEMA, "correctness.poison");
 	expect_refused("correctness.tolerances.fp32.atol", json_real(-1), ATB_ERR_SCHEMA,
 		       "correctness.tolerances.fp32");
@@ -845,6 +853,57 @@ Test(runner, kept_blocks_come_back_only_for_their_size)
 	runner_bufs_free(&y);
 	cr_expect_eq(runner_kept_blocks(), 0, "off: nothing is kept");
 	atb_runner_job_free(job);
+}
+
+/*
+ * PROTO: timing.placement (keyed, version 9) -- the job carries the
+ * harness's key; the draws are HMAC-SHA256 under it, checked against
+ * Python's hmac module (the values below), in range, every pad drawn,
+ * and another key draws otherwise.
+ */
+Test(runner, keyed_placement_is_hmac_under_the_job_key)
+{
+	static const unsigned char k[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+	unsigned char k2[16];
+	json_t *o = relu_job("/a.so", "/b.so");
+	struct atb_runner_job *j;
+	struct atb_error e;
+	unsigned pad, off, pad2, off2, count[16] = {0};
+	size_t i, differ = 0;
+	char *text;
+
+	/* hmac.new(bytes(range(16)), b"atb-placement" + struct.pack("<QQQ", s, a, b), "sha256") */
+	cr_assert_eq(runner_placement_keyed(k, 1, 0, 0, &pad, &off), 0);
+	cr_expect(pad == 9 && off == 1948, "%u %u", pad, off);
+	cr_assert_eq(runner_placement_keyed(k, 3, 1, 2, &pad, &off), 0);
+	cr_expect(pad == 6 && off == 6049, "%u %u", pad, off);
+	cr_assert_eq(runner_placement_keyed(k, 5, 1, 0, &pad, &off), 0);
+	cr_expect(pad == 6 && off == 2572, "%u %u", pad, off);
+
+	memcpy(k2, k, sizeof(k2));
+	k2[15] ^= 1;
+	for (i = 1; i <= 4096; i++) {
+		cr_assert_eq(runner_placement_keyed(k, i, i & 1, i % 5, &pad, &off), 0);
+		cr_assert(pad < 16 && off < 8192);
+		count[pad]++;
+		cr_assert_eq(runner_placement_keyed(k2, i, i & 1, i % 5, &pad2, &off2), 0);
+		differ += pad != pad2 || off != off2;
+	}
+	for (i = 0; i < 16; i++)   /* 256 expected, a standard deviation of 15.5 */
+		cr_expect(count[i] > 128 && count[i] < 384, "pad %zu drawn %u times", i, count[i]);
+	cr_expect_gt(differ, 4000, "another key drew the same place %zu times", 4096 - differ);
+
+	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("keyed"));
+	json_object_set_new(json_object_get(o, "timing"), "placement_key",
+			    json_string("000102030405060708090A0b0c0d0e0f"));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	cr_expect_eq(j->placement, ATB_PLACEMENT_KEYED);
+	cr_expect(j->has_placement_key);
+	cr_expect_eq(memcmp(j->placement_key, k, 16), 0);
+	atb_runner_job_free(j);
+	atb_free(text);
 }
 
 /* check_job with chunked inputs (protocol v8) and buffers around one chunk. */
