@@ -96,22 +96,6 @@ static int d_alloc(struct crt *rt, struct dbufs *b, const struct atb_runner_set 
 }
 
 /*
- * PROTO: timing.placement (shuffled) -- d_alloc with each buffer at an
- * offset drawn from (seed, arm): a pad of 0 to 15 x 2 MiB allocated before
- * it (and freed once the arm has its buffers) moves it to other pages, and
- * an offset of 0 to 8191 x 256 bytes inside its own allocation moves it
- * within them.  256 bytes is what cuMemAlloc promises, so no honest kernel
- * relies on more.  Measured (scripts/aa-study, H200): with the same
- * addresses on every seed a copy of cuda_softmax read 1.059x [1.053, 1.065]
- * against its own baseline, and as much with a copy of the baseline's own
- * object: an address effect, not the code.  keyed (version 9): the same
- * ranges drawn by runner_placement_keyed under the job's key, because the
- * seeds are the same in every measurement (1 to N) and so was every
- * seed's draw: a copy of cuda_gemm at / 16 read +0.55% in four
- * calibrations in a row, all of it from seeds 3 and 5 (about +2% each,
- * scripts/aa-study), one draw of the address effect seen four times.
- */
-/*
  * PROTO: timing.placement (keyed) -- the job's key, or when the job came
  * without one (a bare runner) one drawn once per runner; NULL when
  * getrandom failed.
@@ -128,6 +112,22 @@ static const unsigned char *placement_key(const struct atb_runner_job *job)
 	return have ? own : NULL;
 }
 
+/*
+ * PROTO: timing.placement (shuffled) -- d_alloc with each buffer at an
+ * offset drawn from (seed, arm): a pad of 0 to 15 x 2 MiB allocated before
+ * it (and freed once the arm has its buffers) moves it to other pages, and
+ * an offset of 0 to 8191 x 256 bytes inside its own allocation moves it
+ * within them.  256 bytes is what cuMemAlloc promises, so no honest kernel
+ * relies on more.  Measured (scripts/aa-study, H200): with the same
+ * addresses on every seed a copy of cuda_softmax read 1.059x [1.053, 1.065]
+ * against its own baseline, and as much with a copy of the baseline's own
+ * object: an address effect, not the code.  keyed (version 9): the same
+ * ranges drawn by runner_placement_keyed under the job's key, because the
+ * seeds are the same in every measurement (1 to N) and so was every
+ * seed's draw: a copy of cuda_gemm at / 16 read +0.55% in four
+ * calibrations in a row, all of it from seeds 3 and 5 (about +2% each,
+ * scripts/aa-study), one draw of the address effect seen four times.
+ */
 static int d_alloc_placed(struct crt *rt, struct dbufs *b, const struct atb_runner_set *set,
 			  uint64_t seed, size_t arm)
 {

@@ -904,6 +904,20 @@ Test(runner, keyed_placement_is_hmac_under_the_job_key)
 	cr_expect_eq(memcmp(j->placement_key, k, 16), 0);
 	atb_runner_job_free(j);
 	atb_free(text);
+
+	/* the refusals' exact words */
+	o = relu_job("/a.so", "/b.so");
+	json_object_set_new(json_object_get(o, "timing"), "placement_key", json_string("0011"));
+	text = json_dumps(o, JSON_COMPACT);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(e.msg, "expected 32 hexadecimal digits for 'timing.placement_key'");
+	atb_free(text);
+	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("random"));
+	text = json_dumps(o, JSON_COMPACT);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(e.msg, "'timing.placement' must be fixed, alternate, shuffled or keyed");
+	atb_free(text);
+	json_decref(o);
 }
 
 /* check_job with chunked inputs (protocol v8) and buffers around one chunk. */
