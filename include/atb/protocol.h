@@ -62,6 +62,12 @@ struct atb_protocol {
 		 * "" when absent (version 1).
 		 */
 		char cv_of[24];
+		/*
+		 * stats.resolution_rel (version 10 on; 0 when absent): how far a
+		 * ratio may be off by what every seed of one measurement shares;
+		 * the interval is widened by it (include/atb/stats.h).
+		 */
+		double resolution_rel;
 	} stats;
 
 	struct {

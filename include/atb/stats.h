@@ -133,6 +133,15 @@ struct atb_paired_input {
 	 * (PROTO: stats.cv_of, per_seed_ratio, v2 on).
 	 */
 	int cv_of_ratio;
+	/*
+	 * PROTO: stats.resolution_rel (version 10 on; 0 before): the share a
+	 * ratio may be off by an effect shared by every seed of one
+	 * measurement (one runner's code placement, handles, workspaces), which
+	 * no resampling of its seeds can see.  >= 0 and < 1.  The reported
+	 * interval is the bootstrap's [lo / (1 + r), hi * (1 + r)], and a
+	 * verdict of faster or slower also needs that interval to exclude 1.
+	 */
+	double resolution_rel;
 };
 
 enum atb_verdict {
@@ -176,8 +185,13 @@ struct atb_paired_result {
 	/* exp(mean of per-seed log ratios) */
 	double geomean_ratio;
 
-	/* percentile bootstrap CI of geomean_ratio */
+	/*
+	 * The interval of geomean_ratio: the percentile bootstrap's
+	 * [boot_lo, boot_hi] widened by resolution_rel (equal to it at 0).
+	 */
 	double ci_lo, ci_hi;
+	double boot_lo, boot_hi;
+	double resolution_rel;
 	double ci_level;
 	int bootstrap_resamples;
 	uint64_t bootstrap_seed;     /* reproduces the CI exactly */
@@ -212,14 +226,16 @@ struct atb_paired_result {
  * replacement by MT19937 seeded with bootstrap_seed; trials too below
  * ATB_STATS_BOOTSTRAP_FEW_SEEDS seeds), the Wilcoxon signed-rank test on
  * the log ratios with verdict FASTER/SLOWER when p < alpha (direction from
- * W+ against W-) and NO_DIFFERENCE otherwise, the CV of per-seed medians
+ * W+ against W-) and, when resolution_rel > 0, the widened interval
+ * excludes 1 on that side; NO_DIFFERENCE otherwise, the CV of per-seed medians
  * of each arm against cv_cap, and the minimum detectable effect
  * exp((t(1-alpha/2, n-1) + t(power, n-1)) * sd / sqrt(n)).
  *
  * ATB_ERR_USAGE, with the seed and trial named: fewer than 2 seeds; a seed
  * with no samples in either arm; a seed with samples in one arm only, or a
  * seed listed twice (unpaired input); a sample that is not finite or not
- * positive; ci_level, alpha, cv_cap or bootstrap_resamples out of range.
+ * positive; ci_level, alpha, cv_cap, bootstrap_resamples or resolution_rel
+ * out of range.
  * ATB_ERR_NOMEM.
  */
 enum atb_status atb_stats_paired(const struct atb_paired_input *in,

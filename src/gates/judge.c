@@ -162,6 +162,7 @@ enum atb_status atb_judge_stats_of(const struct atb_judge *j, const struct atb_p
 	in.bootstrap_resamples = j->p->stats.bootstrap_resamples; /* PROTO: stats.bootstrap_resamples */
 	in.significance_alpha = j->p->stats.significance_alpha;  /* PROTO: stats.significance_alpha */
 	in.cv_cap = j->p->stats.cv_cap;                          /* PROTO: stats.cv_cap */
+	in.resolution_rel = j->p->stats.resolution_rel;          /* PROTO: stats.resolution_rel */
 	in.bootstrap_seed = bootstrap_seed;
 	in.higher_is_better = j->higher_is_better;
 	/* PROTO: stats.cv_of (v2 on: the per-seed ratios; v1: per-arm medians) */
@@ -230,6 +231,12 @@ enum atb_status atb_judge_stats_json(const struct atb_judge *j,
 	json_object_set_new(o, "bootstrap_resamples", json_integer(res->bootstrap_resamples));
 	json_object_set_new(o, "bootstrap_seed", json_integer((json_int_t)res->bootstrap_seed));
 	json_object_set_new(o, "bootstrap_within_seed", json_boolean(res->bootstrap_within_seed));
+	if (res->resolution_rel > 0) {
+		/* PROTO: stats.resolution_rel (v10 on): the interval before it was widened */
+		json_object_set_new(o, "resolution_rel", jreal(res->resolution_rel));
+		json_object_set_new(o, "bootstrap_interval",
+				    json_pack("[f,f]", res->boot_lo, res->boot_hi));
+	}
 	json_object_set_new(o, "seeds", seeds);
 	json_object_set_new(o, "attempts", json_integer(j->attempts));
 	return ATB_OK;

@@ -110,6 +110,9 @@ static const struct field stats_fields[] = {
 	REAL("ci_level", stats.ci_level, OPEN01),
 	INT("bootstrap_resamples", stats.bootstrap_resamples, 100, 100000000),
 	REAL("significance_alpha", stats.significance_alpha, OPEN01),
+	/* PROTO: stats.resolution_rel (version 10 on; optional here, required below) */
+	{.key = "resolution_rel", .kind = F_REAL, .off = OFF(stats.resolution_rel),
+	 .range = R_LO | R_HI | R_HI_OPEN, .lo = 0, .hi = 0.5, .optional = 1},
 	END,
 };
 
@@ -984,6 +987,13 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return missing_since(y, "engine", "engine.client_lag", "client_lag", 6, err);
 	if (!st && p->version >= 7 && !p->gates.has_side_stream)
 		return missing_since(y, "gates", "gates.side_stream", "side_stream", 7, err);
+	if (!st && p->version >= 10) {
+		struct fy_node *sn = fy_node_mapping_lookup_by_string(y->root, "stats", -1);
+
+		if (!sn || !fy_node_mapping_lookup_by_string(sn, "resolution_rel", -1))
+			return missing_since(y, "stats", "stats.resolution_rel", "resolution_rel", 10,
+					     err);
+	}
 	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
 		return missing_since(y, "correctness", "correctness.input_chunk_elements",
 				     "input_chunk_elements", 8, err);

@@ -50,6 +50,10 @@ static enum atb_status check_params(const struct atb_paired_input *in,
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "bootstrap_resamples out of range: '%d' (need 1 to %d)",
 				     in->bootstrap_resamples, MAX_RESAMPLES);
+	if (!(in->resolution_rel >= 0.0 && in->resolution_rel < 1.0))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "resolution_rel out of range: '%g' (need 0 <= resolution_rel < 1)",
+				     in->resolution_rel);
 	return ATB_OK;
 }
 
@@ -202,10 +206,16 @@ static enum atb_status bootstrap(const struct atb_paired_input *in,
 		reps[b] = sum / (double)n;
 	}
 	gsl_sort(reps, 1, B);
-	out->ci_lo = exp(gsl_stats_quantile_from_sorted_data(
+	out->boot_lo = exp(gsl_stats_quantile_from_sorted_data(
 		reps, 1, B, (1.0 - in->ci_level) / 2.0));
-	out->ci_hi = exp(gsl_stats_quantile_from_sorted_data(
+	out->boot_hi = exp(gsl_stats_quantile_from_sorted_data(
 		reps, 1, B, (1.0 + in->ci_level) / 2.0));
+	/* PROTO: stats.resolution_rel -- at 0 the bootstrap's own bounds, bit for bit */
+	out->resolution_rel = in->resolution_rel;
+	out->ci_lo = in->resolution_rel > 0 ? out->boot_lo / (1.0 + in->resolution_rel)
+					    : out->boot_lo;
+	out->ci_hi = in->resolution_rel > 0 ? out->boot_hi * (1.0 + in->resolution_rel)
+					    : out->boot_hi;
 	out->bootstrap_within_seed = within;
 out:
 	atb_free(rng.state);
@@ -334,6 +344,14 @@ enum atb_status atb_stats_paired(const struct atb_paired_input *in,
 	s = bootstrap(in, logr, out, err);
 	if (s)
 		goto fail;
+	/*
+	 * PROTO: stats.resolution_rel -- a difference inside the resolution is
+	 * not one this measurement can tell from an effect its seeds share.
+	 */
+	if (in->resolution_rel > 0 &&
+	    ((out->verdict == ATB_VERDICT_FASTER && !(out->ci_lo > 1.0)) ||
+	     (out->verdict == ATB_VERDICT_SLOWER && !(out->ci_hi < 1.0))))
+		out->verdict = ATB_VERDICT_NO_DIFFERENCE;
 
 	atb_free(bmed);
 	atb_free(cmed);

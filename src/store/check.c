@@ -429,6 +429,14 @@ static enum atb_status rederive(struct atb_store *s, const struct result_facts *
 	in.cv_cap = 1;
 	in.bootstrap_seed = with_ci ? (uint64_t)json_integer_value(bseed) : 0;
 	in.higher_is_better = r->engine;
+	/*
+	 * PROTO: stats.resolution_rel: the protocol's, never the row's claim (a
+	 * result that says 0 under version 10 claims a narrower interval than
+	 * its protocol gives; absent before version 10).
+	 */
+	in.resolution_rel = json_number_value(json_object_get(r->proto_stats, "resolution_rel"));
+	if (!(in.resolution_rel >= 0 && in.resolution_rel < 1))
+		in.resolution_rel = 0;
 	in.cv_of_ratio = json_is_string(json_object_get(r->proto_stats, "cv_of")) &&
 			 !strcmp(json_string_value(json_object_get(r->proto_stats, "cv_of")),
 				 "per_seed_ratio");

@@ -115,6 +115,29 @@ json.dump(d, open(\"samples.json\", \"w\"))
 	expect_exit 0 "$ATB" db check
 '
 
+# PROTO: stats.resolution_rel (version 10 on): the interval is the bootstrap's
+# widened by (1 + r) each side; a result claiming the bootstrap's own, narrower
+# interval claims a confidence its protocol does not give.
+test_expect "an interval without the protocol resolution is refused at ingest" '
+	fresh &&
+	r=$("$ATB" protocol show --json | python3 -c "import json,sys; print(json.load(sys.stdin)[\"protocol\"][\"stats\"][\"resolution_rel\"])") &&
+	test "$r" = 0.002 &&
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1])); d[\"ci_low\"] *= 1.002; d[\"ci_high\"] /= 1.002
+json.dump(d, open(\"narrow.json\", \"w\"))
+" "$FX/ok-kernel.json" &&
+	expect_exit 2 "$ATB" db ingest-json narrow.json &&
+	expect_grep "atb-rule:not_derived: the interval [" "$TRASH/err" &&
+	test "$(sqlite3 store/a.db "SELECT rule FROM rejection ORDER BY id DESC LIMIT 1")" = gate:derived
+'
+
+test_expect "an interval narrowed to the bootstrap interval in the store is found" '
+	fresh &&
+	$REWRITE store/a.db "UPDATE result SET ci_low = ci_low * 1.002, ci_high = ci_high / 1.002 WHERE id = 1" &&
+	check_finds "atb-rule:not_derived: result 1: interval [" "job 1: its rows differ"
+'
+
 test_expect "a changed interval is found" '
 	fresh &&
 	$REWRITE store/a.db "UPDATE result SET ci_low = 1.0 WHERE id = 1" &&

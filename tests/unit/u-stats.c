@@ -631,6 +631,67 @@ Test(stats, paired_verdict_faster_slower_and_none)
 	gsl_rng_free(rng);
 }
 
+/*
+ * PROTO: stats.resolution_rel.  The interval is the bootstrap's, widened by
+ * (1 + r) on each side, the bootstrap's own bounds kept; at 0 it is the
+ * bootstrap's bit for bit.  A difference the seeds agree on (p < alpha) but
+ * inside the resolution is no difference: a copy 0.1% "faster" in every
+ * seed (what one runner's code placement can do to every seed alike) is
+ * not called faster under r = 0.002; a real 20% still is.
+ */
+Test(stats, paired_resolution_widens_the_interval_and_the_verdict_needs_it)
+{
+	static struct fixture f;
+	struct atb_paired_result r0, r;
+	gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+
+	gsl_rng_set(rng, 11);
+	fixture_fill(&f, rng, 8, 20, 1.001, 0.0001, 0.01);
+	gsl_rng_free(rng);
+	cr_assert_eq(atb_stats_paired(&f.in, &r0, NULL), ATB_OK);
+	cr_assert_eq(r0.verdict, ATB_VERDICT_FASTER, "p %g", r0.wilcoxon.p_value);
+	cr_assert(r0.ci_lo > 1.0, "[%.6f, %.6f]", r0.ci_lo, r0.ci_hi);
+	cr_assert_eq(r0.boot_lo, r0.ci_lo);
+	cr_assert_eq(r0.boot_hi, r0.ci_hi);
+	cr_assert_eq(r0.resolution_rel, 0.0);
+
+	f.in.resolution_rel = 0.002;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert_eq(r.boot_lo, r0.ci_lo);  /* the same bootstrap */
+	cr_assert_eq(r.boot_hi, r0.ci_hi);
+	cr_assert_eq(r.ci_lo, r0.ci_lo / 1.002);
+	cr_assert_eq(r.ci_hi, r0.ci_hi * 1.002);
+	cr_assert(r.ci_lo <= 1.0 && 1.0 <= r.ci_hi, "[%.6f, %.6f]", r.ci_lo, r.ci_hi);
+	cr_assert_eq(r.geomean_ratio, r0.geomean_ratio);
+	cr_assert_eq(r.wilcoxon.p_value, r0.wilcoxon.p_value);
+	cr_assert_eq(r.verdict, ATB_VERDICT_NO_DIFFERENCE);
+	cr_assert_eq(r.resolution_rel, 0.002);
+	atb_stats_paired_release(&r);
+	atb_stats_paired_release(&r0);
+
+	/* slower by 0.1%: no difference either; by 20%: slower */
+	rng = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(rng, 12);
+	fixture_fill(&f, rng, 8, 20, 1.0 / 1.001, 0.0001, 0.01);
+	f.in.resolution_rel = 0.002;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert(r.boot_hi < 1.0 && r.ci_hi >= 1.0, "[%.6f, %.6f]", r.boot_lo, r.boot_hi);
+	cr_assert_eq(r.verdict, ATB_VERDICT_NO_DIFFERENCE);
+	atb_stats_paired_release(&r);
+	fixture_fill(&f, rng, 8, 20, 1.2, 0.01, 0.01);
+	f.in.resolution_rel = 0.002;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert_eq(r.verdict, ATB_VERDICT_FASTER);
+	cr_assert(r.ci_lo > 1.1);
+	atb_stats_paired_release(&r);
+	fixture_fill(&f, rng, 8, 20, 1.0 / 1.2, 0.01, 0.01);
+	f.in.resolution_rel = 0.002;
+	cr_assert_eq(atb_stats_paired(&f.in, &r, NULL), ATB_OK);
+	cr_assert_eq(r.verdict, ATB_VERDICT_SLOWER);
+	atb_stats_paired_release(&r);
+	gsl_rng_free(rng);
+}
+
 Test(stats, paired_five_seeds_can_never_reach_alpha_005)
 {
 	static struct fixture f;
@@ -749,6 +810,15 @@ Test(stats, paired_refuses_bad_parameters)
 	good_fixture(&f);
 	f.in.bootstrap_resamples = 0;
 	expect_refusal(&f, "bootstrap_resamples out of range");
+	good_fixture(&f);
+	f.in.resolution_rel = -0.001;
+	expect_refusal(&f, "resolution_rel out of range");
+	good_fixture(&f);
+	f.in.resolution_rel = 1.0;
+	expect_refusal(&f, "resolution_rel out of range");
+	good_fixture(&f);
+	f.in.resolution_rel = NAN;
+	expect_refusal(&f, "resolution_rel out of range");
 	good_fixture(&f);
 	f.in.seeds = NULL;
 	expect_refusal(&f, "missing seeds");
