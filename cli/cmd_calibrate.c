@@ -61,6 +61,9 @@ static const char usage_text[] =
 	"  coverage        admitted intervals that contain 1 / admitted, Wilson\n"
 	"                  interval (the protocol's stats.ci_level, like the\n"
 	"                  speedups' intervals)\n"
+	"  of the seeds    the same count for the seeds' bootstrap intervals\n"
+	"                  alone, before the protocol's stats.resolution_rel\n"
+	"                  (version 10 on) widened them: what the resolution added\n"
 	"  median |s-1|    the median of |speedup - 1| over the admitted, and the\n"
 	"                  largest\n"
 	"  false refusals  refused / tasks, and by reason: every refusal of a copy\n"
@@ -171,6 +174,10 @@ static int print_json(const struct atb_calibrate_report *r, const struct atb_cal
 				  w->result_id > 0 ? json_integer(w->result_id) : json_null(),
 				  "rejection_id",
 				  w->rejection_id > 0 ? json_integer(w->rejection_id) : json_null()));
+		if (w->admitted && json_array_size(tasks))
+			json_object_set_new(json_array_get(tasks, json_array_size(tasks) - 1),
+					    "bootstrap_interval",
+					    json_pack("[f,f]", w->boot_low, w->boot_high));
 	}
 	for (i = 0; refusals && i < s->nrefusals; i++)
 		json_object_set_new(refusals, s->refusals[i].reason,
@@ -199,6 +206,14 @@ static int print_json(const struct atb_calibrate_report *r, const struct atb_cal
 		      "max_median_dev", t->max_median_dev,
 		      "verdict", "pass", v->pass, "admitted_ok", v->admitted_ok, "coverage_ok",
 		      v->coverage_ok, "median_ok", v->median_ok, "line", v->line);
+	if (o) {
+		json_t *tot = json_object_get(o, "totals");
+
+		/* PROTO: stats.resolution_rel: what the seeds' bootstrap alone covered */
+		json_object_set_new(tot, "covered_bootstrap", json_integer((json_int_t)s->nboot_covered));
+		json_object_set_new(tot, "coverage_bootstrap",
+				    num_or_null(s->has_coverage, s->boot_coverage));
+	}
 	if (o) {
 		json_t *boxes = json_array();
 
@@ -269,6 +284,10 @@ static void print_table(const struct atb_calibrate_report *r,
 		       100 * s->coverage_hi);
 	else
 		printf("  coverage        n/a (no copy admitted)\n");
+	if (s->has_coverage)
+		printf("  of the seeds    %zu/%zu of the bootstrap intervals alone contain 1 (before "
+		       "the protocol's stats.resolution_rel widened them)\n",
+		       s->nboot_covered, s->nadmitted);
 	if (s->has_dev)
 		printf("  median |s-1|    %.3f%% (largest %.3f%%)\n", 100 * s->median_abs_dev,
 		       100 * s->max_abs_dev);

@@ -63,6 +63,13 @@ struct atb_calibrate_row {
 	int admitted;            /* outcome "usable": speedup is a measurement */
 	double speedup, ci_low, ci_high;   /* when admitted; 0 otherwise */
 	int covers;              /* admitted and ci_low <= 1 <= ci_high */
+	/*
+	 * The seeds' bootstrap interval before PROTO: stats.resolution_rel
+	 * widened it (the result's stats "bootstrap_interval", version 10
+	 * on); equal to [ci_low, ci_high] when the result has none.
+	 */
+	double boot_low, boot_high;
+	int boot_covers;         /* admitted and boot_low <= 1 <= boot_high */
 	char reason[512];        /* why refused; "" when admitted */
 	int64_t result_id, rejection_id;
 	double wall_s;
@@ -83,6 +90,9 @@ struct atb_calibrate_summary {
 	/* covered / admitted with its Wilson interval; has_coverage 0: none admitted */
 	int has_coverage;
 	double coverage, coverage_lo, coverage_hi;
+	/* the same of the bootstrap intervals alone: what the resolution added */
+	size_t nboot_covered;
+	double boot_coverage;
 	/* median and largest |speedup - 1| over the admitted; has_dev 0: none */
 	int has_dev;
 	double median_abs_dev, max_abs_dev;

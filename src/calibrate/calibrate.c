@@ -432,6 +432,32 @@ static void row_from_iteration(const struct atb_iteration_row *it, struct atb_ca
 	r->wall_s = it->wall_s;
 }
 
+/*
+ * Each admitted row's bootstrap interval from its result's stats (PROTO:
+ * stats.resolution_rel, version 10 on: "bootstrap_interval"); a row
+ * without one keeps 0 and the summary takes its interval.  Best effort: a
+ * result that cannot be read leaves its row so.
+ */
+static void boot_intervals(struct atb_store *s, struct atb_calibrate_row *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; s && i < n; i++) {
+		struct atb_error e;
+		json_t *o = NULL, *b;
+
+		if (!rows[i].admitted || rows[i].result_id <= 0 ||
+		    atb_store_result_stats(s, rows[i].result_id, &o, &e))
+			continue;
+		b = json_object_get(json_object_get(o, "stats"), "bootstrap_interval");
+		if (json_is_array(b) && json_array_size(b) == 2) {
+			rows[i].boot_low = json_number_value(json_array_get(b, 0));
+			rows[i].boot_high = json_number_value(json_array_get(b, 1));
+		}
+		json_decref(o);
+	}
+}
+
 static enum atb_status fill_report(struct cal *C, struct atb_store *s, struct atb_error *err)
 {
 	struct atb_calibrate_report *R = C->rep;
@@ -462,6 +488,7 @@ static enum atb_status fill_report(struct cal *C, struct atb_store *s, struct at
 		row_from_iteration(&rows[i], &R->rows[i]);
 	R->nrows = n;
 	atb_store_iterations_free(rows, n);
+	boot_intervals(s, R->rows, R->nrows);
 	return atb_calibrate_summarize(R->rows, R->nrows, ci_level_of(C->o, C->proto), &R->summary,
 				       err);
 }
@@ -689,7 +716,7 @@ static void suite_progress(void *vctx, const struct atb_suite_progress *p)
 	x->o->progress(x->o->progress_ctx, &pr);
 }
 
-static enum atb_status from_suite(const struct atb_suite_report *sr,
+static enum atb_status from_suite(const struct atb_suite_report *sr, const char *db_path,
 				  const struct atb_calibrate_opts *o, const struct atb_protocol *p,
 				  struct atb_calibrate_report *out, struct atb_error *err)
 {
@@ -734,6 +761,15 @@ static enum atb_status from_suite(const struct atb_suite_report *sr,
 		r->wall_s = w->wall_s;
 	}
 	out->nrows = sr->nrows;
+	if (db_path) {
+		struct atb_store *s = NULL;
+		struct atb_error e;
+
+		if (!atb_store_open(db_path, ATB_STORE_READ_ONLY, &s, &e)) {
+			boot_intervals(s, out->rows, out->nrows);
+			atb_store_close(s);
+		}
+	}
 	return atb_calibrate_summarize(out->rows, out->nrows, ci_level_of(o, p), &out->summary,
 				       err);
 }
@@ -839,7 +875,7 @@ static enum atb_status suite_start(const char *db_path, const struct atb_calibra
 
 		atb_error_clear(&rerr);
 		if (!atb_protocol_load_current(o->home ? o->home : atb_home(), &p, &rerr) &&
-		    from_suite(&sr, o, p, out, &rerr) && !st)
+		    from_suite(&sr, db_path, o, p, out, &rerr) && !st)
 			st = atb_error_set(err, rerr.status, "%s", rerr.msg);
 	}
 	atb_protocol_free(p);
@@ -915,7 +951,7 @@ static enum atb_status suite_resume(const char *db_path, const char *run_id,
 		atb_error_clear(&rerr);
 		if (atb_protocol_load_digest(o->home ? o->home : atb_home(), sr.protocol_digest, &p,
 					     &rerr) ||
-		    from_suite(&sr, o, p, out, &rerr)) {
+		    from_suite(&sr, db_path, o, p, out, &rerr)) {
 			if (!st)
 				st = atb_error_set(err, rerr.status, "%s", rerr.msg);
 		}

@@ -93,6 +93,11 @@ enum atb_status atb_calibrate_summarize(struct atb_calibrate_row *rows, size_t n
 		struct atb_calibrate_row *r = &rows[i];
 
 		r->covers = r->admitted && r->ci_low <= 1.0 && 1.0 <= r->ci_high;
+		if (!(r->boot_low > 0.0 && r->boot_high > 0.0)) {
+			r->boot_low = r->ci_low;
+			r->boot_high = r->ci_high;
+		}
+		r->boot_covers = r->admitted && r->boot_low <= 1.0 && 1.0 <= r->boot_high;
 		if (!r->admitted) {
 			out->nrefused++;
 			count_refusal(out, r->outcome);
@@ -100,6 +105,7 @@ enum atb_status atb_calibrate_summarize(struct atb_calibrate_row *rows, size_t n
 		}
 		out->nadmitted++;
 		out->ncovered += (size_t)r->covers;
+		out->nboot_covered += (size_t)r->boot_covers;
 		dev[m++] = fabs(r->speedup - 1.0);
 	}
 	out->admitted_rate = n ? (double)out->nadmitted / (double)n : 0.0;
@@ -107,6 +113,8 @@ enum atb_status atb_calibrate_summarize(struct atb_calibrate_row *rows, size_t n
 	out->false_refusal_rate = n ? (double)out->nrefused / (double)n : 0.0;
 	out->has_coverage = out->nadmitted > 0;
 	out->coverage = out->nadmitted ? (double)out->ncovered / (double)out->nadmitted : 0.0;
+	out->boot_coverage =
+		out->nadmitted ? (double)out->nboot_covered / (double)out->nadmitted : 0.0;
 	atb_suite_wilson(out->ncovered, out->nadmitted, ci_level, &out->coverage_lo,
 			 &out->coverage_hi);
 	if (m) {

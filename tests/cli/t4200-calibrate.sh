@@ -93,6 +93,8 @@ test_expect "--resume measures the second copy; the report is its rows" '
 			.outcome == \"usable\" and .ci_low <= .speedup and .speedup <= .ci_high
 			and .covers_1 == (.ci_low <= 1 and 1 <= .ci_high) and .reason == null
 			and .result_id > 0
+			and (.bootstrap_interval | length) == 2
+			and .ci_low < .bootstrap_interval[0] and .bootstrap_interval[1] < .ci_high
 		else
 			.outcome != \"usable\" and .speedup == null and .covers_1 == null
 			and (.reason | type) == \"string\"
@@ -109,6 +111,9 @@ test_expect "--resume measures the second copy; the report is its rows" '
 		and .totals.ci_level > 0 and .totals.ci_level < 1
 		and (if .totals.admitted > 0 then
 			.totals.coverage == .totals.covered / .totals.admitted
+			and .totals.covered_bootstrap == ([.tasks[] | select(.admitted)
+				| select(.bootstrap_interval[0] <= 1 and 1 <= .bootstrap_interval[1])] | length)
+			and .totals.coverage_bootstrap == .totals.covered_bootstrap / .totals.admitted
 			and .totals.coverage_ci_low <= .totals.coverage
 			and .totals.coverage <= .totals.coverage_ci_high
 			and .totals.median_abs_dev <= .totals.max_abs_dev

@@ -94,6 +94,39 @@ Test(calibrate, summary_rates_coverage_and_wilson)
 	cr_assert_eq(s.refusals[1].count, 1);
 }
 
+/*
+ * PROTO: stats.resolution_rel: the coverage is of the reported (widened)
+ * intervals; the seeds' bootstrap intervals alone are counted beside it,
+ * and a row without one counts its interval.
+ */
+Test(calibrate, summary_counts_the_bootstrap_intervals_alone)
+{
+	struct atb_calibrate_row r[4];
+	struct atb_calibrate_summary s;
+	struct atb_error err;
+
+	admitted(&r[0], "a", 1.0014, 1.0003 / 1.002, 1.0026 * 1.002);  /* covers only widened */
+	r[0].boot_low = 1.0003;
+	r[0].boot_high = 1.0026;
+	admitted(&r[1], "b", 0.9990, 0.9950 / 1.002, 1.0026 * 1.002);  /* covers both */
+	r[1].boot_low = 0.9950;
+	r[1].boot_high = 1.0026;
+	admitted(&r[2], "c", 0.9990, 0.9950, 1.0026);  /* no bootstrap interval (v9): its own */
+	refused(&r[3], "d", "noise");
+	r[3].boot_low = 0.5;  /* a refused row never counts */
+	r[3].boot_high = 2.0;
+	cr_assert_eq(atb_calibrate_summarize(r, 4, 0.95, &s, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(s.nadmitted, 3);
+	cr_assert_eq(s.ncovered, 3);
+	cr_assert_eq(s.nboot_covered, 2);
+	cr_assert_eq(r[0].covers, 1);
+	cr_assert_eq(r[0].boot_covers, 0);
+	cr_assert_eq(r[2].boot_low, 0.9950);
+	cr_assert_eq(r[2].boot_covers, 1);
+	cr_assert_eq(r[3].boot_covers, 0);
+	cr_assert(close_to(s.boot_coverage, 2.0 / 3.0, 1e-12));
+}
+
 Test(calibrate, summary_even_median_and_empty)
 {
 	struct atb_calibrate_row r[4];
