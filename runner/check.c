@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
@@ -311,6 +312,49 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk)
 {
 	return chunk ? mix(buffer_seed ^ mix((uint64_t)chunk)) : buffer_seed;
+}
+
+const unsigned char *runner_placement_key(const struct atb_runner_job *job)
+{
+	static unsigned char own[16];
+	static int have;
+
+	if (job->has_placement_key)
+		return job->placement_key;
+	if (!have && getrandom(own, sizeof(own), 0) == (ssize_t)sizeof(own))
+		have = 1;
+	return have ? own : NULL;
+}
+
+int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *order)
+{
+	const unsigned char *key = runner_placement_key(job);
+	uint32_t draw[ATB_RUNNER_MAX_ARMS];
+	size_t i, j;
+
+	for (i = 0; i < job->narms; i++) {
+		unsigned pad = 0, off = 0;
+
+		order[i] = i;
+		if (job->placement != ATB_PLACEMENT_KEYED)
+			continue;
+		if (!key || runner_placement_keyed(key, seed, i, RUNNER_ORDER_BUFFER, &pad, &off))
+			return -1;
+		draw[i] = (uint32_t)pad << 13 | off;
+	}
+	if (job->placement != ATB_PLACEMENT_KEYED)
+		return 0;
+	/* insertion sort by draw, ties by arm: a handful of arms */
+	for (i = 1; i < job->narms; i++)
+		for (j = i; j > 0 && (draw[order[j - 1]] > draw[order[j]] ||
+				      (draw[order[j - 1]] == draw[order[j]] &&
+				       order[j - 1] > order[j])); j--) {
+			size_t t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	return 0;
 }
 
 int runner_placement_keyed(const unsigned char key[16], uint64_t seed, size_t arm,

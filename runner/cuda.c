@@ -95,22 +95,6 @@ static int d_alloc(struct crt *rt, struct dbufs *b, const struct atb_runner_set 
 	return 0;
 }
 
-/*
- * PROTO: timing.placement (keyed) -- the job's key, or when the job came
- * without one (a bare runner) one drawn once per runner; NULL when
- * getrandom failed.
- */
-static const unsigned char *placement_key(const struct atb_runner_job *job)
-{
-	static unsigned char own[16];
-	static int have;
-
-	if (job->has_placement_key)
-		return job->placement_key;
-	if (!have && getrandom(own, sizeof(own), 0) == (ssize_t)sizeof(own))
-		have = 1;
-	return have ? own : NULL;
-}
 
 /*
  * PROTO: timing.placement (shuffled) -- d_alloc with each buffer at an
@@ -144,7 +128,7 @@ static int d_alloc_placed(struct crt *rt, struct dbufs *b, const struct atb_runn
 	gsl_rng_set(r, (unsigned long)(seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(arm + 1) *
 						 0xbf58476d1ce4e5b9ULL));
 	atb_error_clear(&err);
-	if (job->placement == ATB_PLACEMENT_KEYED && !placement_key(job))
+	if (job->placement == ATB_PLACEMENT_KEYED && !runner_placement_key(job))
 		rc = fail_msg(rt, "cannot draw a placement key (getrandom)");
 	for (i = 0; !rc && i < job->nbuffers; i++) {
 		size_t pad, off;
@@ -152,7 +136,7 @@ static int d_alloc_placed(struct crt *rt, struct dbufs *b, const struct atb_runn
 		if (job->placement == ATB_PLACEMENT_KEYED) {
 			unsigned kp, ko;
 
-			if (runner_placement_keyed(placement_key(job), seed, arm, i, &kp, &ko)) {
+			if (runner_placement_keyed(runner_placement_key(job), seed, arm, i, &kp, &ko)) {
 				rc = fail_msg(rt, "cannot draw a placement (HMAC-SHA256)");
 				break;
 			}

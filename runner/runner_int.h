@@ -230,6 +230,26 @@ uint64_t runner_input_seed(uint64_t seed, size_t set_index, int dist, unsigned s
 uint64_t runner_chunk_seed(uint64_t buffer_seed, size_t chunk);
 
 /*
+ * PROTO: timing.placement (keyed) -- the job's key, or when the job came
+ * without one (a bare runner) one drawn once per runner from getrandom;
+ * NULL when getrandom failed.
+ */
+const unsigned char *runner_placement_key(const struct atb_runner_job *job);
+
+/* The "buffer" index of runner_arm_order's draws: no task has so many buffers. */
+#define RUNNER_ORDER_BUFFER ((size_t)0xffff)
+
+/*
+ * PROTO: timing.placement (keyed, cpu backend: version 10 on) -- the order in
+ * which the cpu backend allocates the arms' timing buffers on seed `seed`:
+ * order[0..narms-1] a permutation of the arms, sorted by
+ * runner_placement_keyed's draw (pad << 13 | off) for (seed, arm,
+ * RUNNER_ORDER_BUFFER), ties by arm.  The identity under any other
+ * placement.  0, or -1 when the key or libcrypto failed.
+ */
+int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *order);
+
+/*
  * PROTO: timing.placement (keyed, version 9) -- where buffer `buffer` of arm
  * `arm` goes on seed `seed`: *pad a pad of 0 to 15 units of 2 MiB allocated
  * before it, *off 0 to 8191 units of 256 bytes into its own allocation, the

@@ -861,6 +861,55 @@ Test(runner, kept_blocks_come_back_only_for_their_size)
  * Python's hmac module (the values below), in range, every pad drawn,
  * and another key draws otherwise.
  */
+/*
+ * PROTO: timing.placement (keyed, cpu backend, version 10 on) -- the order
+ * the cpu backend allocates the arms' timing buffers in: sorted by the
+ * keyed draw for (seed, arm, RUNNER_ORDER_BUFFER), checked against Python's
+ * hmac for seeds 1..8 of two arms (hmac.new(bytes(range(16)),
+ * b"atb-placement" + struct.pack("<QQQ", s, a, 0xffff), "sha256"): draws
+ * (m[0] & 15) << 13 | (m[1] | m[2] << 8) & 8191); each arm first on some
+ * seeds; the identity under the other placements.
+ */
+Test(runner, keyed_arm_order_is_drawn_per_seed)
+{
+	static const size_t want[8] = {1, 0, 1, 0, 0, 1, 1, 0};  /* the first arm, seeds 1..8 */
+	json_t *o = relu_job("/a.so", "/b.so");
+	struct atb_runner_job *j;
+	struct atb_error e;
+	size_t order[ATB_RUNNER_MAX_ARMS], s, first[2] = {0, 0};
+	char *text;
+
+	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("keyed"));
+	json_object_set_new(json_object_get(o, "timing"), "placement_key",
+			    json_string("000102030405060708090a0b0c0d0e0f"));
+	text = json_dumps(o, JSON_COMPACT);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	atb_free(text);
+	cr_assert_eq(j->narms, 2);
+	for (s = 1; s <= 8; s++) {
+		cr_assert_eq(runner_arm_order(j, s, order), 0);
+		cr_expect_eq(order[0], want[s - 1], "seed %zu: arm %zu first", s, order[0]);
+		cr_expect_eq(order[0] + order[1], 1);
+	}
+	for (s = 1; s <= 200; s++) {
+		cr_assert_eq(runner_arm_order(j, s, order), 0);
+		first[order[0]]++;
+	}
+	cr_expect(first[0] > 70 && first[1] > 70, "first: %zu and %zu of 200", first[0], first[1]);
+	atb_runner_job_free(j);
+
+	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("shuffled"));
+	text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
+	atb_free(text);
+	for (s = 1; s <= 8; s++) {
+		cr_assert_eq(runner_arm_order(j, s, order), 0);
+		cr_expect(order[0] == 0 && order[1] == 1);
+	}
+	atb_runner_job_free(j);
+}
+
 Test(runner, keyed_placement_is_hmac_under_the_job_key)
 {
 	static const unsigned char k[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
