@@ -328,32 +328,23 @@ const unsigned char *runner_placement_key(const struct atb_runner_job *job)
 
 int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *order)
 {
-	const unsigned char *key = runner_placement_key(job);
-	uint32_t draw[ATB_RUNNER_MAX_ARMS];
-	size_t i, j;
+	const unsigned char *key;
+	unsigned pad = 0, off = 0;
+	size_t i, phase;
 
-	for (i = 0; i < job->narms; i++) {
-		unsigned pad = 0, off = 0;
-
+	for (i = 0; i < job->narms; i++)
 		order[i] = i;
-		if (job->placement != ATB_PLACEMENT_KEYED)
-			continue;
-		if (!key || runner_placement_keyed(key, seed, i, RUNNER_ORDER_BUFFER, &pad, &off))
-			return -1;
-		draw[i] = (uint32_t)pad << 13 | off;
-	}
-	if (job->placement != ATB_PLACEMENT_KEYED)
+	if (job->placement != ATB_PLACEMENT_KEYED || job->narms < 2)
 		return 0;
-	/* insertion sort by draw, ties by arm: a handful of arms */
-	for (i = 1; i < job->narms; i++)
-		for (j = i; j > 0 && (draw[order[j - 1]] > draw[order[j]] ||
-				      (draw[order[j - 1]] == draw[order[j]] &&
-				       order[j - 1] > order[j])); j--) {
-			size_t t = order[j];
-
-			order[j] = order[j - 1];
-			order[j - 1] = t;
-		}
+	key = runner_placement_key(job);
+	if (!key || runner_placement_keyed(key, 0, 0, RUNNER_ORDER_BUFFER, &pad, &off))
+		return -1;
+	/* rotated by one arm a seed: over any narms consecutive seeds (a
+	   measurement's seeds are consecutive) every arm is allocated first
+	   once; where the rotation starts is the key's */
+	phase = (size_t)((((uint64_t)pad << 13 | off) + seed) % job->narms);
+	for (i = 0; i < job->narms; i++)
+		order[i] = (phase + i) % job->narms;
 	return 0;
 }
 

@@ -244,12 +244,14 @@ static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed
 	}
 	/*
 	 * PROTO: timing.placement (keyed, version 10 on) -- the arms' buffers
-	 * are allocated, and their pages first touched, in an order drawn per
-	 * seed: allocated always in arm order, the arm allocated first got the
-	 * pages the allocator hands out first on every seed, and a copy of
-	 * relu read 0.956-0.971 in three calibrations on the 2-core box
-	 * (docs/calibrate.md).  Drawn, that advantage moves between the arms
-	 * from seed to seed, where the interval sees it.
+	 * are allocated, and their pages first touched, in an order that turns
+	 * by one arm each seed from a start drawn under the job's key
+	 * (runner_arm_order): allocated always in arm order, the arm allocated
+	 * first read up to 6% faster on the 2-core box on every seed (a copy of
+	 * relu 0.956-0.971 in three calibrations); drawn per seed, the split
+	 * was 3 to 5 in a calibration of 8 seeds and 5 of 6 tasks read below 1
+	 * (docs/calibrate.md).  Turned, each arm is first on half the seeds
+	 * and the effect cancels in the geometric mean.
 	 */
 	if (runner_arm_order(job, seed, order)) {
 		runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");

@@ -862,40 +862,64 @@ Test(runner, kept_blocks_come_back_only_for_their_size)
  * and another key draws otherwise.
  */
 /*
- * PROTO: timing.placement (keyed, cpu backend, version 10 on) -- the order
- * the cpu backend allocates the arms' timing buffers in: sorted by the
- * keyed draw for (seed, arm, RUNNER_ORDER_BUFFER), checked against Python's
- * hmac for seeds 1..8 of two arms (hmac.new(bytes(range(16)),
- * b"atb-placement" + struct.pack("<QQQ", s, a, 0xffff), "sha256"): draws
- * (m[0] & 15) << 13 | (m[1] | m[2] << 8) & 8191); each arm first on some
- * seeds; the identity under the other placements.
+ * PROTO: timing.placement (keyed, cpu) -- the arms' allocation order turns
+ * by one arm each seed from a start drawn under the key: with the key
+ * bytes 0..15 the draw for (0, 0, 0xffff) is 121801 (Python:
+ * hmac.new(bytes(range(16)), b"atb-placement" + struct.pack("<QQQ", 0, 0,
+ * 0xffff), "sha256"), (m[0] & 15) << 13 | (m[1] | m[2] << 8) & 8191), so
+ * with two arms seed s puts arm (121801 + s) % 2 first; with the last key
+ * byte XOR 3 the draw is even and the other arm starts.  Over any run of
+ * consecutive seeds each arm is first equally often (one more at most);
+ * the identity under the other placements.
  */
-Test(runner, keyed_arm_order_is_drawn_per_seed)
+static struct atb_runner_job *keyed_job(json_t *o, const char *key)
 {
-	static const size_t want[8] = {1, 0, 1, 0, 0, 1, 1, 0};  /* the first arm, seeds 1..8 */
-	json_t *o = relu_job("/a.so", "/b.so");
 	struct atb_runner_job *j;
 	struct atb_error e;
-	size_t order[ATB_RUNNER_MAX_ARMS], s, first[2] = {0, 0};
 	char *text;
 
 	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("keyed"));
-	json_object_set_new(json_object_get(o, "timing"), "placement_key",
-			    json_string("000102030405060708090a0b0c0d0e0f"));
+	json_object_set_new(json_object_get(o, "timing"), "placement_key", json_string(key));
 	text = json_dumps(o, JSON_COMPACT);
 	cr_assert_eq(parse_text(text, &j, &e), ATB_OK, "%s", e.msg);
 	atb_free(text);
+	return j;
+}
+
+Test(runner, keyed_arm_order_turns_each_seed_from_a_drawn_start)
+{
+	json_t *o = relu_job("/a.so", "/b.so");
+	struct atb_runner_job *j = keyed_job(o, "000102030405060708090a0b0c0d0e0f"), *j2;
+	struct atb_error e;
+	size_t order[ATB_RUNNER_MAX_ARMS], s, lo, first[2];
+	char *text;
+
 	cr_assert_eq(j->narms, 2);
-	for (s = 1; s <= 8; s++) {
+	for (s = 0; s <= 9; s++) {
 		cr_assert_eq(runner_arm_order(j, s, order), 0);
-		cr_expect_eq(order[0], want[s - 1], "seed %zu: arm %zu first", s, order[0]);
+		cr_expect_eq(order[0], (121801 + s) % 2, "seed %zu: arm %zu first", s, order[0]);
 		cr_expect_eq(order[0] + order[1], 1);
 	}
-	for (s = 1; s <= 200; s++) {
-		cr_assert_eq(runner_arm_order(j, s, order), 0);
-		first[order[0]]++;
+	/* balanced over every run of consecutive seeds: what the mean needs */
+	for (lo = 0; lo < 12; lo++) {
+		first[0] = first[1] = 0;
+		for (s = lo; s < lo + 7; s++) {
+			cr_assert_eq(runner_arm_order(j, s, order), 0);
+			first[order[0]]++;
+		}
+		cr_expect(first[0] >= 3 && first[1] >= 3, "seeds %zu..%zu: %zu and %zu", lo, lo + 6,
+			  first[0], first[1]);
 	}
-	cr_expect(first[0] > 70 && first[1] > 70, "first: %zu and %zu of 200", first[0], first[1]);
+	/* another key, another start: the same seed puts the other arm first */
+	j2 = keyed_job(o, "000102030405060708090a0b0c0d0e0c");
+	for (s = 0; s <= 3; s++) {
+		size_t o2[ATB_RUNNER_MAX_ARMS];
+
+		cr_assert_eq(runner_arm_order(j, s, order), 0);
+		cr_assert_eq(runner_arm_order(j2, s, o2), 0);
+		cr_expect_neq(order[0], o2[0], "seed %zu", s);
+	}
+	atb_runner_job_free(j2);
 	atb_runner_job_free(j);
 
 	json_object_set_new(json_object_get(o, "timing"), "placement", json_string("shuffled"));
