@@ -666,8 +666,33 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 			}
 	} else if (job->placement == ATB_PLACEMENT_SHUFFLED ||
 		   job->placement == ATB_PLACEMENT_KEYED) {
-		for (ai = 0; ai < job->narms; ai++)
-			if (d_alloc_placed(rt, &per_arm[ai], set, seed, ai)) {
+		/*
+		 * PROTO: timing.placement (keyed) -- the arms' buffers are
+		 * allocated in runner_arm_order's order, which turns by one arm
+		 * each seed, as the cpu backend's: allocated in arm order (the
+		 * baseline's first on every seed), a copy of cuda_transpose at
+		 * its bundled shape read 0.9959 and 0.9961 in two measurements of
+		 * 16 seeds on an H100, every one of the 32 per-seed ratios under
+		 * 1 (scripts/aa-study), and it missed 1 in two of three
+		 * calibrations (docs/calibrate.md).
+		 */
+		size_t order[ATB_RUNNER_MAX_ARMS], k;
+
+		if (runner_arm_order(job, seed, order)) {
+			runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");
+			goto out;
+		}
+		if (job->placement == ATB_PLACEMENT_KEYED) {
+			json_t *names_j = json_array();
+
+			for (k = 0; names_j && k < job->narms; k++)
+				json_array_append_new(names_j, json_string(job->arms[order[k]].name));
+			if (!names_j || runner_emit(json_pack("{s:s, s:I, s:o}", "event", "placement",
+							      "seed", (json_int_t)seed, "order", names_j)))
+				goto out;
+		}
+		for (k = 0; k < job->narms; k++)
+			if (d_alloc_placed(rt, &per_arm[order[k]], set, seed, order[k])) {
 				runner_emit_error("cuda", rt->msg);
 				goto out;
 			}
