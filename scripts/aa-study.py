@@ -5,8 +5,11 @@ For every OUT/<task>-<placement>.events (the runner's raw events of one
 `atb measure` of a copy against the baseline), per seed of the paired job:
 the ratio of medians (baseline over copy: >1 reads the copy faster), the
 same ratio from the rounds where the copy ran first and from those where
-it ran second, and each arm's mean SM clock.  Then, per run, the geometric
-means over seeds and the verdict atb stored (OUT/<task>-<placement>.json).
+it ran second, each arm's mean SM clock, and which arm's buffers the runner
+allocated first (its `placement` event's `order`, under `keyed` from protocol
+v10 on).  Then, per run, the geometric means over seeds (also over the seeds
+whose copy was allocated first and over the others) and the verdict atb
+stored (OUT/<task>-<placement>.json).
 """
 import glob
 import json
@@ -37,6 +40,8 @@ def jobs_of(path):
             runners.append(cur)
         if ev.get("event") == "samples" and ev.get("group") == "paired" and cur is not None:
             cur.setdefault(ev["seed"], {})[ev["arm"]] = ev
+        if ev.get("event") == "placement" and "order" in ev and cur is not None:
+            cur.setdefault(ev["seed"], {})["_order"] = ev["order"]
     seen, jobs = {}, {"job1": {}, "job2": {}}
     for r in runners:
         for seed, arms in r.items():
@@ -74,6 +79,7 @@ def main(out):
         print(f"== {name}: verdict {verdict} speedup {speedup} ci {ci}")
         for label, seeds in jobs_of(ev_path):
             ratios, first, second, cb, cc = [], [], [], [], []
+            afirst, asecond = [], []
             print(f" {label}:")
             for k, (seed, arms) in enumerate(sorted(seeds.items())):
                 b, c = arms["baseline"], arms["candidate"]
@@ -84,6 +90,12 @@ def main(out):
                 mb = [m for m in b.get("sm_mhz", []) if m]
                 mc = [m for m in c.get("sm_mhz", []) if m]
                 ratios.append(r)
+                order = arms.get("_order") or []
+                alloc = "-"
+                if "candidate" in order and "baseline" in order:
+                    cfirst = order.index("candidate") < order.index("baseline")
+                    (afirst if cfirst else asecond).append(r)
+                    alloc = "copy" if cfirst else "base"
                 first.append(statistics.median(f) if f else float("nan"))
                 second.append(statistics.median(s) if s else float("nan"))
                 cb.append(statistics.mean(mb) if mb else float("nan"))
@@ -91,16 +103,19 @@ def main(out):
                 print(f"  seed {seed} (#{k}): ratio {r:.4f}  copy first {first[-1]:.4f}"
                       f" second {second[-1]:.4f}  clock base {cb[-1]:.0f} copy {cc[-1]:.0f}"
                       f" MHz  base median {statistics.median(b['times_ns'])/1e3:.2f} us"
-                      f" trials {len(b['times_ns'])}")
+                      f" trials {len(b['times_ns'])}  allocated first {alloc}")
             even = [r for k, r in enumerate(ratios) if k % 2 == 0]
             odd = [r for k, r in enumerate(ratios) if k % 2 == 1]
             clk = statistics.mean(cb) / statistics.mean(cc) if cc else float("nan")
             print(f"  gmean ratio {gmean(ratios):.4f}  even seeds {gmean(even):.4f}"
                   f" odd seeds {gmean(odd):.4f}  copy first {gmean(first):.4f}"
-                  f" second {gmean(second):.4f}  clock base/copy {clk:.4f}")
+                  f" second {gmean(second):.4f}  clock base/copy {clk:.4f}"
+                  f"  copy allocated first {gmean(afirst):.4f} ({len(afirst)} seeds)"
+                  f" second {gmean(asecond):.4f} ({len(asecond)} seeds)")
             rows.append((name + " " + label, gmean(ratios), gmean(even), gmean(odd),
-                         gmean(first), gmean(second)))
-    print("\nrun                                  gmean   even    odd     first   second")
+                         gmean(first), gmean(second), gmean(afirst), gmean(asecond)))
+    print("\nrun                                  gmean   even    odd     first   second"
+          "  alloc1  alloc2")
     for r in rows:
         print(f"{r[0]:<36} " + " ".join(f"{x:.4f}" for x in r[1:]))
 
