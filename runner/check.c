@@ -348,6 +348,26 @@ int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *or
 	return 0;
 }
 
+int runner_arm_order_announce(const struct atb_runner_job *job, uint64_t seed, size_t *order)
+{
+	json_t *names;
+	size_t k;
+
+	if (runner_arm_order(job, seed, order)) {
+		runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");
+		return -1;
+	}
+	if (job->placement != ATB_PLACEMENT_KEYED)
+		return 0;
+	names = json_array();
+	for (k = 0; names && k < job->narms; k++)
+		json_array_append_new(names, json_string(job->arms[order[k]].name));
+	if (!names)
+		return -1;
+	return runner_emit(json_pack("{s:s, s:I, s:o}", "event", "placement", "seed",
+				     (json_int_t)seed, "order", names));
+}
+
 int runner_placement_keyed(const unsigned char key[16], uint64_t seed, size_t arm,
 			   size_t buffer, unsigned *pad, unsigned *off)
 {

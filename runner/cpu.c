@@ -253,19 +253,8 @@ static int time_seed(const struct rt *rt, struct atb_timer *timer, uint64_t seed
 	 * (docs/calibrate.md).  Turned, each arm is first on half the seeds
 	 * and the effect cancels in the geometric mean.
 	 */
-	if (runner_arm_order(job, seed, order)) {
-		runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");
+	if (runner_arm_order_announce(job, seed, order))
 		goto out;
-	}
-	if (job->placement == ATB_PLACEMENT_KEYED) {
-		json_t *names_j = json_array();
-
-		for (ai = 0; names_j && ai < job->narms; ai++)
-			json_array_append_new(names_j, json_string(job->arms[order[ai]].name));
-		if (!names_j || runner_emit(json_pack("{s:s, s:I, s:o}", "event", "placement",
-						      "seed", (json_int_t)seed, "order", names_j)))
-			goto out;
-	}
 	for (k = 0; k < job->narms; k++) {
 		ai = order[k];
 		if (runner_bufs_alloc(&per_arm[ai], job, set)) {

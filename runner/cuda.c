@@ -678,19 +678,8 @@ static int time_seed(struct crt *rt, struct atb_timer *timer, uint64_t seed, siz
 		 */
 		size_t order[ATB_RUNNER_MAX_ARMS], k;
 
-		if (runner_arm_order(job, seed, order)) {
-			runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");
+		if (runner_arm_order_announce(job, seed, order))
 			goto out;
-		}
-		if (job->placement == ATB_PLACEMENT_KEYED) {
-			json_t *names_j = json_array();
-
-			for (k = 0; names_j && k < job->narms; k++)
-				json_array_append_new(names_j, json_string(job->arms[order[k]].name));
-			if (!names_j || runner_emit(json_pack("{s:s, s:I, s:o}", "event", "placement",
-							      "seed", (json_int_t)seed, "order", names_j)))
-				goto out;
-		}
 		for (k = 0; k < job->narms; k++)
 			if (d_alloc_placed(rt, &per_arm[order[k]], set, seed, order[k])) {
 				runner_emit_error("cuda", rt->msg);

@@ -240,8 +240,8 @@ const unsigned char *runner_placement_key(const struct atb_runner_job *job);
 #define RUNNER_ORDER_BUFFER ((size_t)0xffff)
 
 /*
- * PROTO: timing.placement (keyed, cpu backend: version 10 on) -- the order in
- * which the cpu backend allocates the arms' timing buffers on seed `seed`:
+ * PROTO: timing.placement (keyed, cpu and cuda backends: version 10 on) -- the
+ * order in which the backend allocates the arms' timing buffers on seed `seed`:
  * order[0..narms-1] the arms rotated by (d + seed) mod narms, where d is
  * runner_placement_keyed's draw (pad << 13 | off) for (0, 0,
  * RUNNER_ORDER_BUFFER) under the job's key: one arm further each seed, so
@@ -251,6 +251,13 @@ const unsigned char *runner_placement_key(const struct atb_runner_job *job);
  * under any other placement.  0, or -1 when the key or libcrypto failed.
  */
 int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *order);
+
+/*
+ * runner_arm_order for a seed about to be timed (cpu and cuda backends), and
+ * under keyed its placement event, {"event":"placement","seed":S,"order":
+ * [ARM...]}.  0, or -1 after a timing error event (or a failed emit).
+ */
+int runner_arm_order_announce(const struct atb_runner_job *job, uint64_t seed, size_t *order);
 
 /*
  * PROTO: timing.placement (keyed, version 9) -- where buffer `buffer` of arm

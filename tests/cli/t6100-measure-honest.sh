@@ -23,7 +23,27 @@ test_expect "measure --help documents every gate" '
 test_expect "the honest template with default knobs is admitted" '
 	expect_verdict ".verdict == \"admitted\" and .result_id > 0 and .seeds == 8 and .ci_low <= .speedup
 		and .speedup <= .ci_high and .cv <= 0.05 and (.p_value | type) == \"number\"" \
+		env ATB_RUNNER_EVENTS_LOG="$TRASH/events.log" \
 		"$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin"
+'
+
+# PROTO: timing.placement (keyed, version 10) -- the arms allocated in an
+# order that turns each seed from a start of the measurement's own: the
+# first measurement's 16 paired runners (8 seeds, atb's two jobs) report 8
+# with the candidate first and 8 with the baseline, and seed parity alone
+# decides which.
+test_expect "the paired runners turn the allocation order each seed" '
+	python3 - "$TRASH/events.log" <<-PY
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+	pl = [e for e in ev if e.get("event") == "placement" and len(e.get("order", [])) == 2][:16]
+	assert len(pl) == 16, len(pl)
+	rel = {(e["seed"] + (e["order"][0] == "candidate")) % 2 for e in pl}
+	first = [e["order"][0] for e in pl]
+	print(first, rel)
+	assert first.count("candidate") == 8 and first.count("baseline") == 8
+	assert len(rel) == 1
+	PY
 '
 
 test_expect "the stored result carries the statistics, floor, drift and .so hashes" '
