@@ -51,4 +51,11 @@ test_expect "no store yet: nothing is written" '
 	mkdir empty && ! bash "$GC" --snapshot empty none.tgz && test ! -e none.tgz
 '
 
+test_expect "--help prints the usage, an unknown option is refused and creates nothing" '
+	bash "$GC" --help >help.txt && grep -q "^  scripts/gpu-check --prepare" help.txt &&
+	grep -q "^Exit status:" help.txt && ! grep -q "^#" help.txt &&
+	expect_exit 2 bash "$GC" --bogus && grep -q "unknown option .--bogus." "$TRASH/err" &&
+	test ! -e ./--bogus && test ! -e ./--help
+'
+
 test_done
