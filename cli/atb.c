@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -65,10 +66,36 @@ int cli_print_json(const char *cmd, json_t *v)
 static volatile sig_atomic_t stop_flag;
 static struct sigaction old_int, old_term;
 
+/*
+ * The first signal asks the command to stop after the measurement in
+ * progress (it may take minutes under load) and says so; a second one
+ * stops at once,
+ * by the signal's default action: that measurement is lost, as with
+ * SIGKILL, and the store stays consistent (every finished item is its own
+ * transaction; the runner's sandbox dies with its parent).
+ */
 static void on_stop_signal(int sig)
 {
-	(void)sig;
-	stop_flag = 1;
+	static const char first[] =
+		"\natb: stopping after the work in progress; "
+		"Ctrl-C or SIGTERM again stops now\n";
+	static const char again[] = "\natb: stopping now: the work in progress is lost\n";
+	struct sigaction dfl;
+	ssize_t w;
+
+	if (!stop_flag) {
+		stop_flag = 1;
+		w = write(STDERR_FILENO, first, sizeof(first) - 1);
+		(void)w;
+		return;
+	}
+	w = write(STDERR_FILENO, again, sizeof(again) - 1);
+	(void)w;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
 }
 
 volatile sig_atomic_t *cli_stop_catch(void)

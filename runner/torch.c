@@ -1939,10 +1939,19 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	struct torch_timed x = {0};
 	size_t np = 0, ai, alone = SIZE_MAX;
 	char where[64];
+	size_t order[ATB_RUNNER_MAX_ARMS];
 	json_t *a;
 	int throttled = -1;
 
-	a = py_json(rt, "prepare", int_tuple(1, (long long)seed, 0, 0));
+	/* PROTO: timing.placement (keyed) -- the arms' models and inputs are
+	   placed in the order runner_arm_order turns each seed (as the cpu and
+	   cuda backends allocate their buffers); Python is told where it
+	   starts and reports it in the placement event */
+	if (runner_arm_order(job, seed, order)) {
+		runner_emit_error("timing", "cannot draw the arms' placement order (HMAC-SHA256)");
+		return -1;
+	}
+	a = py_json(rt, "prepare", int_tuple(2, (long long)seed, (long long)order[0], 0));
 	if (!a || answer_error(a)) {
 		if (!a)
 			runner_emit_error("python", rt->msg);
@@ -1956,12 +1965,27 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		json_decref(a);
 		return -1;
 	}
-	/* PROTO: timing.placement -- the pads this seed drew, per model (shuffled) */
-	if (json_is_object(json_object_get(a, "placement")) &&
-	    runner_emit(json_pack("{s:s, s:I, s:O}", "event", "placement", "seed", (json_int_t)seed,
-				  "placement", json_object_get(a, "placement")))) {
-		json_decref(a);
-		return -1;
+	/* PROTO: timing.placement -- the pads this seed drew, per model (shuffled),
+	   and under keyed the order the arms were placed in */
+	if (json_is_object(json_object_get(a, "placement"))) {
+		json_t *ev = json_pack("{s:s, s:I, s:O}", "event", "placement", "seed",
+				       (json_int_t)seed, "placement", json_object_get(a, "placement"));
+		json_t *ord;
+		size_t k;
+
+		if (ev && job->placement == ATB_PLACEMENT_KEYED) {
+			ord = json_array();
+			for (k = 0; ord && k < job->narms; k++)
+				json_array_append_new(ord, json_string(job->arms[order[k]].name));
+			if (!ord || json_object_set_new(ev, "order", ord)) {
+				json_decref(ev);
+				ev = NULL;
+			}
+		}
+		if (runner_emit(ev)) {
+			json_decref(a);
+			return -1;
+		}
 	}
 	json_decref(a);
 	for (ai = 0; ai < job->narms; ai++) {

@@ -798,7 +798,7 @@ class Session:
         with self.ph("reuse"):
             return answer(lambda: self._reuse(arm))
 
-    def _prepare(self, seed):
+    def _prepare(self, seed, first=0):
         # PROTO: timing.placement -- the draws' key and functions as the
         # watch saw them at the last check: a change since is reported
         # before any pad is drawn (tamper() after prepare hands it over).
@@ -822,15 +822,29 @@ class Session:
             # (40_LayerNorm's weight and bias: a copy read 1.0136x [1.0117,
             # 1.0158] with only the inputs moved).  Same values, same
             # Parameter objects, new storage.
+            #
+            # PROTO: timing.placement (keyed, version 10 on) -- the models
+            # are rehomed, and their inputs cloned, in an order that turns by
+            # one arm each seed from a start the C side draws under the job's
+            # key (runner_arm_order; `first` is its first arm): in arm order,
+            # the arm placed second read about 0.5% slower on every seed on
+            # the cuda backend (cuda_transpose, docs/calibrate.md).  Models
+            # past the arms (the compiled reference) come last.
             before = self.watch.model_state() if self.watch is not None else None
-            pads, ins, sizes = [], [], []
-            for i in range(len(self.models)):
+            narms = len(self.arms)
+            first = int(first)
+            if not 0 <= first < narms:
+                raise ValueError("arm order starts at %d of %d arms" % (first, narms))
+            order = [(first + k) % narms for k in range(narms)]
+            order += list(range(narms, len(self.models)))
+            pads, ins, sizes = [], [None] * len(self.models), [None] * len(self.models)
+            for i in order:
                 g = [int(seed), i, 0, []]
-                sizes.append(g[3])
+                sizes[i] = g[3]
                 pads.append(self.pad(g))
                 self.rehome(self.models[i], g, pads)
                 pads.append(self.pad(g))
-                ins.append(self.clone(xs))
+                ins[i] = self.clone(xs)
             del xs
             if self.watch is not None:
                 self.watch.params_moved("before seed %d's timing" % int(seed), before)
@@ -858,9 +872,9 @@ class Session:
         self.sync()
         return res
 
-    def prepare(self, seed):
+    def prepare(self, seed, first=0):
         with self.ph("prepare"):
-            return answer(lambda: self._prepare(seed))
+            return answer(lambda: self._prepare(seed, first))
 
     def _compile_warm(self, seed):
         """The compiled reference's first call (torch.compile compiles there),

@@ -12,7 +12,8 @@
 # before: the pads were then the same on every seed; now it changes
 # nothing), and one that reads the runner's module and predicts the
 # pads as they were drawn before (from the seed alone: now wrong).  The
-# static gate refuses all three for the import (t4015).  Honest
+# static gate refuses all three for the import (t4015).  Under keyed the
+# models are placed in the order runner_arm_order turns each seed.  Honest
 # candidates draw fresh pads per job and are not refused.  Needs a python
 # with PyTorch.  PROTO: timing.placement, gates tamper
 . "$(dirname "$0")/lib.sh"
@@ -77,6 +78,18 @@ test_expect "keyed (protocol v9) is shuffled here: the same key, the same pads a
 	run k3 honest "$K" && [ "$(cat k3.rc)" = 0 ] &&
 	[ -n "$(pads k3.ev 1 0)" ] && [ "$(pads k1.ev 1 0)" = "$(pads k3.ev 1 0)" ] &&
 	[ "$(pads k1.ev 2 1)" = "$(pads k3.ev 2 1)" ]
+'
+
+# PROTO: timing.placement (keyed, version 10 on): the models are placed in an
+# order that turns by one arm each seed (runner_arm_order, as the cpu and
+# cuda backends allocate), reported as the event's order; shuffled keeps arm
+# order and reports none.
+test_expect "keyed: the placement order turns each seed, every arm placed first once" '
+	jq -se "map(select(.event==\"placement\")) as \$p | (\$p | length == 2) and
+		all(\$p[]; (.order | sort) == [\"baseline\", \"candidate\"]) and
+		(\$p[0].order[0] != \$p[1].order[0])" k3.ev >/dev/null &&
+	jq -se "all(.[]; .event != \"placement\" or (has(\"order\") | not))" k1.ev >/dev/null ||
+	{ jq -c "select(.event==\"placement\")" k1.ev k3.ev; exit 1; }
 '
 
 test_expect "the runner draw replaced by the candidate: refused by the tamper watch" '
