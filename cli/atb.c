@@ -4,6 +4,7 @@
  * file (cmd_<name>.c) and one row here.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -59,6 +60,21 @@ int cli_print_json(const char *cmd, json_t *v)
 	printf("%s\n", s);
 	atb_free(s);
 	return CLI_OK;
+}
+
+int cli_need_cuda_driver(const char *cmd, const char *what)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+	const char *e;
+
+	if (h) {
+		dlclose(h);
+		return CLI_OK;
+	}
+	e = dlerror();
+	fprintf(stderr, "atb %s: %s needs a CUDA driver, and this box has none (cannot load "
+		"'libcuda.so.1': %s); nothing was run or stored\n", cmd, what, e ? e : "unknown error");
+	return CLI_USAGE;
 }
 
 /* ---- Ctrl-C and SIGTERM for long commands (one per process) ---- */

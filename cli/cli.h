@@ -107,6 +107,15 @@ struct json_t;
 int cli_print_json(const char *cmd, struct json_t *v);
 
 /*
+ * Before anything is built, run or stored for work that needs a GPU: is
+ * there a CUDA driver to load (libcuda.so.1, as atb-runner loads it)?  When
+ * not, print "atb CMD: WHAT needs a CUDA driver ..." with the loader's
+ * reason and return CLI_USAGE; else CLI_OK.  Only the library is opened
+ * (and closed): no cuInit in atb's own process.
+ */
+int cli_need_cuda_driver(const char *cmd, const char *what);
+
+/*
  * Ctrl-C and SIGTERM during a long command (atb run, atb suite): from
  * cli_stop_catch() until cli_stop_restore() either signal only sets the
  * returned flag, which the library call polls (its opts' stop) to stop

@@ -113,7 +113,8 @@ static const char usage_text[] =
 	"./atb.db (created when absent).\n"
 	"exit codes: 0 it ran and every target is met (refusals are reported, not\n"
 	"errors); 1 it ran and a target is missed; 2 bad usage, no such task,\n"
-	"folder or run, a task of another kind; 3 store, i/o or system failure\n"
+	"folder or run, a task of another kind, cuda work on a box with no CUDA\n"
+	"driver (refused before anything is stored); 3 store, i/o or system failure\n"
 	"(resumable); 130 interrupted (resumable)\n";
 
 static void progress(void *vctx, const struct atb_calibrate_progress *p)
@@ -433,6 +434,11 @@ int cmd_calibrate(int argc, char **argv, struct cli_ctx *ctx)
 				     "--timeout-per-task are for --suite");
 		goto out_names;
 	}
+
+	if (!resume && ((o.kind && !strcmp(o.kind, "cuda")) ||
+			(o.device && !strcmp(o.device, "cuda"))) &&
+	    (rc = cli_need_cuda_driver("calibrate", o.kind ? "--kind cuda" : "--device cuda")))
+		goto out_names;
 
 	atb_error_clear(&err);
 	cli_progress_init(&pc, quiet);

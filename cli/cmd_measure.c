@@ -183,7 +183,8 @@ static const char measure_help[] =
 	"goes to stderr.\n"
 	"\n"
 	"exit codes: 0 admitted or quarantined; 2 rejected by a gate, or bad usage,\n"
-	"no such task, knobs the task does not declare; 3 runtime failure (store,\n"
+	"no such task, knobs the task does not declare, a cuda task on a box with\n"
+	"no CUDA driver (nothing stored); 3 runtime failure (store,\n"
 	"i/o, no atb-runner); 4 internal error\n";
 
 static void on_progress(void *ctx, const struct atb_measure_progress *d)
@@ -581,6 +582,12 @@ int cli_measure(int argc, char **argv, struct cli_ctx *ctx, const struct cli_mea
 			return cli_fail(&err);
 	} else if (atb_task_open(atb_home(), pos[0], &task, &err)) {
 		return cli_fail(&err);
+	}
+	if (((task->kind && !strcmp(task->kind, "cuda")) || (device && !strcmp(device, "cuda"))) &&
+	    (rc = cli_need_cuda_driver("measure", task->kind && !strcmp(task->kind, "cuda")
+							  ? "a task of kind cuda" : "--device cuda"))) {
+		atb_task_free(task);
+		return rc;
 	}
 	if (device)
 		setenv("ATB_TORCH_DEVICE", device, 1);

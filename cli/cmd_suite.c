@@ -154,7 +154,8 @@ static const char usage_text[] =
 	"or ./atb.db (created when absent).\n"
 	"exit codes: 0 the suite finished (whatever its outcomes and bars); 2 bad\n"
 	"usage, no such folder or run, no task matches, a suite of another box, a\n"
-	"task or candidate changed since the suite was planned;\n"
+	"task or candidate changed since the suite was planned, --device cuda on a\n"
+	"box with no CUDA driver (nothing stored);\n"
 	"3 store, i/o or system failure (the suite stays resumable); 130\n"
 	"interrupted (resumable)\n";
 
@@ -433,6 +434,9 @@ int cmd_suite(int argc, char **argv, struct cli_ctx *ctx)
 		return cli_usage_error("suite", "missing DIR (or --resume RUN_ID)");
 	if (!resume && !o.candidates_dir)
 		return cli_usage_error("suite", "missing --candidates DIR");
+	if (!resume && o.device && !strcmp(o.device, "cuda") &&
+	    cli_need_cuda_driver("suite", "--device cuda"))
+		return CLI_USAGE;
 
 	atb_error_clear(&err);
 	cli_progress_init(&pc, quiet);
