@@ -266,8 +266,11 @@ static enum atb_status static_gate(struct measure *m, const char *csrc, const ch
 	}
 	if (!st && first) {
 		*refused = 1;
-		snprintf(why, sizeof(why), "static: %s at line %d of '%s': %s", first->kind,
-			 first->line, shown, first->detail);
+		/* a long detail is cut in the reason only: the rejection's detail
+		   (below) and the audit entry "measure.static" keep it whole */
+		if (snprintf(why, sizeof(why), "static: %s at line %d of '%s': %s", first->kind,
+			     first->line, shown, first->detail) >= (int)sizeof(why))
+			memcpy(why + sizeof(why) - 4, "...", 4);
 		st = reject(m, ATB_GATE_STATIC, ATB_ERR_CHECK, why,
 			    json_pack("{s:s, s:i, s:s, s:s, s:o?}", "rule", first->kind, "line",
 				      first->line, "file", shown, "findings", m->out->findings,
@@ -1912,7 +1915,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		st = atb_judge_register_box(&m->judge, m->box, NULL, err);
 	if (st)
 		goto done;
-	snprintf(m->fingerprint, sizeof(m->fingerprint), "%s", m->judge.fingerprint);
+	_Static_assert(sizeof(m->fingerprint) == sizeof(m->judge.fingerprint),
+		       "the box fingerprint is copied whole");
+	memcpy(m->fingerprint, m->judge.fingerprint, sizeof(m->fingerprint));
+	m->fingerprint[sizeof(m->fingerprint) - 1] = '\0';
 
 	m->seeds = atb_calloc(m->nseeds, sizeof(*m->seeds));
 	if (!m->seeds) {

@@ -625,13 +625,15 @@ static int write_text(const char *path, const char *text)
 }
 
 /* mnt + this process's path in the hierarchy (relative to the mount's root). */
-static void cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path)
+static int cg_join(char *out, size_t size, const char *mnt, const char *root, const char *path)
 {
 	size_t n = strlen(root);
+	int w;
 
 	if (strcmp(root, "/") && !strncmp(path, root, n) && (path[n] == '/' || !path[n]))
 		path += n;
-	snprintf(out, size, "%s%s", mnt, strcmp(path, "/") ? path : "");
+	w = snprintf(out, size, "%s%s", mnt, strcmp(path, "/") ? path : "");
+	return w < 0 || (size_t)w >= size ? -1 : 0;   /* a cut path names another cgroup */
 }
 
 /*
@@ -683,18 +685,19 @@ static void pids_homes(char *v2, char *v1, size_t size)
 		char sub[1100] = "";
 		FILE *s;
 
-		cg_join(ctl, sizeof(ctl), mnt2, root2, path2);
-		snprintf(line, sizeof(line), "%s/cgroup.subtree_control", ctl);
-		if ((s = fopen(line, "re"))) {
-			if (fgets(sub, sizeof(sub), s) && has_token(sub, "pids"))
-				snprintf(v2, size, "%s", ctl);
+		int w = cg_join(ctl, sizeof(ctl), mnt2, root2, path2) ? -1
+			: snprintf(line, sizeof(line), "%s/cgroup.subtree_control", ctl);
+
+		if (w >= 0 && (size_t)w < sizeof(line) && (s = fopen(line, "re"))) {
+			if (fgets(sub, sizeof(sub), s) && has_token(sub, "pids") &&
+			    (size_t)snprintf(v2, size, "%s", ctl) >= size)
+				v2[0] = '\0';
 			fclose(s);
 		}
 	}
-	if (mnt1[0] && path1[0]) {
-		cg_join(ctl, sizeof(ctl), mnt1, root1, path1);
-		snprintf(v1, size, "%s", ctl);
-	}
+	if (mnt1[0] && path1[0] && !cg_join(ctl, sizeof(ctl), mnt1, root1, path1) &&
+	    (size_t)snprintf(v1, size, "%s", ctl) >= size)
+		v1[0] = '\0';
 }
 
 /* A cgroup of its own under home with pids.max = max: its folder, its cgroup.procs open. */

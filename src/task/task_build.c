@@ -252,15 +252,21 @@ static void dir_of(const char *path, char *buf, size_t size)
 		snprintf(buf, size, "%.*s", (int)(slash - path), path);
 }
 
-/* path made absolute against the working folder (the compiler runs elsewhere) */
-static void absolute(const char *path, char *buf, size_t size)
+/* path made absolute against the working folder (the compiler runs
+   elsewhere); a result that does not fit is an error, never a cut path */
+static enum atb_status absolute(const char *path, char *buf, size_t size, struct atb_error *err)
 {
 	char cwd[4096];
+	int n;
 
 	if (path[0] == '/' || !getcwd(cwd, sizeof(cwd)))
-		snprintf(buf, size, "%s", path);
+		n = snprintf(buf, size, "%s", path);
 	else
-		snprintf(buf, size, "%s/%s", cwd, path);
+		n = snprintf(buf, size, "%s/%s", cwd, path);
+	if (n < 0 || (size_t)n >= size)
+		return atb_error_set(err, ATB_ERR_USAGE, "path too long to build from (%zu bytes at "
+				     "most): '%s'", size - 1, path);
+	return ATB_OK;
 }
 
 static enum atb_status build_sandbox(const char *source_path, const char *out_so_path,
@@ -286,7 +292,8 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 	    (st = atb_sandbox_new(mode, scratch, out, err)))
 		return st;
 	/* relative paths are the caller's: name them absolutely inside */
-	absolute(source_path, abs, sizeof(abs));
+	if ((st = absolute(source_path, abs, sizeof(abs), err)))
+		return st;
 	dir_of(abs, dir, sizeof(dir));
 	/* the file itself too: its folder is not bound when it holds the store */
 	st = atb_sandbox_ro(*out, dir, err);
@@ -302,8 +309,9 @@ static enum atb_status build_sandbox(const char *source_path, const char *out_so
 		snprintf(inc, sizeof(inc), "%s/tasks", atb_home());
 		st = atb_sandbox_ro(*out, inc, err);
 	}
+	if (!st)
+		st = absolute(out_so_path, abs, sizeof(abs), err);
 	if (!st) {
-		absolute(out_so_path, abs, sizeof(abs));
 		dir_of(abs, dir, sizeof(dir));
 		st = atb_sandbox_rw(*out, dir, err);
 	}
@@ -337,8 +345,9 @@ enum atb_status atb_task_build(const struct atb_task *t, const char *source_path
 
 	if (build_log)
 		*build_log = NULL;
-	absolute(source_path, abs_src, sizeof(abs_src));
-	absolute(out_so_path, abs_out, sizeof(abs_out));
+	if ((st = absolute(source_path, abs_src, sizeof(abs_src), err)) ||
+	    (st = absolute(out_so_path, abs_out, sizeof(abs_out), err)))
+		return st;
 	/* Kind "cuda": the protocol's build.cuda (nvcc) plus -arch (task_cuda.c). */
 	cuda = t->kind && !strcmp(t->kind, "cuda");
 	if (!(cuda ? proto->build.cuda_compiler : proto->build.cpu_compiler)[0])
