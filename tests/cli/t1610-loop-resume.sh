@@ -66,21 +66,36 @@ test_expect "resuming a finished run does nothing" '
 	python3 -c "import json; r=json.load(open(\"again.json\")); assert r[\"done\"]==2 and r[\"first_iteration\"]==2, r"
 '
 
-test_expect "SIGTERM stops a run after the measurement in progress: exit 130, resumable" '
-	mkdir term
-	setsid "$ATB" --db term/atb.db run ./relu --iterations 3 --seed 5 --runs-dir term/runs \
-		>term.out 2>term.err &
+# term_run NAME SEED [SIGNALS]: a 3-iteration run of ./relu in its own session
+# (so a signal to atb does not reach the runner), SIGTERM sent SIGNALS times
+# (default 1) once iteration 0 has started, the next one after atb said it
+# will stop; atb's exit status in NAME.rc, its stderr in NAME.err.
+term_run() {
+	local name=$1 pid i n rc=0
+	mkdir "$name"
+	setsid "$ATB" --db "$name/atb.db" run ./relu --iterations 3 --seed "$2" \
+		--runs-dir "$name/runs" >"$name.out" 2>"$name.err" &
 	pid=$!
 	for i in $(seq 300); do
-		ls -d term/runs/*/iter-0 >/dev/null 2>&1 && break
+		ls -d "$name"/runs/*/iter-0 >/dev/null 2>&1 && break
 		sleep 1
 	done
-	kill -TERM $pid
-	rc=0; wait $pid || rc=$?
-	{ test $rc -eq 130 || { echo "exit $rc, want 130"; cat term.err; false; }; } &&
+	for n in $(seq "${3:-1}"); do
+		kill -TERM $pid
+		for i in $(seq 50); do grep -q "stopping after" "$name.err" && break; sleep 0.1; done
+	done
+	wait $pid || rc=$?
+	echo $rc >"$name.rc"
+	"$ATB" --db "$name/atb.db" db check >/dev/null &&
+		"$ATB" --db "$name/atb.db" audit verify >/dev/null ||
+		{ echo "$name: the store does not check"; return 1; }
+}
+
+test_expect "SIGTERM stops a run after the measurement in progress: exit 130, resumable" '
+	term_run term 5 &&
+	{ test "$(cat term.rc)" = 130 || { echo "exit $(cat term.rc), want 130"; cat term.err; false; }; } &&
 	expect_grep "interrupted after" term.err && expect_grep "atb run --resume" term.err &&
-	expect_grep "stopping after the work in progress" term.err &&
-	"$ATB" --db term/atb.db db check >/dev/null && "$ATB" --db term/atb.db audit verify >/dev/null
+	expect_grep "stopping after the work in progress" term.err
 '
 
 # The first signal only sets a flag (the measurement in progress ends, which
@@ -90,21 +105,9 @@ test_expect "SIGTERM stops a run after the measurement in progress: exit 130, re
 # (setsid), so the first SIGTERM does not reach it: only the second signal
 # can have ended the job before its measurement did.
 test_expect "a second SIGTERM stops at once: killed by the signal, the store consistent" '
-	mkdir term2
-	setsid "$ATB" --db term2/atb.db run ./relu --iterations 3 --seed 6 --runs-dir term2/runs \
-		>term2.out 2>term2.err &
-	pid=$!
-	for i in $(seq 300); do
-		ls -d term2/runs/*/iter-0 >/dev/null 2>&1 && break
-		sleep 1
-	done
-	kill -TERM $pid
-	for i in $(seq 50); do grep -q "stopping after" term2.err && break; sleep 0.1; done
-	kill -TERM $pid
-	rc=0; wait $pid || rc=$?
-	{ test $rc -eq 143 || { echo "exit $rc, want 143"; cat term2.err; false; }; } &&
-	expect_grep "stopping now" term2.err && ! grep -q "interrupted after" term2.err &&
-	"$ATB" --db term2/atb.db db check >/dev/null && "$ATB" --db term2/atb.db audit verify >/dev/null
+	term_run term2 6 2 &&
+	{ test "$(cat term2.rc)" = 143 || { echo "exit $(cat term2.rc), want 143"; cat term2.err; false; }; } &&
+	expect_grep "stopping now" term2.err && ! grep -q "interrupted after" term2.err
 '
 
 test_done
