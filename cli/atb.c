@@ -85,8 +85,7 @@ static struct sigaction old_int, old_term;
 /*
  * The first signal asks the command to stop after the measurement in
  * progress (it may take minutes under load) and says so; a second one
- * stops at once,
- * by the signal's default action: that measurement is lost, as with
+ * stops at once by the signal's default action: that work is lost, as with
  * SIGKILL, and the store stays consistent (every finished item is its own
  * transaction; the runner's sandbox dies with its parent).
  */

@@ -348,10 +348,22 @@ int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *or
 	return 0;
 }
 
+json_t *runner_arm_order_names(const struct atb_runner_job *job, const size_t *order)
+{
+	json_t *names = json_array();
+	size_t k;
+
+	for (k = 0; names && k < job->narms; k++)
+		if (json_array_append_new(names, json_string(job->arms[order[k]].name))) {
+			json_decref(names);
+			return NULL;
+		}
+	return names;
+}
+
 int runner_arm_order_announce(const struct atb_runner_job *job, uint64_t seed, size_t *order)
 {
 	json_t *names;
-	size_t k;
 
 	if (runner_arm_order(job, seed, order)) {
 		runner_emit_error("timing", "cannot draw the arms' allocation order (HMAC-SHA256)");
@@ -359,10 +371,7 @@ int runner_arm_order_announce(const struct atb_runner_job *job, uint64_t seed, s
 	}
 	if (job->placement != ATB_PLACEMENT_KEYED)
 		return 0;
-	names = json_array();
-	for (k = 0; names && k < job->narms; k++)
-		json_array_append_new(names, json_string(job->arms[order[k]].name));
-	if (!names)
+	if (!(names = runner_arm_order_names(job, order)))
 		return -1;
 	return runner_emit(json_pack("{s:s, s:I, s:o}", "event", "placement", "seed",
 				     (json_int_t)seed, "order", names));

@@ -259,6 +259,9 @@ int runner_arm_order(const struct atb_runner_job *job, uint64_t seed, size_t *or
  */
 int runner_arm_order_announce(const struct atb_runner_job *job, uint64_t seed, size_t *order);
 
+/* The arms' names in that order, as a new JSON array (NULL: out of memory). */
+json_t *runner_arm_order_names(const struct atb_runner_job *job, const size_t *order);
+
 /*
  * PROTO: timing.placement (keyed, version 9) -- where buffer `buffer` of arm
  * `arm` goes on seed `seed`: *pad a pad of 0 to 15 units of 2 MiB allocated

@@ -1970,17 +1970,11 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 	if (json_is_object(json_object_get(a, "placement"))) {
 		json_t *ev = json_pack("{s:s, s:I, s:O}", "event", "placement", "seed",
 				       (json_int_t)seed, "placement", json_object_get(a, "placement"));
-		json_t *ord;
-		size_t k;
 
-		if (ev && job->placement == ATB_PLACEMENT_KEYED) {
-			ord = json_array();
-			for (k = 0; ord && k < job->narms; k++)
-				json_array_append_new(ord, json_string(job->arms[order[k]].name));
-			if (!ord || json_object_set_new(ev, "order", ord)) {
-				json_decref(ev);
-				ev = NULL;
-			}
+		if (ev && job->placement == ATB_PLACEMENT_KEYED &&
+		    json_object_set_new(ev, "order", runner_arm_order_names(job, order))) {
+			json_decref(ev);   /* the names are set_new's to free, set or not */
+			ev = NULL;
 		}
 		if (runner_emit(ev)) {
 			json_decref(a);
