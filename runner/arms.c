@@ -16,7 +16,7 @@
 #include "runner_int.h"
 #include "banned.h"
 
-int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms)
+static int load_arms(const struct atb_runner_job *job, struct runner_arm *arms, int dl)
 {
 	char msg[1200];
 	size_t i;
@@ -37,6 +37,8 @@ int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms)
 		}
 		atbi_sha256_hex(data, len, a->sha256);
 		atb_free(data);
+		if (!dl)
+			continue;
 		a->dl = dlopen(a->arm->so, RTLD_NOW | RTLD_LOCAL);
 		if (!a->dl) {
 			snprintf(msg, sizeof(msg), "cannot load arm '%s' from '%s': %s",
@@ -55,6 +57,16 @@ int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms)
 		memcpy(&a->fn, &sym, sizeof(a->fn));
 	}
 	return 0;
+}
+
+int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms)
+{
+	return load_arms(job, arms, 1);
+}
+
+int runner_hash_arms(const struct atb_runner_job *job, struct runner_arm *arms)
+{
+	return load_arms(job, arms, 0);
 }
 
 json_t *runner_arms_json(const struct atb_runner_job *job, const struct runner_arm *arms)

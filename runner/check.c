@@ -62,6 +62,7 @@ static struct kept {
 	size_t bytes;
 } kept[RUNNER_KEEP_SLOTS];
 static int keeping;
+static void host_free(void *p);
 
 void runner_keep_buffers(int on)
 {
@@ -71,7 +72,8 @@ void runner_keep_buffers(int on)
 	if (on)
 		return;
 	for (i = 0; i < RUNNER_KEEP_SLOTS; i++) {
-		atb_free(kept[i].p);
+		if (kept[i].p)
+			host_free(kept[i].p);
 		kept[i].p = NULL;
 		kept[i].bytes = 0;
 	}
@@ -84,6 +86,18 @@ size_t runner_kept_blocks(void)
 	for (i = 0; i < RUNNER_KEEP_SLOTS; i++)
 		n += kept[i].p != NULL;
 	return n;
+}
+
+static void *(*host_alloc)(size_t bytes);
+static void (*host_release)(void *p);
+static int (*host_exposed)(const void *p);
+
+void runner_host_memory(void *(*alloc)(size_t bytes), void (*release)(void *p),
+			int (*exposed)(const void *p))
+{
+	host_alloc = alloc;
+	host_release = release;
+	host_exposed = exposed;
 }
 
 static void *buf_get(size_t bytes)
@@ -102,22 +116,33 @@ static void *buf_get(size_t bytes)
 	 * 4K aliasing in the L1) is the same in every job and every arm:
 	 * malloc's placement follows the process's allocation history,
 	 * which differs between the paired job and the baseline-alone job
-	 * of the drift gate.
+	 * of the drift gate.  (The workers' shared blocks are page-aligned too.)
 	 */
-	return atb_aligned_alloc(4096, bytes ? bytes : 1);
+	return host_alloc ? host_alloc(bytes) : atb_aligned_alloc(4096, bytes ? bytes : 1);
+}
+
+static void host_free(void *p)
+{
+	if (host_release)
+		host_release(p);
+	else
+		atb_free(p);
 }
 
 static void buf_put(void *p, size_t bytes)
 {
 	size_t i;
 
-	for (i = 0; p && keeping && bytes >= RUNNER_KEEP_MIN && i < RUNNER_KEEP_SLOTS; i++)
+	/* a block a worker has seen goes: that worker could still write it */
+	for (i = 0; p && keeping && bytes >= RUNNER_KEEP_MIN && i < RUNNER_KEEP_SLOTS &&
+		    !(host_exposed && host_exposed(p)); i++)
 		if (!kept[i].p) {
 			kept[i].p = p;
 			kept[i].bytes = bytes;
 			return;
 		}
-	atb_free(p);
+	if (p)
+		host_free(p);
 }
 
 void runner_bufs_free(struct runner_bufs *b)
@@ -1389,13 +1414,22 @@ int runner_clock_begin(size_t narms, size_t trials_max)
 	return 0;
 }
 
+static int (*settle_fn)(void);
+
+void runner_settle(int (*fn)(void))
+{
+	settle_fn = fn;
+}
+
 static int clock_after_call(void *call_ctx, size_t arm, size_t trial)
 {
 	unsigned mhz = 0;
 	unsigned long long why = 0;
 
 	(void)call_ctx;
-	if (arm >= clock_narms || trial >= clock_cap)
+	if (settle_fn && settle_fn())
+		return -1;
+	if (!clock_fn || arm >= clock_narms || trial >= clock_cap)
 		return 0;
 	/* a failed read is a 0, not a failed seed: the gate counts it as unknown */
 	if (!clock_fn(clock_ctx, &mhz, &why)) {
@@ -1407,7 +1441,7 @@ static int clock_after_call(void *call_ctx, size_t arm, size_t trial)
 
 int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial)
 {
-	return clock_fn ? clock_after_call : NULL;
+	return clock_fn || settle_fn ? clock_after_call : NULL;
 }
 
 /* The samples event's "sm_mhz" and "clock_reasons" of group arm `arm`; 0, or -1. */

@@ -200,6 +200,9 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		}
+		/* an arm's worker (worker.c), started by a cpu job's runner */
+		if (!strcmp(argv[1], "--worker"))
+			return runner_worker_main(argc, argv);
 		if (!strcmp(argv[1], "--version")) {
 			printf("atb-runner %s (kernel abi %d)\n", atb_version(),
 			       ATB_KERNEL_ABI_VERSION);

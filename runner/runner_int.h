@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -65,6 +66,7 @@ struct runner_background {
 	long long proc_ns0;
 	int64_t wall0_ns, process0_ns, thread0_ns;
 	long long trusted_ns0;   /* the trusted threads' CPU at the start; -1: none */
+	long long workers_ns0;   /* the workers' first threads' CPU at the start; -1: none */
 };
 void runner_background_setup(void);
 /*
@@ -76,6 +78,9 @@ void runner_background_setup(void);
  */
 #define RUNNER_MAX_TRUSTED 512
 void runner_background_trust(const long *tids, size_t n);
+/* The cpu backend's workers: each one's first thread times like the runner's (not "other"). */
+struct runner_worker;
+void runner_background_workers(const struct runner_worker *w, size_t n);
 void runner_background_begin(struct runner_background *b);
 json_t *runner_background_end(struct runner_background *b, uint64_t seed, const char *group);
 
@@ -85,8 +90,9 @@ json_t *runner_background_end(struct runner_background *b, uint64_t seed, const 
 struct runner_arm {
 	const struct atb_runner_arm *arm;   /* borrowed from the job */
 	void *dl;                           /* stays open until exit */
-	atb_kernel_fn fn;
+	atb_kernel_fn fn;                   /* NULL when it runs in a worker */
 	char sha256[ATB_SHA256_HEX_LEN + 1];
+	struct runner_worker *worker;       /* the cpu backend's worker, or NULL */
 };
 
 /*
@@ -94,6 +100,8 @@ struct runner_arm {
  * after emitting an error event ("dlopen" or "no_symbol", the arm named).
  */
 int runner_load_arms(const struct atb_runner_job *job, struct runner_arm *arms);
+/* The same, hashing only: the objects are loaded elsewhere (the workers). */
+int runner_hash_arms(const struct atb_runner_job *job, struct runner_arm *arms);
 
 /* The env event's "arms": [{name, so, sha256}...].  NULL when out of memory. */
 json_t *runner_arms_json(const struct atb_runner_job *job, const struct runner_arm *arms);
@@ -808,8 +816,24 @@ typedef int (*runner_clock_fn)(void *ctx, unsigned *mhz, unsigned long long *rea
 void runner_clock_reader(runner_clock_fn fn, void *ctx);
 /* Before a group of narms arms of at most trials_max trials each.  0, or -1 (out of memory). */
 int runner_clock_begin(size_t narms, size_t trials_max);
-/* struct atb_timing_hooks' after_call (call_ctx unused); NULL when no reader is set. */
+/*
+ * struct atb_timing_hooks' after_call (call_ctx unused): the settle step
+ * (runner_settle), then the clock reader; NULL when neither is set.
+ */
 int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial);
+/*
+ * A step after every timed call, before the next trial's window opens
+ * (the cpu backend's workers: wait until the called worker is stopped).
+ * 0, or -1 to abort the group.  NULL: none.
+ */
+void runner_settle(int (*fn)(void));
+/*
+ * Where the host buffers come from: NULL, NULL for the process's heap
+ * (page-aligned), else alloc/release (the workers' shared memory).  A
+ * block for which exposed() is true is never kept for reuse.
+ */
+void runner_host_memory(void *(*alloc)(size_t bytes), void (*release)(void *p),
+			int (*exposed)(const void *p));
 
 /* ---- cpu.c ------------------------------------------------------------------ */
 
@@ -818,5 +842,48 @@ int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial);
  * Returns an exit status; on failure an error event has been emitted.
  */
 int runner_cpu_run(const struct atb_runner_job *job);
+
+/* ---- worker.c: the cpu backend's arm workers ------------------------------- */
+
+/*
+ * Each arm's shared object in a process of its own (worker.c's comment
+ * says why and how).  A worker is stopped between its calls.
+ */
+struct runner_worker {
+	pid_t pid;        /* -1: none, or gone */
+	int sock;         /* the channel, SOCK_SEQPACKET */
+	int id;           /* 0 .. ATB_RUNNER_MAX_ARMS - 1: its bit in a buffer's mask */
+	int stopped;      /* seen stopped */
+	char name[32];    /* the arm's */
+};
+
+/* The shared buffers' address range, reserved once.  0, or -1 with why. */
+int runner_shm_setup(char *why, size_t why_size);
+int runner_shm_on(void);
+void *runner_shm_alloc(size_t bytes);
+void runner_shm_free(void *p);
+/* Has any worker mapped p? */
+int runner_shm_exposed(const void *p);
+
+/* Start worker id for arm `name` (makes the runner non-dumpable first).  0, or -1 with why. */
+int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char *why,
+			size_t why_size);
+/* dlopen so in the worker and find atb_kernel.  0, or -1 with why (-2: no atb_kernel). */
+int runner_worker_load(struct runner_worker *w, const char *so, char *why, size_t why_size);
+/* Map every buffer of b in w (outside timed windows).  0, or -1 (error event sent). */
+int runner_worker_map(struct runner_worker *w, const struct runner_bufs *b);
+/*
+ * Call the arm's kernel on b with set's parameters: *kstatus its return.
+ * timed: leave the stop to runner_worker_settle (after the window).  0, or
+ * -1 (error event sent; a worker killed by a signal ends the runner by the
+ * same signal).
+ */
+int runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
+		       const struct atb_runner_set *set, int timed, int *kstatus);
+/* Wait until the last called worker is stopped.  0, or -1. */
+int runner_worker_settle(void);
+void runner_worker_end(struct runner_worker *w);
+/* atb-runner --worker BASE SIZE: a worker's whole life (fd 3 the channel). */
+int runner_worker_main(int argc, char **argv);
 
 #endif

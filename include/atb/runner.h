@@ -224,6 +224,13 @@ struct atb_runner_job {
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */
 	int skip_correctness;          /* timing only (the torch baseline-alone runner) */
+	/*
+	 * options.isolation (cpu backend): "process" runs each arm in a worker
+	 * process of its own (runner/worker.c), so no candidate code shares the
+	 * runner's address space; "none" (the default, for now) loads every arm
+	 * into the runner.  1: process.
+	 */
+	int isolate;
 	int pin_cpu;                   /* -1: leave affinity alone */
 	/*
 	 * PROTO: gates.hang -- "progress_ms": the runner sends a "progress"

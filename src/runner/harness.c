@@ -145,6 +145,13 @@ struct run {
 	pid_t root;             /* the child we started (bwrap, or the runner itself) */
 	long runner_nspid;      /* the runner's pid in its namespace (its hello, before any candidate code) */
 	pid_t runner_pid;       /* ... and here; 0: not found yet */
+	/* the cpu backend's arm workers (runner/worker.c): the runner names
+	   them; no candidate code runs in a cpu job's runner, so its word
+	   stands.  Each one's first thread times like the runner's. */
+	int cpu_job;            /* a cpu job with workers: a "workers" event is believed */
+	long worker_nspid[4];
+	pid_t worker_pid[4];    /* ... and here; 0: not found yet */
+	int nworkers;
 	int in_group;           /* a timed_begin came and no samples yet */
 	int64_t recv_ns;        /* when the bytes that ended the line being handled came */
 	struct tree_cpu { int64_t wall_ns; long long total_ns, main_ns; int procs; int ok; } tb;
@@ -286,11 +293,22 @@ static void tree_read(struct run *r, struct tree_cpu *t)
 		   gave (a forked copy has another; bwrap's init is pid 1) */
 		if (!r->runner_pid && r->runner_nspid > 1 && ns_pid(q[i]) == r->runner_nspid)
 			r->runner_pid = (pid_t)q[i];
+		for (int w = 0; w < r->nworkers; w++)
+			if (!r->worker_pid[w] && (long)q[i] != (long)r->runner_pid &&
+			    ns_pid(q[i]) == r->worker_nspid[w])
+				r->worker_pid[w] = (pid_t)q[i];
 		n = push_children(q[i], q, n, TREE_MAX);
 	}
 	if (r->runner_pid > 0) {
 		t->main_ns = thread_ns(r->runner_pid);
 		t->ok = t->main_ns >= 0;
+		/* a worker's first thread: a gone worker's time stays "other" */
+		for (int w = 0; t->ok && w < r->nworkers; w++) {
+			long long ns = r->worker_pid[w] > 0 ? thread_ns(r->worker_pid[w]) : -1;
+
+			if (ns >= 0)
+				t->main_ns += ns;
+		}
 	}
 }
 
@@ -383,6 +401,17 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		/* PROTO: gates.background -- hello comes before any candidate code */
 		if (!strcmp(json_string_value(kind), "hello") && !r->runner_nspid)
 			r->runner_nspid = (long)json_integer_value(json_object_get(ev, "pid"));
+		if (!strcmp(json_string_value(kind), "workers") && r->cpu_job && !r->nworkers &&
+		    !r->in_group) {
+			const json_t *pids = json_object_get(ev, "pids");
+			size_t k;
+
+			for (k = 0; k < json_array_size(pids) && k < 4; k++) {
+				r->worker_nspid[k] = (long)json_integer_value(json_array_get(pids, k));
+				r->worker_pid[k] = 0;
+			}
+			r->nworkers = (int)k;
+		}
 		/* PROTO: gates.clock -- the arrival, stamped before anything this
 		   harness does with the line (the /proc reading below) */
 		if ((!strcmp(json_string_value(kind), "timed_begin") ||
@@ -715,6 +744,8 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 				       struct atb_runner_outcome *out, struct atb_error *err)
 {
 	struct run r = {0};
+	const char *job_backend = json_string_value(json_object_get(job, "backend"));
+	const json_t *job_opt = json_object_get(job, "options");
 	int sv[2] = {-1, -1}, ep[2] = {-1, -1};
 	char *text = NULL, scratch[4096] = "";
 	size_t text_len, sent = 0;
@@ -814,6 +845,9 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	pid = proc.pid;
 	out->pid = (int)pid;
 	r.root = pid;
+	r.cpu_job = (!job_backend || !strcmp(job_backend, "cpu")) &&
+		    !strcmp(json_string_value(json_object_get(job_opt, "isolation")) ?
+			    json_string_value(json_object_get(job_opt, "isolation")) : "", "process");
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
 	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;

@@ -878,6 +878,12 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 		if (b && !json_is_boolean(b))
 			return field_status(err, ATB_ERR_SCHEMA, "options", "skip_correctness");
 		j->skip_correctness = b && json_is_true(b);
+		b = json_object_get(opt, "isolation");
+		if (b && !(json_is_string(b) && (!strcmp(json_string_value(b), "process") ||
+						 !strcmp(json_string_value(b), "none"))))
+			return bad(err, "options.isolation",
+				   "bad '%s': expected \"process\" or \"none\"", "options.isolation");
+		j->isolate = b && !strcmp(json_string_value(b), "process");
 		INT(opt, "pin_cpu", "options", 0, pin);
 		if (pin < -1 || pin > 4095)
 			return field_status(err, ATB_ERR_SCHEMA, "options", "pin_cpu");

@@ -1,0 +1,98 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# Arm workers (runner/worker.c, issue 11): with options.isolation "process"
+# ($ATB_ISOLATION=process for atb measure) each cpu arm runs in a process of
+# its own, so no candidate code shares the runner's address space.  The
+# clock cheat that rewrites atb-runner's GOT (relu/clock), which reads 2x on
+# the runner's own clock in process, then changes nothing the runner reads:
+# its trials read as long as the baseline's.  What a worker could use
+# against the runner is refused (relu/worker-escape): signals to it, a new
+# process, its /proc/PID/mem, its event channel and its environ.  A
+# crashing kernel still ends the job by its signal, and no worker outlives
+# the runner.
+. "$(dirname "$0")/lib.sh"
+
+CHEATS=$ATB_SOURCE_DIR/tests/fixtures/cheats
+RUNNER=$ATB_BUILD_DIR/atb-runner
+[ -x "$RUNNER" ] || skip_all "no atb-runner"
+command -v cc >/dev/null || skip_all "no C compiler"
+command -v jq >/dev/null || skip_all "jq not installed"
+export ATB_DB=$TRASH/m.db
+
+build() {  # build OUT.so SOURCE
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o "$1" "$2"
+}
+job() {  # job BASE.so CAND.so ISOLATION
+	jq -c --arg b "$PWD/$1" --arg c "$PWD/$2" --arg i "$3" \
+		".arms[0].so=\$b | .arms[1].so=\$c | .options.isolation=\$i" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json"
+}
+# candidate / baseline of seed 1's medians
+ratio() {
+	jq -s "[.[] | select(.event==\"samples\" and .seed==1)] | map({(.arm): .median_ns}) | add
+		| .candidate / .baseline" "$1"
+}
+
+test_expect "each arm runs in a worker of its own, gone when the runner is" '
+	build spin.so "$CHEATS/tasks/relu-spin/baseline.c" &&
+	job spin.so spin.so process | "$RUNNER" >h.ev &&
+	jq -se "map(select(.event==\"env\"))[0] | .isolation == \"process\" and .pinned" h.ev \
+		>/dev/null &&
+	jq -se "map(select(.event==\"workers\"))[0].pids | length == 2" h.ev >/dev/null &&
+	jq -se "map(select(.event==\"done\")) | length == 1" h.ev >/dev/null &&
+	for p in $(jq -r "select(.event==\"workers\") | .pids[]" h.ev); do
+		! kill -0 "$p" 2>/dev/null || { echo "worker $p still alive"; exit 1; }
+	done
+'
+
+test_expect "a bad isolation is refused as a bad job" '
+	job spin.so spin.so sometimes | expect_exit 2 "$RUNNER" &&
+	expect_grep "options.isolation" "$TRASH/out"
+'
+
+# In process the cheat reads about half (t6010, caught there by the clock
+# gate); in a worker it rewrites only its own process's GOT.
+test_expect "the clock cheat changes nothing the runner reads from a worker" '
+	build clk.so "$CHEATS/relu/clock/kernel.c" &&
+	job spin.so clk.so none | "$RUNNER" >in.ev &&
+	job spin.so clk.so process | "$RUNNER" >out.ev &&
+	r_in=$(ratio in.ev) && r_out=$(ratio out.ev) &&
+	echo "# in process $r_in, in a worker $r_out" &&
+	jq -ne "$r_in < 0.7 and $r_out > 0.95 and $r_out < 1.05" >/dev/null
+'
+
+test_expect "a worker cannot signal the runner, fork, or open its memory, events or environ" '
+	build esc.so "$CHEATS/relu/worker-escape/kernel.c" &&
+	job spin.so esc.so process | "$RUNNER" >esc.ev 2>esc.err &&
+	cat esc.err &&
+	expect_grep "worker-escape: kill=" esc.err &&
+	! grep -q "=open" esc.err &&
+	jq -se "map(select(.event==\"done\")) | length == 1" esc.ev >/dev/null
+'
+
+test_expect "a kernel that crashes in its worker ends the runner by its signal" '
+	build crash.so "$CHEATS/relu/crash/kernel.c" &&
+	{ job spin.so crash.so process | "$RUNNER" >crash.ev 2>/dev/null; rc=$?; } ;
+	echo "# exit $rc" && [ "$rc" -gt 128 ]
+'
+
+test_expect "atb measure with ATB_ISOLATION=process: the honest template is admitted" '
+	ATB_ISOLATION=process expect_exit_past_box 0 "$ATB" measure --json \
+		"$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin" &&
+	jq -e ".verdict == \"admitted\"" "$TRASH/out" >/dev/null
+'
+
+test_expect "atb measure with ATB_ISOLATION=process: the clock cheat is no faster" '
+	ATB_ISOLATION=process "$ATB" measure --json --seeds 4 "$CHEATS/tasks/relu-spin" \
+		"$CHEATS/relu/clock" >clk.out 2>clk.err
+	jq -e "(.speedup == null or .speedup < 1.1)" clk.out >/dev/null ||
+		{ cat clk.out clk.err; exit 1; }
+'
+
+test_expect "a bad ATB_ISOLATION is refused" '
+	ATB_ISOLATION=maybe expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" \
+		"$CHEATS/relu/honest-spin" &&
+	expect_grep "ATB_ISOLATION" "$TRASH/err"
+'
+
+test_done
