@@ -456,7 +456,14 @@ int runner_cpu_run(const struct atb_runner_job *job)
 		rc = RUNNER_EXIT_OK;
 out:
 	atb_timer_free(timer);
-	for (size_t i = 0; rt.isolated && i < job->narms; i++)
+	/*
+	 * A finished job's workers stay, stopped, until the runner exits (they
+	 * die with it, PR_SET_PDEATHSIG): the harness reads the job's CPU
+	 * after the last samples event, and a worker reaped before that read
+	 * would put its CPU into the runner's children's time, "other" to the
+	 * harness (seen under load: a false gate background on the last seed).
+	 */
+	for (size_t i = 0; rt.isolated && rc != RUNNER_EXIT_OK && i < job->narms; i++)
 		runner_worker_end(&rt.workers[i]);
 	/* The shared objects stay loaded: their destructors run at exit. */
 	return rc;

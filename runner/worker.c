@@ -604,7 +604,7 @@ static void reply(int sock, int rc, int ok, const char *msg)
 	r.rc = rc;
 	r.ok = ok;
 	if (msg)
-		snprintf(r.msg, sizeof(r.msg), "%s", msg);
+		snprintf(r.msg, sizeof(r.msg), "%.*s", (int)sizeof(r.msg) - 1, msg);
 	(void)send_msg(sock, &r, sizeof(r), -1);
 }
 

@@ -41,7 +41,12 @@ test_expect "each arm runs in a worker of its own, gone when the runner is" '
 	jq -se "map(select(.event==\"workers\"))[0].pids | length == 2" h.ev >/dev/null &&
 	jq -se "map(select(.event==\"done\")) | length == 1" h.ev >/dev/null &&
 	for p in $(jq -r "select(.event==\"workers\") | .pids[]" h.ev); do
-		! kill -0 "$p" 2>/dev/null || { echo "worker $p still alive"; exit 1; }
+		for i in $(seq 1 50); do
+			[ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" = T ] || break
+			sleep 0.1
+		done
+		[ "$(ps -o stat= -p "$p" 2>/dev/null | cut -c1)" != T ] ||
+			{ echo "worker $p still there, stopped"; exit 1; }
 	done
 '
 
