@@ -47,9 +47,11 @@ static int call_kernel_as(const struct runner_arm *a, const struct runner_bufs *
 	};
 	int ks = 0;
 
-	/* a worker that failed has sent its error event: a failed call */
-	if (a->worker)
-		return runner_worker_call(a->worker, b, set, timed, &ks) ? -1 : ks;
+	/* a worker that fails ends the runner there (worker.c) */
+	if (a->worker) {
+		runner_worker_call(a->worker, b, set, timed, &ks);
+		return ks;
+	}
 	return a->fn(&args);
 }
 
@@ -433,7 +435,13 @@ int runner_cpu_run(const struct atb_runner_job *job)
 	}
 	/* PROTO: timing.preemption -- where this kernel has no schedstat the
 	 * trials stay wall time, and the env event says why */
-	if (job->preemption && atb_timer_cpu_subtract_preemption(timer, &err)) {
+	if (job->preemption && job->isolate) {
+		/* the timer reads its own thread's waits; the arms' threads are
+		   the workers' (worker.c), whose waits it does not see */
+		snprintf(rt.preemption, sizeof(rt.preemption),
+			 "not with arm workers: the waits of the arms' threads, in other "
+			 "processes, are not read");
+	} else if (job->preemption && atb_timer_cpu_subtract_preemption(timer, &err)) {
 		atb_error_format(&err, rt.preemption, sizeof(rt.preemption));
 		atb_error_clear(&err);
 	} else if (job->preemption) {

@@ -874,16 +874,16 @@ int runner_worker_load(struct runner_worker *w, const char *so, char *why, size_
 int runner_worker_map(struct runner_worker *w, const struct runner_bufs *b);
 /*
  * Call the arm's kernel on b with set's parameters: *kstatus its return.
- * timed: leave the stop to runner_worker_settle (after the window).  0, or
- * -1 (error event sent; a worker killed by a signal ends the runner by the
- * same signal).
+ * timed: leave the stop to runner_worker_settle (after the window).
+ * A call that does not come back ends the runner (exit 3 after
+ * the error event, or the worker's signal when one killed it).
  */
-int runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
-		       const struct atb_runner_set *set, int timed, int *kstatus);
+void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
+			const struct atb_runner_set *set, int timed, int *kstatus);
 /* Wait until the last called worker is stopped.  0, or -1. */
 int runner_worker_settle(void);
 void runner_worker_end(struct runner_worker *w);
-/* atb-runner --worker BASE SIZE: a worker's whole life (fd 3 the channel). */
+/* atb-runner --worker BASE SIZE RUNNER_PID: a worker's whole life (fd 3 the channel). */
 int runner_worker_main(int argc, char **argv);
 
 #endif

@@ -385,8 +385,19 @@ int runner_worker_map(struct runner_worker *w, const struct runner_bufs *b)
 	return 0;
 }
 
-int runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
-		       const struct atb_runner_set *set, int timed, int *kstatus)
+/*
+ * A call that did not come back: the worker is gone or its channel broke,
+ * and the error event is out.  The job ends here, as it did when the
+ * kernel ended the runner in process (a kernel's status is not a stand-in).
+ */
+static _Noreturn void call_failed(void)
+{
+	fflush(NULL);
+	exit(RUNNER_EXIT_FAILED);
+}
+
+void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
+			const struct atb_runner_set *set, int timed, int *kstatus)
 {
 	struct wmsg m = {.op = W_CALL};
 	struct wreply r;
@@ -394,7 +405,7 @@ int runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 
 	/* the buffers are mapped before the window opens; a late one here */
 	if (runner_worker_map(w, b))
-		return -1;
+		call_failed();
 	m.nbuf = (int32_t)b->n;
 	for (i = 0; i < b->n; i++)
 		m.addr[i] = (uint64_t)(uintptr_t)b->p[i];
@@ -405,14 +416,12 @@ int runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 	/* PROTO: timing -- inside the window: continue, call, reply, stop */
 	if (worker_continue(w) || send_msg(w->sock, &m, offsetof(struct wmsg, path), -1) ||
 	    recv_reply(w, &r) || kill(w->pid, SIGSTOP))
-		return -1;
-	if (timed) {
+		call_failed();
+	if (timed)
 		pending_stop = w;  /* seen stopped before the next window opens */
-	} else if (worker_wait_stopped(w)) {
-		return -1;
-	}
+	else if (worker_wait_stopped(w))
+		call_failed();
 	*kstatus = r.rc;
-	return 0;
 }
 
 int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char *why,
@@ -420,7 +429,7 @@ int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char 
 {
 	int sv[2];
 	pid_t pid;
-	char base[32], size[32];
+	char base[32], size[32], parent[32];
 
 	memset(w, 0, sizeof(*w));
 	w->pid = -1;
@@ -440,6 +449,7 @@ int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char 
 	}
 	snprintf(base, sizeof(base), "%llu", (unsigned long long)(uintptr_t)shm_base);
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)SHM_REGION);
+	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
@@ -449,7 +459,7 @@ int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char 
 		return -1;
 	}
 	if (pid == 0) {
-		char *const argv[] = {"atb-runner", "--worker", base, size, NULL};
+		char *const argv[] = {"atb-runner", "--worker", base, size, parent, NULL};
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		/* the channel on fd 3, stdin empty, stdout to stderr, nothing else */
@@ -508,7 +518,7 @@ void runner_worker_end(struct runner_worker *w)
 /* ---- the worker ------------------------------------------------------------- */
 
 /* What a worker gives up before any arm's code is loaded. */
-static int worker_confine(char *why, size_t why_size)
+static int worker_confine(pid_t parent, char *why, size_t why_size)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[2];
@@ -523,7 +533,8 @@ static int worker_confine(char *why, size_t why_size)
 	int rc = 0, fd = -1;
 	size_t i;
 
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() == 1) {
+	/* dies with the runner; the runner gone already (its pid in the arguments) */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) || getppid() != parent) {
 		snprintf(why, why_size, "the runner is gone");
 		return -1;
 	}
@@ -617,7 +628,7 @@ int runner_worker_main(int argc, char **argv)
 	char why[512];
 	int sock = 3;
 
-	if (argc != 4)
+	if (argc != 5)
 		return RUNNER_EXIT_BAD_JOB;
 	b = strtoull(argv[2], &end, 10);
 	s = strtoull(argv[3], &end, 10);
@@ -630,7 +641,7 @@ int runner_worker_main(int argc, char **argv)
 		reply(sock, ENOMEM, 0, why);
 		return RUNNER_EXIT_FAILED;
 	}
-	if (worker_confine(why, sizeof(why))) {
+	if (worker_confine((pid_t)strtol(argv[4], &end, 10), why, sizeof(why))) {
 		reply(sock, EPERM, 0, why);
 		return RUNNER_EXIT_FAILED;
 	}

@@ -846,8 +846,7 @@ enum atb_status atb_runner_run_watched(const char *runner_path, const json_t *jo
 	out->pid = (int)pid;
 	r.root = pid;
 	r.cpu_job = (!job_backend || !strcmp(job_backend, "cpu")) &&
-		    !strcmp(json_string_value(json_object_get(job_opt, "isolation")) ?
-			    json_string_value(json_object_get(job_opt, "isolation")) : "", "process");
+		    !strcmp(jsonp_str(job_opt, "isolation"), "process");
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
 	deadline = timeout_s > 0 ? t0 + (int64_t)(timeout_s * 1e9) : INT64_MAX;

@@ -19,8 +19,9 @@ command -v cc >/dev/null || skip_all "no C compiler"
 command -v jq >/dev/null || skip_all "jq not installed"
 export ATB_DB=$TRASH/m.db
 
-build() {  # build OUT.so SOURCE
-	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o "$1" "$2"
+build() {  # build OUT.so SOURCE...
+	local out=$1; shift
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o "$out" "$@"
 }
 job() {  # job BASE.so CAND.so ISOLATION
 	jq -c --arg b "$PWD/$1" --arg c "$PWD/$2" --arg i "$3" \
@@ -52,7 +53,9 @@ test_expect "each arm runs in a worker of its own, gone when the runner is" '
 
 test_expect "a bad isolation is refused as a bad job" '
 	job spin.so spin.so sometimes | expect_exit 2 "$RUNNER" &&
-	expect_grep "options.isolation" "$TRASH/out"
+	jq -se "map(select(.event==\"error\"))[0] | .reason == \"bad_job\" and
+		(.message | contains(\"bad '\''options.isolation'\'': expected \\\"process\\\" or \\\"none\\\"\"))" \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }
 '
 
 # In process the cheat reads about half (t6010, caught there by the clock
@@ -67,7 +70,7 @@ test_expect "the clock cheat changes nothing the runner reads from a worker" '
 '
 
 test_expect "a worker cannot signal the runner, fork, or open its memory, events or environ" '
-	build esc.so "$CHEATS/relu/worker-escape/kernel.c" &&
+	build esc.so "$CHEATS/relu/honest-spin/kernel.c" "$CHEATS/relu/worker-escape/escape.c" &&
 	job spin.so esc.so process | "$RUNNER" >esc.ev 2>esc.err &&
 	cat esc.err &&
 	expect_grep "worker-escape: kill=" esc.err &&
@@ -79,6 +82,26 @@ test_expect "a kernel that crashes in its worker ends the runner by its signal" 
 	build crash.so "$CHEATS/relu/crash/kernel.c" &&
 	{ job spin.so crash.so process | "$RUNNER" >crash.ev 2>/dev/null; rc=$?; } ;
 	echo "# exit $rc" && [ "$rc" -gt 128 ]
+'
+
+# timing.preemption run_delay reads the timer's own thread's waits; the
+# arms' threads are the workers', so it is not applied and the env says so.
+test_expect "preemption subtraction is not applied with workers, and the env says why" '
+	job spin.so spin.so process | jq -c ".timing.preemption = \"run_delay\"" | "$RUNNER" >p.ev &&
+	jq -se "map(select(.event==\"env\"))[0].preemption == \"not with arm workers: the waits of the arms'\'' threads, in other processes, are not read\"" \
+		p.ev >/dev/null || { grep "\"env\"" p.ev; exit 1; } &&
+	jq -se "[.[] | select(.event==\"samples\") | .preempted_ns // 0] | all(. == 0)" p.ev >/dev/null
+'
+
+# A kernel that ends its process: the worker's end is the job's error.
+test_expect "a kernel that exits in its worker is the error worker_exited" '
+	printf "%s\n" "#include <unistd.h>" "#include \"atb/kernel.h\"" \
+		"int atb_kernel(const struct atb_kernel_args *a) { (void)a; _exit(3); }" >quit.c &&
+	build quit.so quit.c &&
+	job spin.so quit.so process | expect_exit 3 "$RUNNER" &&
+	jq -se "map(select(.event==\"error\"))[0] | .reason == \"worker_exited\" and
+		.message == \"the worker of arm '\''candidate'\'' exited with status 3\"" \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }
 '
 
 test_expect "atb measure with ATB_ISOLATION=process: the honest template is admitted" '
@@ -97,7 +120,7 @@ test_expect "atb measure with ATB_ISOLATION=process: the clock cheat is no faste
 test_expect "a bad ATB_ISOLATION is refused" '
 	ATB_ISOLATION=maybe expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" \
 		"$CHEATS/relu/honest-spin" &&
-	expect_grep "ATB_ISOLATION" "$TRASH/err"
+	expect_grep "bad ATB_ISOLATION '\''maybe'\'': expected process or none" "$TRASH/err"
 '
 
 test_done
