@@ -97,8 +97,13 @@ def answer(fn):
         return json.dumps(fn())
     except Failure as e:
         return json.dumps({"error": str(e), "reason": e.reason})
-    except BaseException:  # the C side must get an answer whatever happened
-        return json.dumps({"error": traceback.format_exc(limit=8), "reason": "python"})
+    except BaseException as e:  # the C side must get an answer whatever happened
+        # what happened first: the stored message may be cut after a few
+        # hundred characters, and the traceback's last line is the one that
+        # says it (an out-of-memory on 36_RMSNorm read as its head alone)
+        what = "".join(traceback.format_exception_only(type(e), e)).strip()
+        return json.dumps({"error": what + "\n" + traceback.format_exc(limit=8),
+                           "reason": "python"})
 
 
 class Session:

@@ -124,6 +124,23 @@ test_expect "a candidate that raises fails correctness with the exception, exit 
 		(.buffers[0].why|test(\"Error\"))]|all" raises.ev >/dev/null
 '
 
+# An exception out of the session's own code (36_RMSNorm's reuse step on
+# the H100, session 23) reaches the C side as reason python: the exception
+# line comes first, so a message cut after its head still says what it was.
+test_expect "a python error names its exception first, then the traceback" '
+	PYTHONPATH="$ATB_SOURCE_DIR/python" "$PY" -c "
+import json
+from atb_torch.runner import answer
+def boom():
+    raise MemoryError(\"CUDA out of memory. Tried to allocate 7.00 GiB\")
+r = json.loads(answer(boom))
+assert r[\"reason\"] == \"python\", r
+head, rest = r[\"error\"].split(\"\\n\", 1)
+assert head == \"MemoryError: CUDA out of memory. Tried to allocate 7.00 GiB\", head
+assert rest.startswith(\"Traceback (most recent call last):\"), rest
+"
+'
+
 test_expect "a candidate without class ModelNew: no_symbol, exit 3" '
 	run no_class && [ "$(cat no_class.rc)" = 3 ] &&
 	jq -se "map(select(.event==\"error\"))[0].reason==\"no_symbol\"" no_class.ev >/dev/null
