@@ -41,6 +41,51 @@ test_expect "the runner marks each timed group and reports its span" '
 		| .[0] == \"timed_begin\"" a.ev >/dev/null
 '
 
+# The harness answers each timed_begin with one byte once it has stamped it;
+# the runner starts the group's span on that byte, so the harness's span
+# holds the runner's even when the harness is late (a harness busy storing
+# events read the marker 73 ms late in CI and an honest job was refused).
+# Here a harness of the test's own waits 0.4 s before answering: each
+# runner span must then be at least 0.3 s shorter than the harness's.
+cat >slowharness.py <<'PY'
+import json, socket, subprocess, sys, time
+a, b = socket.socketpair()
+p = subprocess.Popen([sys.argv[1]], stdin=b, stdout=b)
+b.close()
+a.sendall(open(sys.argv[2], "rb").read().rstrip(b"\n") + b"\n")
+buf, mark, groups = b"", None, []
+while True:
+    d = a.recv(65536)
+    if not d:
+        break
+    now = time.monotonic_ns()
+    buf += d
+    while b"\n" in buf:
+        line, buf = buf.split(b"\n", 1)
+        ev = json.loads(line)
+        if ev["event"] == "timed_begin":
+            mark = now
+            time.sleep(0.4)
+            a.sendall(b"\n")
+        elif ev["event"] == "samples" and mark is not None:
+            groups.append((ev["span_ns"], now - mark))
+            mark = None
+        elif ev["event"] == "done":
+            a.shutdown(socket.SHUT_WR)
+p.wait()
+print(json.dumps(groups))
+sys.exit(p.returncode)
+PY
+test_expect "the runner starts a group's span on the harness's answer to timed_begin" '
+	cc -shared -fPIC -O2 -I"$ATB_SOURCE_DIR/include" -o ref1.so \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu_ref.c" &&
+	jq -c --arg b "$PWD/ref1.so" ".arms[0].so=\$b | .arms[1].so=\$b" \
+		"$ATB_SOURCE_DIR/tests/fixtures/runner/relu-job.json" >slow.json &&
+	python3 slowharness.py "$RUNNER" slow.json >spans.json &&
+	echo "# runner, harness spans: $(cat spans.json)" &&
+	jq -e "length >= 1 and all(.[0] <= .[1] - 300000000)" spans.json >/dev/null
+'
+
 # The runner stays after "done" until the harness closes its end (so the
 # harness's /proc reading of the last group is of a live process; at most
 # 10 s), and only then: a runner that failed exits at once.  Its stdin is a
