@@ -5,13 +5,17 @@
  *
  * One job is the relu fixture job (tests/fixtures/runner/relu-job.json:
  * 4096 floats, two arms, every correctness set, three seeds of paired
- * timing) with the fixture's reference kernel in both arms.  Jobs alternate
- * ATB_SANDBOX=off and auto, so drift of the box hits both.  Printed, auto
- * over off:
- *   wall per job     spawn, namespaces, mounts, the filter, the job, the
- *                    teardown and the scratch folder's removal
+ * timing) with the fixture's reference kernel in both arms.  Three setups
+ * take turns, the order rotating each round so drift of the box hits all:
+ * ATB_SANDBOX=off, auto, and auto with each arm in a worker process
+ * (options.isolation process: protocol version 11's timing.isolation,
+ * runner/worker.c).  Printed, each over off:
+ *   wall per job     spawn, namespaces, mounts, the filter, the workers, the
+ *                    job, the teardown and the scratch folder's removal
  *   median trial     the timed kernel's median over every sample: the
  *                    filter's cost inside the timed region (should be 1)
+ *                    and a worker's round trip per call (a kernel of a few
+ *                    microseconds here: the worst case)
  * Usage: bench-sandbox [pairs]   (default 20; needs cc and bwrap; run from
  * the source tree or with ATB_SOURCE_DIR set, atb-runner beside it)
  */
@@ -81,7 +85,8 @@ int main(int argc, char **argv)
 	long pairs = argc > 1 ? strtol(argv[1], NULL, 10) : 20;
 	char tmp[] = "/tmp/bench-sandbox.XXXXXX", so[600], cmd[2048], fix[1200];
 	char runner[4096];
-	struct acc wall[2] = {{0}}, trial[2] = {{0}};
+	static const char *const names[3] = {"off", "auto", "workers"};
+	struct acc wall[3] = {{0}}, trial[3] = {{0}};
 	struct atb_runner_outcome out;
 	struct atb_error err;
 	json_error_t je;
@@ -110,29 +115,44 @@ int main(int argc, char **argv)
 	json_object_set_new(json_array_get(json_object_get(job, "arms"), 0), "so", json_string(so));
 	json_object_set_new(json_array_get(json_object_get(job, "arms"), 1), "so", json_string(so));
 	for (p = 0; p < pairs; p++)
-		for (k = 0; k < 2; k++) {
-			int m = (int)(p % 2) ^ k;   /* off first, then auto first: ABBA */
+		for (k = 0; k < 3; k++) {
+			int m = (int)((p + k) % 3);   /* each setup first, second, third in turn */
+			json_t *opt = json_object_get(job, "options");
 
 			setenv("ATB_SANDBOX", m ? "auto" : "off", 1);
+			if (!opt) {
+				opt = json_object();
+				json_object_set_new(job, "options", opt);
+			}
+			json_object_set_new(opt, "isolation", json_string(m == 2 ? "process" : "none"));
 			atb_error_clear(&err);
 			if (atb_runner_run(runner, job, 120, on_event, &trial[m], &out, &err)) {
-				fprintf(stderr, "bench-sandbox: job failed (%s): %s\n",
-					m ? "auto" : "off", err.msg);
+				fprintf(stderr, "bench-sandbox: job failed (%s): %s\n", names[m],
+					err.msg);
 				return 3;
 			}
-			if (m && p == 0)
+			if (m == 1 && p == 0)
 				printf("sandbox level        %s\n", out.sandbox_level);
 			push(&wall[m], (double)out.wall_ns);
 		}
-	printf("jobs                 %ld of each, alternating\n", pairs);
+	printf("jobs                 %ld of each setup, in turn\n", pairs);
 	{
-		double w0 = median(&wall[0]), w1 = median(&wall[1]);
-		double t0 = median(&trial[0]), t1 = median(&trial[1]);
+		double w0 = median(&wall[0]), t0 = median(&trial[0]);
 
-		printf("wall per job         off %.1f ms   auto %.1f ms   auto/off %.3f   (+%.1f ms)\n",
-		       w0 / 1e6, w1 / 1e6, w1 / w0, (w1 - w0) / 1e6);
-		printf("median trial         off %.0f ns   auto %.0f ns   auto/off %.4f   (%zu, %zu samples)\n",
-		       t0, t1, t1 / t0, trial[0].n, trial[1].n);
+		printf("wall per job         off %.1f ms\n", w0 / 1e6);
+		for (k = 1; k < 3; k++) {
+			double w = median(&wall[k]);
+
+			printf("                     %-7s %.1f ms   %s/off %.3f   (%+.1f ms)\n",
+			       names[k], w / 1e6, names[k], w / w0, (w - w0) / 1e6);
+		}
+		printf("median trial         off %.0f ns   (%zu samples)\n", t0, trial[0].n);
+		for (k = 1; k < 3; k++) {
+			double t = median(&trial[k]);
+
+			printf("                     %-7s %.0f ns   %s/off %.4f   (%+.0f ns a call, %zu samples)\n",
+			       names[k], t, names[k], t / t0, t - t0, trial[k].n);
+		}
 	}
 	json_decref(job);
 	atb_proc_remove_tree(tmp);

@@ -54,6 +54,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -525,6 +526,9 @@ static int worker_confine(pid_t parent, char *why, size_t why_size)
 	static const char *const denied[] = {"fork", "vfork", "tkill", "pidfd_open",
 		"pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv",
 		"process_vm_writev", "kcmp"};
+	/* calls whose first argument is a pid (0: the caller) */
+	static const char *const own_only[] = {"sched_setaffinity", "sched_setscheduler",
+		"sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages"};
 	scmp_datum_t self = (scmp_datum_t)getpid();
 	scmp_filter_ctx ctx;
 	struct sock_fprog prog;
@@ -581,6 +585,29 @@ static int worker_confine(pid_t parent, char *why, size_t why_size)
 	if (!rc)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_tgsigqueueinfo), 1,
 				      SCMP_A0(SCMP_CMP_NE, self));
+	/* the scheduling of no other process: a lower priority, class, CPU or
+	   limit set on the baseline's worker (or the runner) would outlast the
+	   candidate's own trials.  Its own (pid 0) only; by process group or
+	   user it would reach them too */
+	for (i = 0; !rc && i < sizeof(own_only) / sizeof(own_only[0]); i++) {
+		int nr = seccomp_syscall_resolve_name(own_only[i]);
+
+		if (nr != __NR_SCMP_ERROR)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+					      SCMP_A0(SCMP_CMP_NE, 0));
+	}
+	if (!rc)   /* which: PRIO_PROCESS (0) only; who: 0 only */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+				      SCMP_A0(SCMP_CMP_NE, PRIO_PROCESS));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+				      SCMP_A1(SCMP_CMP_NE, 0));
+	if (!rc)   /* which: IOPRIO_WHO_PROCESS (1) only; who: 0 only */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+				      SCMP_A0(SCMP_CMP_NE, 1));
+	if (!rc)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+				      SCMP_A1(SCMP_CMP_NE, 0));
 	if (!rc) {
 		fd = memfd_create("atb-worker-seccomp", MFD_CLOEXEC);
 		rc = fd < 0 ? -errno : seccomp_export_bpf(ctx, fd);

@@ -94,6 +94,10 @@ struct atb_protocol {
 		/* "none" or "run_delay" (timing.h: atb_timer_cpu_subtract_preemption);
 		 * "" when absent (before version 5: none) */
 		char preemption[16];
+		/* "none" or "process": where a cpu task's arms run (runner.h,
+		 * options.isolation; runner/worker.c); "" when absent (before
+		 * version 11: none) */
+		char isolation[16];
 		double job_timeout_s;
 	} timing;
 

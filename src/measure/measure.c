@@ -482,23 +482,29 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   correctness phase (seconds at GiB shapes) would check nothing */
 	json_object_set_new(opt, "skip_correctness", json_boolean(alone && m->torch));
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
-	/* issue 11: each cpu arm in a worker process of its own, on request
-	   for now ($ATB_ISOLATION=process; docs/internals/runner.md) */
-	if (getenv("ATB_ISOLATION") && strcmp(getenv("ATB_ISOLATION"), "process") &&
-	    strcmp(getenv("ATB_ISOLATION"), "none")) {
-		json_decref(job);
-		json_decref(opt);
-		json_decref(ja);
-		json_decref(jb);
-		json_decref(js);
-		json_decref(seeds);
-		return atb_error_set(err, ATB_ERR_USAGE,
-				     "bad ATB_ISOLATION '%.40s': expected process or none",
-				     getenv("ATB_ISOLATION"));
+	/* issue 11: each cpu arm in a worker process of its own where the
+	   protocol says so (timing.isolation: process, version 11 on);
+	   $ATB_ISOLATION overrides it either way, for debugging and tests, and
+	   the stored stats say which was used (runner.isolation; harness.c) */
+	{
+		const char *iso = getenv("ATB_ISOLATION");
+
+		if (iso && strcmp(iso, "process") && strcmp(iso, "none")) {
+			json_decref(job);
+			json_decref(opt);
+			json_decref(ja);
+			json_decref(jb);
+			json_decref(js);
+			json_decref(seeds);
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "bad ATB_ISOLATION '%.40s': expected process or none",
+					     iso);
+		}
+		if (!iso)
+			iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
+		if (!m->cuda && !m->torch && !strcmp(iso, "process"))
+			json_object_set_new(opt, "isolation", json_string("process"));
 	}
-	if (!m->cuda && !m->torch && getenv("ATB_ISOLATION") &&
-	    !strcmp(getenv("ATB_ISOLATION"), "process"))
-		json_object_set_new(opt, "isolation", json_string("process"));
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
 	json_object_set_new(job, "id", json_string(id));

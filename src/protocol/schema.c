@@ -86,6 +86,7 @@ static const char *const stopping_rules[] = {"median_ci_halfwidth", "fixed", NUL
 static const char *const interleaves[] = {"randomized_pairs", "alternating", "abba", NULL};
 static const char *const placements[] = {"fixed", "alternate", "shuffled", "keyed", NULL};
 static const char *const preemptions[] = {"none", "run_delay", NULL};
+static const char *const isolations[] = {"none", "process", NULL};
 static const char *const poisons[] = {"nan", "pattern", NULL};
 static const char *const dist_kinds[] = {"uniform", "normal", NULL};
 static const char *const usable_steps[] = {"built", "correct", "measured", "admitted", NULL};
@@ -174,6 +175,10 @@ static const struct field timing_fields[] = {
 	 * key (none); required from version 5 on (atbi_protocol_validate) */
 	{.key = "preemption", .kind = F_ENUM, .off = OFF(timing.preemption),
 	 .size = SZ(timing.preemption), .choices = preemptions, .optional = 1},
+	/* PROTO: timing.isolation -- optional: versions 1 to 10 have no such
+	 * key (none); required from version 11 on (atbi_protocol_validate) */
+	{.key = "isolation", .kind = F_ENUM, .off = OFF(timing.isolation),
+	 .size = SZ(timing.isolation), .choices = isolations, .optional = 1},
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
 	END,
 };
@@ -994,6 +999,8 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 			return missing_since(y, "stats", "stats.resolution_rel", "resolution_rel", 10,
 					     err);
 	}
+	if (!st && p->version >= 11 && !p->timing.isolation[0])
+		return missing_since(y, "timing", "timing.isolation", "isolation", 11, err);
 	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
 		return missing_since(y, "correctness", "correctness.input_chunk_elements",
 				     "input_chunk_elements", 8, err);

@@ -464,6 +464,11 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 		/* the sandbox facts are the harness's, over anything the runner says */
 		if (!strcmp(json_string_value(kind), "env") && r->sandbox_facts)
 			json_object_set(ev, "sandbox", r->sandbox_facts);
+		/* and where the arms ran, as the harness asked (issue 11): a cpu
+		   job's workers, or the runner's own process */
+		if (!strcmp(json_string_value(kind), "env"))
+			json_object_set_new(ev, "isolation",
+					    json_string(r->cpu_job ? "process" : "none"));
 		if (!strcmp(json_string_value(kind), "done"))
 			r->got_done = 1;
 		if (!strcmp(json_string_value(kind), "error")) {

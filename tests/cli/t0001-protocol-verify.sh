@@ -57,8 +57,9 @@ test_expect "show --json carries the canonical protocol (global --json too)" '
 '
 
 test_expect "show --version of an unfrozen version exits 2" '
-	expect_exit 2 "$ATB" protocol show --version 11 &&
-	expect_grep "protocol version 11 is not frozen" "$TRASH/err"
+	next=$((cur + 1)) &&
+	expect_exit 2 "$ATB" protocol show --version $next &&
+	expect_grep "protocol version $next is not frozen" "$TRASH/err"
 '
 
 test_expect "verify fails with exit 2 after an edit without a new version" '

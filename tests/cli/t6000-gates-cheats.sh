@@ -88,18 +88,27 @@ test_expect "result_reuse: a kernel that caches by pointer" '
 
 # It beats the floor from the cached caps, so the caps are measured again
 # (they only go up) and it is judged against the new floor: still refused.
+# In process (isolation none): an arm worker's round trip alone is over this
+# task's 10 us floor, so from a worker (the default) it is timed_correctness
+# that refuses it (every checked round unwritten), tested below.
 test_expect "physical_floor: a kernel that skips unchecked calls" '
-	refused "$CHEATS/relu/skip-timed" physical_floor &&
+	ATB_ISOLATION=none refused "$CHEATS/relu/skip-timed" physical_floor &&
 	expect_grep "physical floor" "$TRASH/out" &&
 	jq -e ".floor_remeasured == true and .floor_ns <= .floor_cached_ns" "$TRASH/out" >/dev/null &&
 	expect_grep "floor re-measured" "$TRASH/out"
 '
 
+test_expect "timed_correctness: the same kernel from an arm worker" '
+	refused "$CHEATS/relu/skip-timed" timed_correctness &&
+	expect_grep "work skipped or cached while timed" "$TRASH/out"
+'
+
 # The drift cheat needs a baseline whose time is CPU work: relu-spin's
-# wall-clock busy wait would absorb the stolen time.
+# wall-clock busy wait would absorb the stolen time.  In process (isolation
+# none): from an arm's worker its timer is stopped outside its own trials.
 test_expect "baseline_drift: a candidate that slows the baseline beside it" '
 	cp -r "$CHEATS/tasks/relu-work" work &&
-	expect_exit 2 "$ATB" measure --json "$TRASH/work" "$CHEATS/relu/drift" --seeds 2 &&
+	ATB_ISOLATION=none expect_exit 2 "$ATB" measure --json "$TRASH/work" "$CHEATS/relu/drift" --seeds 2 &&
 	jq -e ".verdict == \"rejected\" and .gate == \"baseline_drift\" and .drift_ratio > 1.5" \
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out" "$TRASH/err"; exit 1; }
 '

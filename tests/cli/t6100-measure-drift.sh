@@ -89,11 +89,13 @@ test_expect "the stored result keeps every per-seed median and the drift rule" '
 # the baseline beside it runs about 1.15-1.2x its time alone.  Two seeds: a
 # refusal is stored whatever the count; had the gate passed it, the store's
 # paired-seeds rule would refuse it with gate "validator", which fails here.
+# In process (isolation none): from an arm's worker the timer is stopped
+# with the worker outside its own trials and steals nothing.
 test_expect "a candidate that slows the baseline beside it by ~15% is never admitted" '
 	cp -r "$CHEATS/tasks/relu-work" work && mkdir small &&
 	sed "s/now_ns() + 100000;/now_ns() + 30000;/" "$CHEATS/relu/drift/kernel.c" >small/kernel.c &&
 	! cmp -s small/kernel.c "$CHEATS/relu/drift/kernel.c" &&
-	expect_exit 2 "$ATB" measure --json "$TRASH/work" small --no-naive --seeds 2 &&
+	ATB_ISOLATION=none expect_exit 2 "$ATB" measure --json "$TRASH/work" small --no-naive --seeds 2 &&
 	jq -e "(.verdict == \"rejected\") and (.attempts == 3) and
 		((.gate == \"baseline_drift\" and .drift_ratio > 1.05) or .gate == \"noise\")" \
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }

@@ -60,8 +60,11 @@ test_expect "an admitted result records the re-measure in its stats" '
 	fi
 '
 
+# In process: an arm worker's round trip alone (about 15 us quiet, 80 under
+# load) is over this task's 10 us floor, so from a worker the cheat is
+# refused by gate timed_correctness instead (t6000).
 test_expect "the skip-timed cheat still beats the re-measured floor" '
-	expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/skip-timed" \
+	ATB_ISOLATION=none expect_exit 2 "$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/skip-timed" \
 		--seeds 2 &&
 	jq -e ".gate == \"physical_floor\"" "$TRASH/out" >/dev/null ||
 		{ cat "$TRASH/out" "$TRASH/err"; exit 1; }

@@ -7,7 +7,8 @@
 # the runner's own clock in process, then changes nothing the runner reads:
 # its trials read as long as the baseline's.  What a worker could use
 # against the runner is refused (relu/worker-escape): signals to it, a new
-# process, its /proc/PID/mem, its event channel and its environ.  A
+# process, its /proc/PID/mem, its event channel and its environ, and
+# (relu/worker-sched) another process's priority, class, CPU or limits.  A
 # crashing kernel still ends the job by its signal, and no worker outlives
 # the runner.
 . "$(dirname "$0")/lib.sh"
@@ -76,6 +77,20 @@ test_expect "a worker cannot signal the runner, fork, or open its memory, events
 	expect_grep "worker-escape: kill=" esc.err &&
 	! grep -q "=open" esc.err &&
 	jq -se "map(select(.event==\"done\")) | length == 1" esc.ev >/dev/null
+'
+
+# A worker runs only inside its own trials, but a priority, class, CPU or
+# limit it set on another process would stay: the baseline's worker at nice
+# 19 or SCHED_IDLE waits for the CPU on a loaded box.  Every such call on
+# another pid (or a group, or the user) is refused; on itself it works.
+test_expect "a worker cannot change another process'''s priority, class, CPU or limits" '
+	build sch.so "$CHEATS/relu/honest-spin/kernel.c" "$CHEATS/relu/worker-sched/sched.c" &&
+	job spin.so sch.so process | "$RUNNER" >sch.ev 2>sch.err &&
+	cat sch.err &&
+	expect_grep "worker-sched: others=2 " sch.err &&
+	n=$(grep -o "=Operation not permitted" sch.err | wc -l) && [ "$n" -eq 7 ] &&
+	expect_grep " own=done" sch.err &&
+	jq -se "map(select(.event==\"done\")) | length == 1" sch.ev >/dev/null
 '
 
 # Under AddressSanitizer the worker's SEGV handler would turn the signal into
