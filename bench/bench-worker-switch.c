@@ -32,28 +32,27 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "atb/kernel.h"
+#include "atb/proc.h"
+#include "atb/stats.h"
+#include "util.h"
 
 #define CALLS 200
 enum { INPROC, WORKER, WARMED, NWAYS };
 static const char *const ways[NWAYS] = {"inproc", "worker", "warmed"};
 
-static double now_ns(void)
+static double median(const double *v, size_t n)
 {
-	struct timespec t;
+	struct atb_error err;
+	double m;
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_d(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-
-	return a < b ? -1 : a > b;
+	if (atb_stats_median(v, n, &m, &err)) {
+		fprintf(stderr, "bench-worker-switch: %s\n", err.msg);
+		exit(3);
+	}
+	return m;
 }
 
 static void *shared(size_t n)
@@ -86,24 +85,23 @@ static double run_way(int way, atb_kernel_fn fn, const struct atb_kernel_args *a
 	int r;
 
 	for (r = 0; r < CALLS; r++) {
-		double t0;
+		int64_t t0;
 
 		memset(flush, r, flush_bytes);
 		if (way == WARMED) {
 			ping(child, sock, 'n');
 			waitpid(child, NULL, WUNTRACED);
 		}
-		t0 = now_ns();
+		t0 = atbi_monotonic_ns();
 		if (way == INPROC)
 			fn(a);
 		else
 			ping(child, sock, 'k');
-		t[r] = now_ns() - t0;
+		t[r] = (double)(atbi_monotonic_ns() - t0);
 		if (way != INPROC)
 			waitpid(child, NULL, WUNTRACED);
 	}
-	qsort(t, CALLS, sizeof(t[0]), cmp_d);
-	return (t[CALLS / 2 - 1] + t[CALLS / 2]) / 2;
+	return median(t, CALLS);
 }
 
 int main(int argc, char **argv)
@@ -155,8 +153,8 @@ int main(int argc, char **argv)
 		if (!fn || !flush || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv))
 			return 3;
 		for (i = 0; i < 192 * 192; i++) {
-			A[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
-			B[i] = (float)((i * 104729) % 2001 - 1000) / 1000.0f;
+			A[i] = (float)(((int64_t)i * 7919) % 2001 - 1000) / 1000.0f;
+			B[i] = (float)(((int64_t)i * 104729) % 2001 - 1000) / 1000.0f;
 		}
 		child = fork();
 		if (child < 0)
@@ -191,13 +189,11 @@ int main(int argc, char **argv)
 	for (w = 0; w < NWAYS; w++) {
 		double m[2];
 
-		for (k = 0; k < 2; k++) {
-			qsort(med[k][w], (size_t)rounds, sizeof(double), cmp_d);
-			m[k] = med[k][w][rounds / 2];
-		}
+		for (k = 0; k < 2; k++)
+			m[k] = median(med[k][w], (size_t)rounds);
 		printf("%-7s baseline %8.0f ns   best %8.0f ns   speedup %.4f\n", ways[w], m[0], m[1],
 		       m[0] / m[1]);
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	return system(cmd) ? 3 : 0;
+	atb_proc_remove_tree(tmp);
+	return 0;
 }
