@@ -58,15 +58,16 @@ done
 
 test_expect "the refusals name what burned: threads, a process, a thread gone before the end" '
 	sqlite3 "$ATB_DB" "SELECT detail FROM rejection WHERE rule = '\''gate:background'\'' ORDER BY id" >d &&
-	[ "$(wc -l <d)" = 4 ] &&
+	[ "$(wc -l <d)" = 4 ] || { cat d; exit 1; }
 	sed -n 1p d | jq -e ".event.other_threads_cpu_ns > 20000000 and .event.threads_group_end == 2
-		and .max_cpu_share == 0.02" >/dev/null &&
+		and .max_cpu_share == 0.02" >/dev/null || { echo "bg-thread:"; sed -n 1p d; exit 1; }
 	sed -n 2p d | jq -e ".event.other_processes_cpu_ns > 0 and .event.processes_group_end >= 1" \
-		>/dev/null &&
+		>/dev/null || { echo "bg-fork:"; sed -n 2p d; exit 1; }
 	sed -n 3p d | jq -e ".event.other_threads_cpu_ns > 20000000 and
-		.event.threads_group_end == .event.threads_at_start" >/dev/null &&
+		.event.threads_group_end == .event.threads_at_start" >/dev/null ||
+		{ echo "bg-lazy:"; sed -n 3p d; exit 1; }
 	sed -n 4p d | jq -e ".event.seen_from == \"harness\" and
-		.event.other_threads_cpu_ns > 30000000" >/dev/null
+		.event.other_threads_cpu_ns > 30000000" >/dev/null || { echo "bg-hidden:"; sed -n 4p d; exit 1; }
 '
 
 test_expect "an honest candidate on relu-work is still admitted" '
