@@ -36,6 +36,7 @@
 
 #include "atb/alloc.h"
 #include "atb/cuda.h"
+#include "atb/stats.h"
 #include "runner_int.h"
 #include "banned.h"
 
@@ -1466,6 +1467,30 @@ void runner_settle(int (*fn)(void))
 	settle_fn = fn;
 }
 
+/* PROTO: timing.round_trip -- the empty call, how often, and whether it is taken out */
+static int (*rt_call_fn)(void);
+static int rt_every, rt_subtract;
+
+void runner_round_trip(int (*call)(void), int every, int subtract)
+{
+	rt_call_fn = call;
+	rt_every = every;
+	rt_subtract = subtract;
+}
+
+static int rt_call(void *ctx)
+{
+	(void)ctx;
+	return rt_call_fn();
+}
+
+/* after its window: seen stopped before anything else runs */
+static int rt_done(void *ctx)
+{
+	(void)ctx;
+	return settle_fn ? settle_fn() : 0;
+}
+
 static int clock_after_call(void *call_ctx, size_t arm, size_t trial)
 {
 	unsigned mhz = 0;
@@ -1517,7 +1542,8 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 	struct atb_timing_hooks hooks = {t ? runner_timed_before : NULL,
 					 t ? runner_timed_after : NULL, t,
 					 t ? runner_timed_call : runner_clock_hook(), t,
-					 runner_progress};
+					 runner_progress, rt_call_fn ? rt_call : NULL, rt_done, NULL,
+					 rt_every};
 	struct atb_error err;
 	char msg[1400];
 
@@ -1559,7 +1585,27 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 	int64_t span_ns = group_mark_ns >= 0 ? atbi_monotonic_ns() - group_mark_ns : -1;
 	/* PROTO: gates.background -- read before the samples go out */
 	json_t *bg = runner_background_end(&group_bg, s->seed, group);
+	/* PROTO: timing.round_trip -- the group's median empty call */
+	double rt_med = -1;
+	int64_t rt_off = 0;
 	size_t ai, k;
+
+	if (s->nround_trip) {
+		double *v = atb_malloc(s->nround_trip * sizeof(*v));
+		struct atb_error err;
+
+		if (!v) {
+			json_decref(bg);
+			return -1;
+		}
+		for (k = 0; k < s->nround_trip; k++)
+			v[k] = (double)s->round_trip_ns[k];
+		if (atb_stats_median(v, s->nround_trip, &rt_med, &err))
+			rt_med = -1;
+		atb_free(v);
+		if (rt_subtract && rt_med > 0)
+			rt_off = (int64_t)llround(rt_med);
+	}
 
 	for (ai = 0; ai < narms; ai++) {
 		const struct atb_timing_arm *a = &s->arms[ai];
@@ -1568,8 +1614,12 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 
 		if (!times || !round || !pos || !with)
 			goto nomem;
+		/* with subtract, every trial less the round trip, at least 1 ns left */
 		for (k = 0; k < a->ntrials; k++)
-			if (json_array_append_new(times, json_integer(a->times_ns[k])) ||
+			if (json_array_append_new(times,
+						  json_integer(a->times_ns[k] - rt_off > 0
+								       ? a->times_ns[k] - rt_off
+								       : 1)) ||
 			    json_array_append_new(round, json_integer(a->round[k])) ||
 			    json_array_append_new(pos, json_integer(a->position[k])))
 				goto nomem;
@@ -1599,6 +1649,16 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 		    (json_object_set_new(ev, "preempted_ns", json_integer(a->preempted_ns)) ||
 		     json_object_set_new(ev, "preempted_trials",
 					 json_integer((json_int_t)a->preempted_trials)))) {
+			json_decref(ev);
+			ev = NULL;
+		}
+		/* PROTO: timing.round_trip -- what was timed and taken out */
+		if (ev && rt_med > 0 &&
+		    json_object_set_new(ev, "round_trip",
+					json_pack("{s:f, s:I, s:b, s:I}", "median_ns", rt_med,
+						  "calls", (json_int_t)s->nround_trip,
+						  "subtracted", rt_off > 0, "subtracted_ns",
+						  (json_int_t)rt_off))) {
 			json_decref(ev);
 			ev = NULL;
 		}

@@ -27,7 +27,9 @@
 struct rt {
 	const struct atb_runner_job *job;
 	struct runner_arm arms[ATB_RUNNER_MAX_ARMS];
-	struct runner_worker workers[ATB_RUNNER_MAX_ARMS];
+	/* the arms' workers, then the round trip's (PROTO: timing.round_trip) */
+	struct runner_worker workers[RUNNER_MAX_WORKERS];
+	size_t nworkers;
 	int isolated;           /* each arm in a worker (worker.c) */
 	char preemption[256];   /* "run_delay", why not, or "" (the protocol's none) */
 };
@@ -328,7 +330,7 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 			if (CPU_ISSET(c, &set))
 				json_array_append_new(cpus, json_integer(c));
 	return runner_emit(json_pack(
-		"{s:s, s:s, s:s, s:I, s:o, s:b, s:o, s:I, s:I, s:b, s:s, s:i, s:o, s:s, s:s}",
+		"{s:s, s:s, s:s, s:I, s:o, s:b, s:o, s:I, s:I, s:b, s:s, s:i, s:o, s:s, s:s, s:o}",
 		"event", "env", "backend", "cpu", "clock", "CLOCK_MONOTONIC",
 		"clock_resolution_ns", (json_int_t)timer->ops->resolution_ns(timer->state),
 		"cpu_affinity", cpus, "pinned", job->pin_cpu >= 0 || rt->isolated, "arms", arms,
@@ -337,7 +339,11 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 		"flush_enabled", job->timing.flush, "timer", timer->ops->name,
 		"seeds", (int)job->nseeds, "correctness_inputs", runner_inputs_json(job),
 		"preemption", rt->preemption[0] ? rt->preemption : "none",
-		"isolation", rt->isolated ? "process" : "none"));
+		"isolation", rt->isolated ? "process" : "none", "round_trip",
+		rt->isolated && job->round_trip_every > 0
+			? json_pack("{s:i, s:b}", "every_rounds", job->round_trip_every, "subtract",
+				    job->round_trip_subtract)
+			: json_null()));
 nomem:
 	json_decref(arms);
 	json_decref(cpus);
@@ -350,6 +356,14 @@ nomem:
  * Then the runner tells what it sees of them (the harness counts each
  * worker's first thread as a timing thread).
  */
+/* PROTO: timing.round_trip -- the worker that loads nothing, and its empty call */
+static struct runner_worker *round_trip_worker;
+
+static int round_trip_call(void)
+{
+	return runner_worker_null_call(round_trip_worker);
+}
+
 static int start_workers(struct rt *rt)
 {
 	const struct atb_runner_job *job = rt->job;
@@ -389,7 +403,24 @@ static int start_workers(struct rt *rt)
 		rt->arms[i].worker = &rt->workers[i];
 		json_array_append_new(pids, json_integer(rt->workers[i].pid));
 	}
-	runner_background_workers(rt->workers, job->narms);
+	rt->nworkers = job->narms;
+	/* PROTO: timing.round_trip -- one more worker, which loads nothing: its
+	   empty calls time the round trip alone; no candidate code is in it */
+	if (job->round_trip_every > 0) {
+		struct runner_worker *w = &rt->workers[job->narms];
+		if (runner_worker_spawn(w, (int)job->narms, "round_trip", why, sizeof(why))) {
+			snprintf(msg, sizeof(msg), "cannot start the round trip's worker: %s", why);
+			runner_emit_error("worker", msg);
+			json_decref(pids);
+			return -1;
+		}
+		round_trip_worker = w;
+		rt->nworkers++;
+		json_array_append_new(pids, json_integer(w->pid));
+		runner_round_trip(round_trip_call, job->round_trip_every,
+				  job->round_trip_subtract);
+	}
+	runner_background_workers(rt->workers, rt->nworkers);
 	return runner_emit(json_pack("{s:s, s:o}", "event", "workers", "pids", pids));
 }
 
@@ -471,7 +502,7 @@ out:
 	 * would put its CPU into the runner's children's time, "other" to the
 	 * harness (seen under load: a false gate background on the last seed).
 	 */
-	for (size_t i = 0; rt.isolated && rc != RUNNER_EXIT_OK && i < job->narms; i++)
+	for (size_t i = 0; rt.isolated && rc != RUNNER_EXIT_OK && i < rt.nworkers; i++)
 		runner_worker_end(&rt.workers[i]);
 	/* The shared objects stay loaded: their destructors run at exit. */
 	return rc;

@@ -828,6 +828,14 @@ int (*runner_clock_hook(void))(void *call_ctx, size_t arm, size_t trial);
  */
 void runner_settle(int (*fn)(void));
 /*
+ * PROTO: timing.round_trip -- the cpu backend's empty call (a round trip to
+ * a worker that loaded nothing): timed after every `every`-th round of each
+ * group (runner_time_group_timed), its median put in the samples events
+ * ("round_trip") and, with subtract, taken out of every trial.  call NULL:
+ * none.
+ */
+void runner_round_trip(int (*call)(void), int every, int subtract);
+/*
  * Where the host buffers come from: NULL, NULL for the process's heap
  * (page-aligned), else alloc/release (the workers' shared memory).  A
  * block for which exposed() is true is never kept for reuse.
@@ -845,6 +853,9 @@ int runner_cpu_run(const struct atb_runner_job *job);
 
 /* ---- worker.c: the cpu backend's arm workers ------------------------------- */
 
+/* The arms' workers and the round trip's (PROTO: timing.round_trip), which loads nothing. */
+#define RUNNER_MAX_WORKERS (ATB_RUNNER_MAX_ARMS + 1)
+
 /*
  * Each arm's shared object in a process of its own (worker.c's comment
  * says why and how).  A worker is stopped between its calls.
@@ -852,7 +863,7 @@ int runner_cpu_run(const struct atb_runner_job *job);
 struct runner_worker {
 	pid_t pid;        /* -1: none, or gone */
 	int sock;         /* the channel, SOCK_SEQPACKET */
-	int id;           /* 0 .. ATB_RUNNER_MAX_ARMS - 1: its bit in a buffer's mask */
+	int id;           /* 0 .. RUNNER_MAX_WORKERS - 1: its bit in a buffer's mask */
 	int stopped;      /* seen stopped */
 	char name[32];    /* the arm's */
 };
@@ -880,6 +891,13 @@ int runner_worker_map(struct runner_worker *w, const struct runner_bufs *b);
  */
 void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 			const struct atb_runner_set *set, int timed, int *kstatus);
+/*
+ * PROTO: timing.round_trip -- an empty call to w (a worker that loaded
+ * nothing): the same continue, message, reply and stop as a timed call,
+ * with no kernel; the stop left to runner_worker_settle.  0, or -1 (error
+ * event sent).
+ */
+int runner_worker_null_call(struct runner_worker *w);
 /* Wait until the last called worker is stopped.  0, or -1. */
 int runner_worker_settle(void);
 void runner_worker_end(struct runner_worker *w);

@@ -1773,8 +1773,10 @@ static int torch_time_group(struct trt *rt, struct atb_timer *timer, uint64_t se
 			    struct torch_timed *x, struct atb_timing_seed *res)
 {
 	const struct atb_runner_job *job = rt->job;
-	struct atb_timing_hooks hooks = {torch_timed_before, torch_timed_after, x,
-					 torch_timed_call, x, runner_progress};
+	struct atb_timing_hooks hooks = {.before_round = torch_timed_before,
+					 .after_round = torch_timed_after, .ctx = x,
+					 .after_call = torch_timed_call, .call_ctx = x,
+					 .progress = runner_progress};
 	struct atb_error err;
 	long long mask = 0;
 	size_t g, ref = np;

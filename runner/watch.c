@@ -298,12 +298,12 @@ static long long trusted_cpu_ns(void)
 	return t;
 }
 
-static long worker_pids[ATB_RUNNER_MAX_ARMS];
+static long worker_pids[RUNNER_MAX_WORKERS];
 static size_t nworkers;
 
 void runner_background_workers(const struct runner_worker *w, size_t n)
 {
-	for (nworkers = 0; nworkers < n && nworkers < ATB_RUNNER_MAX_ARMS; nworkers++)
+	for (nworkers = 0; nworkers < n && nworkers < RUNNER_MAX_WORKERS; nworkers++)
 		worker_pids[nworkers] = (long)w[nworkers].pid;
 }
 

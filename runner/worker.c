@@ -69,7 +69,7 @@
 #define SHM_REGION ((size_t)1 << 42)
 #define SHM_PAGE ((size_t)4096)
 
-enum { W_LOAD = 1, W_MAP, W_UNMAP, W_CALL };
+enum { W_LOAD = 1, W_MAP, W_UNMAP, W_CALL, W_NULL };
 
 struct wmsg {
 	uint32_t op;
@@ -100,7 +100,7 @@ static char *shm_base;
 static size_t shm_next;
 static struct shm_block *blocks;
 static size_t nblocks, capblocks;
-static struct runner_worker *workers[ATB_RUNNER_MAX_ARMS];
+static struct runner_worker *workers[RUNNER_MAX_WORKERS];
 
 int runner_shm_on(void)
 {
@@ -425,6 +425,20 @@ void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 	*kstatus = r.rc;
 }
 
+int runner_worker_null_call(struct runner_worker *w)
+{
+	/* the call's message, as long as a kernel call's; no buffers */
+	struct wmsg m = {.op = W_NULL};
+	struct wreply r;
+
+	/* PROTO: timing.round_trip -- inside the window: continue, ask, reply, stop */
+	if (worker_continue(w) || send_msg(w->sock, &m, offsetof(struct wmsg, path), -1) ||
+	    recv_reply(w, &r) || kill(w->pid, SIGSTOP))
+		return -1;
+	pending_stop = w;
+	return r.ok ? 0 : -1;
+}
+
 int runner_worker_spawn(struct runner_worker *w, int id, const char *name, char *why,
 			size_t why_size)
 {
@@ -510,7 +524,7 @@ void runner_worker_end(struct runner_worker *w)
 	}
 	if (w->sock >= 0)
 		close(w->sock);
-	if (w->id >= 0 && w->id < ATB_RUNNER_MAX_ARMS && workers[w->id] == w)
+	if (w->id >= 0 && w->id < RUNNER_MAX_WORKERS && workers[w->id] == w)
 		workers[w->id] = NULL;
 	w->pid = -1;
 	w->sock = -1;
@@ -709,6 +723,9 @@ int runner_worker_main(int argc, char **argv)
 			for (i = 0; i < m.nbuf; i++)
 				bufs[i] = (void *)(uintptr_t)m.addr[i];
 			reply(sock, fn(&args), 1, NULL);
+		} else if (m.op == W_NULL && !fn) {
+			/* PROTO: timing.round_trip -- the round trip's worker: nothing loaded */
+			reply(sock, 0, 1, NULL);
 		} else if (m.op == W_MAP && fd >= 0) {
 			void *p = mmap((void *)(uintptr_t)m.addr[0], (size_t)m.size[0],
 				       PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE,

@@ -98,6 +98,17 @@ struct atb_protocol {
 		 * options.isolation; runner/worker.c); "" when absent (before
 		 * version 11: none) */
 		char isolation[16];
+		/*
+		 * timing.round_trip (version 12 on; absent: has_round_trip 0,
+		 * none): with isolation process, an empty call to a worker that
+		 * loads nothing, timed as an arm's trial after every
+		 * round_trip_every-th round; round_trip_subtract: each seed
+		 * group's median of those is taken out of every trial (runner.h
+		 * options.round_trip).
+		 */
+		int round_trip_every;
+		int round_trip_subtract;
+		int has_round_trip;
 		double job_timeout_s;
 	} timing;
 

@@ -170,6 +170,10 @@ struct atb_timing_seed {
 	int rounds;                   /* rounds run */
 	enum atb_timing_stop stop;
 	int64_t elapsed_ns;           /* whole seed, warm-up included */
+	/* PROTO: timing.round_trip -- the trusted empty calls' times, one every
+	   hooks->round_trip_every rounds (atb_timing_hooks.round_trip); owned */
+	int64_t *round_trip_ns;
+	size_t nround_trip;
 };
 
 /*
@@ -216,6 +220,20 @@ struct atb_timing_hooks {
 	int (*after_call)(void *call_ctx, size_t arm, size_t trial);
 	void *call_ctx;
 	void (*progress)(void);
+	/*
+	 * PROTO: timing.round_trip (version 12 on) -- an empty call through the
+	 * same path as the arms' (an arm worker's round trip, no kernel), timed
+	 * as an arm's trial is (the flush, then the window) after every
+	 * round_trip_every-th round's arms, before after_round; its times go
+	 * to atb_timing_seed.round_trip_ns.  round_trip_done runs after its
+	 * time is read, outside the window (what after_call is to an arm).
+	 * round_trip NULL or round_trip_every < 1: none.  A nonzero return
+	 * from either aborts like a round hook.
+	 */
+	int (*round_trip)(void *rt_ctx);
+	int (*round_trip_done)(void *rt_ctx);
+	void *rt_ctx;
+	int round_trip_every;
 };
 
 /*

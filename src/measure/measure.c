@@ -489,6 +489,19 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	{
 		const char *iso = getenv("ATB_ISOLATION");
 
+		const char *rtv = getenv("ATB_ROUND_TRIP");
+
+		if (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract")) {
+			json_decref(job);
+			json_decref(opt);
+			json_decref(ja);
+			json_decref(jb);
+			json_decref(js);
+			json_decref(seeds);
+			return atb_error_set(err, ATB_ERR_USAGE,
+					     "bad ATB_ROUND_TRIP '%.40s': expected none, time or "
+					     "subtract", rtv);
+		}
 		if (iso && strcmp(iso, "process") && strcmp(iso, "none")) {
 			json_decref(job);
 			json_decref(opt);
@@ -502,8 +515,27 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 		}
 		if (!iso)
 			iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
-		if (!m->cuda && !m->torch && !strcmp(iso, "process"))
+		if (!m->cuda && !m->torch && !strcmp(iso, "process")) {
+			/* PROTO: timing.round_trip (version 12 on) -- the workers' round
+			   trip timed beside the arms and, with subtract, taken out;
+			   $ATB_ROUND_TRIP=none|time|subtract overrides it (debugging,
+			   comparisons: the samples events and stats say which ran) */
+			const char *rt = getenv("ATB_ROUND_TRIP");
+			int every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;
+			int sub = m->p->timing.has_round_trip && m->p->timing.round_trip_subtract;
+
 			json_object_set_new(opt, "isolation", json_string("process"));
+			if (rt && !strcmp(rt, "none")) {
+				every = 0;
+			} else if (rt && (!strcmp(rt, "time") || !strcmp(rt, "subtract"))) {
+				every = every > 0 ? every : 1;
+				sub = !strcmp(rt, "subtract");
+			}
+			if (every > 0)
+				json_object_set_new(opt, "round_trip",
+						    json_pack("{s:i, s:b}", "every_rounds", every,
+							      "subtract", sub));
+		}
 	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);

@@ -159,6 +159,13 @@ static const struct field flush_fields[] = {
 	END,
 };
 
+/* PROTO: timing.round_trip (version 12 on) -- the arm workers' round trip, timed and taken out */
+static const struct field round_trip_fields[] = {
+	INT("every_rounds", timing.round_trip_every, 1, 1000),
+	BOOL("subtract", timing.round_trip_subtract),
+	END,
+};
+
 static const struct field timing_fields[] = {
 	{.key = "clock", .kind = F_ENUM, .off = NOSTORE, .choices = clocks},
 	MAP("warmup", warmup_fields),
@@ -179,6 +186,9 @@ static const struct field timing_fields[] = {
 	 * key (none); required from version 11 on (atbi_protocol_validate) */
 	{.key = "isolation", .kind = F_ENUM, .off = OFF(timing.isolation),
 	 .size = SZ(timing.isolation), .choices = isolations, .optional = 1},
+	/* PROTO: timing.round_trip -- optional: versions 1 to 11 have no such
+	 * map (none); required from version 12 on (atbi_protocol_validate) */
+	OPTMAP("round_trip", round_trip_fields, timing.has_round_trip),
 	REAL("job_timeout_s", timing.job_timeout_s, POS),
 	END,
 };
@@ -1001,6 +1011,8 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 	}
 	if (!st && p->version >= 11 && !p->timing.isolation[0])
 		return missing_since(y, "timing", "timing.isolation", "isolation", 11, err);
+	if (!st && p->version >= 12 && !p->timing.has_round_trip)
+		return missing_since(y, "timing", "timing.round_trip", "round_trip", 12, err);
 	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
 		return missing_since(y, "correctness", "correctness.input_chunk_elements",
 				     "input_chunk_elements", 8, err);

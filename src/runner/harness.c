@@ -149,8 +149,9 @@ struct run {
 	   them; no candidate code runs in a cpu job's runner, so its word
 	   stands.  Each one's first thread times like the runner's. */
 	int cpu_job;            /* a cpu job with workers: a "workers" event is believed */
-	long worker_nspid[4];
-	pid_t worker_pid[4];    /* ... and here; 0: not found yet */
+	/* the arms' and the round trip's (PROTO: timing.round_trip) */
+	long worker_nspid[ATB_RUNNER_MAX_ARMS + 1];
+	pid_t worker_pid[ATB_RUNNER_MAX_ARMS + 1];    /* ... and here; 0: not found yet */
 	int nworkers;
 	int in_group;           /* a timed_begin came and no samples yet */
 	int answer_fd;          /* the runner's stdin: a byte per timed_begin (gates.clock) */
@@ -407,7 +408,7 @@ static int take_lines(struct run *r, struct atb_error *err, enum atb_status *st)
 			const json_t *pids = json_object_get(ev, "pids");
 			size_t k;
 
-			for (k = 0; k < json_array_size(pids) && k < 4; k++) {
+			for (k = 0; k < json_array_size(pids) && k < ATB_RUNNER_MAX_ARMS + 1; k++) {
 				r->worker_nspid[k] = (long)json_integer_value(json_array_get(pids, k));
 				r->worker_pid[k] = 0;
 			}

@@ -406,6 +406,7 @@ void atb_timing_seed_release(struct atb_timing_seed *s)
 		atb_free(s->arms[i].device_extra_ns);
 	}
 	atb_free(s->arms);
+	atb_free(s->round_trip_ns);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -584,6 +585,9 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 		if (!a->times_ns || !a->round || !a->position)
 			goto nomem;
 	}
+	if (hooks && hooks->round_trip && hooks->round_trip_every > 0 &&
+	    !(out->round_trip_ns = atb_malloc(cap * sizeof(*out->round_trip_ns))))
+		goto nomem;
 	order = atb_malloc(narms * sizeof(*order));
 	ranks = atb_malloc(cap * sizeof(*ranks));
 	sorted = atb_malloc(narms * cap * sizeof(*sorted));
@@ -654,6 +658,25 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 			}
 		}
 		out->rounds = round + 1;
+		/* PROTO: timing.round_trip -- the empty call, timed as an arm's */
+		if (out->round_trip_ns && round % hooks->round_trip_every == 0) {
+			int64_t t;
+			int rc;
+
+			if (cfg->flush && ops->flush)
+				ops->flush(timer->state);
+			ops->start(timer->state);
+			rc = hooks->round_trip(hooks->rt_ctx);
+			ops->stop(timer->state);
+			t = rc ? -1 : ops->elapsed_ns(timer->state);
+			if (t < 0 || (hooks->round_trip_done && hooks->round_trip_done(hooks->rt_ctx))) {
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "the round trip's empty call failed in round %d",
+						   round);
+				goto done;
+			}
+			out->round_trip_ns[out->nround_trip++] = t;
+		}
 		if (hooks && hooks->after_round && hooks->after_round(hooks->ctx, round)) {
 			st = atb_error_set(err, ATB_ERR_SYSTEM,
 					   "round hook failed after round %d", round);

@@ -59,6 +59,41 @@ test_expect "a bad isolation is refused as a bad job" '
 		"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }
 '
 
+# PROTO: timing.round_trip (version 12) -- one more worker, which loads
+# nothing, answers an empty call through the arms' path after every round,
+# timed as an arm's trial; with subtract its median is taken out of every
+# trial: each arm's median is then the raw one (the timing core's
+# median_ns) less that figure.
+test_expect "the round trip is timed by a worker of its own and taken out of the trials" '
+	job spin.so spin.so process |
+		jq -c ".options.round_trip = {\"every_rounds\": 1, \"subtract\": true}" |
+		"$RUNNER" >rt.ev &&
+	jq -se "map(select(.event==\"workers\"))[0].pids | length == 3" rt.ev >/dev/null &&
+	jq -se "map(select(.event==\"env\"))[0].round_trip == {\"every_rounds\": 1, \"subtract\": true}" \
+		rt.ev >/dev/null &&
+	jq -se "[.[] | select(.event==\"samples\")] | length > 0 and all(
+		.round_trip.median_ns > 1000 and .round_trip.calls == .rounds and .round_trip.subtracted
+		and .round_trip.subtracted_ns == (.round_trip.median_ns | round)
+		and (.times_ns | sort | (if length % 2 == 1 then .[length / 2 | floor]
+			else (.[length / 2 - 1] + .[length / 2]) / 2 end)) as \$m
+		| ((\$m - (.median_ns - .round_trip.subtracted_ns)) | fabs) <= 1
+		and (.times_ns | min) >= 1)" rt.ev >/dev/null || { jq -c "select(.event==\"samples\")
+			| {arm, median_ns, round_trip, rounds}" rt.ev; exit 1; }
+'
+
+test_expect "a round trip without workers, or a bad one, is refused as a bad job" '
+	job spin.so spin.so none |
+		jq -c ".options.round_trip = {\"every_rounds\": 1, \"subtract\": true}" |
+		expect_exit 2 "$RUNNER" &&
+	jq -se "map(select(.event==\"error\"))[0] | .reason == \"bad_job\" and
+		(.message | contains(\"only with options.isolation\"))" "$TRASH/out" >/dev/null &&
+	job spin.so spin.so process |
+		jq -c ".options.round_trip = {\"every_rounds\": 0, \"subtract\": true}" |
+		expect_exit 2 "$RUNNER" &&
+	jq -se "map(select(.event==\"error\"))[0] | .reason == \"bad_job\" and
+		(.message | contains(\"options.round_trip\"))" "$TRASH/out" >/dev/null
+'
+
 # In process the cheat reads about half (t6010, caught there by the clock
 # gate); in a worker it rewrites only its own process's GOT.
 test_expect "the clock cheat changes nothing the runner reads from a worker" '

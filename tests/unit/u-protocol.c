@@ -32,6 +32,7 @@
 #define V9 SRC "/protocol/v9.yaml"
 #define V10 SRC "/protocol/v10.yaml"
 #define V11 SRC "/protocol/v11.yaml"
+#define V12 SRC "/protocol/v12.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -207,11 +208,15 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V11, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 11);
+	cr_assert_eq(atb_protocol_digest_file(V12, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 12);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "6e8740c2ea02780039793e3d9761d4d60f64c45c4b2925a9c8b23713c3118284");
+			 "c98904cca6dc093064cc5ecf6fc2b80190e01fe95214216e00ce7ef40cdc24fc");
+	/* version 12's keys, as frozen (PROTO: timing.round_trip) */
+	cr_expect(p->timing.has_round_trip);
+	cr_expect_eq(p->timing.round_trip_every, 1);
+	cr_expect(p->timing.round_trip_subtract);
 	/* version 11's key, as frozen (PROTO: timing.isolation) */
 	cr_expect_str_eq(p->timing.isolation, "process");
 	/* version 10's key, as frozen (PROTO: stats.resolution_rel) */
@@ -231,6 +236,8 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_expect(p->gates.has_background_torch_cpu && p->gates.background_torch_cpu);
 	cr_expect_str_eq(p->timing.preemption, "none");
 	/* the frozen versions before it keep their digests */
+	cr_assert_eq(atb_protocol_digest_file(V11, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(digest, "6e8740c2ea02780039793e3d9761d4d60f64c45c4b2925a9c8b23713c3118284");
 	cr_assert_eq(atb_protocol_digest_file(V10, digest, &err), ATB_OK, "%s", err.msg);
 	cr_assert_str_eq(digest, "a4c29eb415467b4491021368a0c79d3466fab1452857f55be45103fc05d0a85a");
 	cr_assert_eq(atb_protocol_digest_file(V9, digest, &err), ATB_OK, "%s", err.msg);
@@ -700,6 +707,47 @@ Test(protocol, isolation_is_required_from_version_11, .fini = remove_home)
 	atb_free(text);
 }
 
+/* PROTO: timing.round_trip -- required from version 12, every_rounds 1 to 1000 */
+Test(protocol, round_trip_is_required_from_version_12, .fini = remove_home)
+{
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	/* before it: absent, which means none */
+	cr_assert_eq(atb_protocol_load_file(V11, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect(!p->timing.has_round_trip);
+	cr_expect_eq(p->timing.round_trip_every, 0);
+	atb_protocol_free(p);
+	text = slurp(V12);
+	t2 = replace(text, "  round_trip:\n    every_rounds: 1\n    subtract: true\n", "");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.round_trip");
+	cr_expect(strstr(err.msg, "missing field 'round_trip' (required from version 12)"), "%s",
+		  err.msg);
+	atb_free(t2);
+	t2 = replace(text, "every_rounds: 1", "every_rounds: 0");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.round_trip.every_rounds");
+	atb_free(t2);
+	t2 = replace(text, "subtract: true", "subtract: maybe");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.round_trip.subtract");
+	atb_free(t2);
+	t2 = replace(text, "every_rounds: 1", "every_rounds: 4");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_eq(p->timing.round_trip_every, 4);
+	atb_protocol_free(p);
+	atb_free(t2);
+	atb_free(text);
+}
+
 /* ---- versions ---------------------------------------------------------- */
 
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
@@ -713,9 +761,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (11), one value changed */
-	text = slurp(V11);
-	t2 = replace(text, "\nversion: 11", "\nversion: 12");
+	/* the next version after the current one (12), one value changed */
+	text = slurp(V12);
+	t2 = replace(text, "\nversion: 12", "\nversion: 13");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -725,7 +773,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 12);
+	cr_assert_eq(version, 13);
 	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
@@ -737,7 +785,8 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
 	cr_expect_str_eq(p->timing.placement, "keyed");
 	cr_expect_str_eq(p->timing.preemption, "none");
-	cr_assert_eq(p->version, 12);
+	cr_assert_eq(p->version, 13);
+	cr_assert(p->timing.has_round_trip && p->timing.round_trip_subtract);
 	cr_assert_str_eq(p->timing.isolation, "process");
 	cr_assert_float_eq(p->stats.resolution_rel, 0.002, 1e-15);
 	cr_assert(p->gates.has_side_stream);
@@ -757,35 +806,35 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 12);
-	cr_assert_eq(current, 12);
+	cr_assert_eq(n, 13);
+	cr_assert_eq(current, 13);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[11].digest, v6digest);
-	cr_assert(strstr(list[11].file, "/protocol/v12.yaml"));
-	cr_assert(strstr(list[11].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[11].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[12].digest, v6digest);
+	cr_assert(strstr(list[12].file, "/protocol/v13.yaml"));
+	cr_assert(strstr(list[12].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[12].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 13"), "%s", err.msg);
-	edit_home_file("v12.yaml", "version: 12", "version: 14");
+	cr_assert(strstr(err.msg, "the next version is 14"), "%s", err.msg);
+	edit_home_file("v13.yaml", "version: 13", "version: 15");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
 Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_home)
 {
 	struct atb_error err;
-	int version = 12;
+	int version = 13;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_freeze(home, FIXTURES "/bad-out-of-range.yaml", &version, NULL,
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 12"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 13"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -796,8 +845,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 12, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 12 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 13, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 13 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */
