@@ -5,17 +5,20 @@
  *
  * One job is the relu fixture job (tests/fixtures/runner/relu-job.json:
  * 4096 floats, two arms, every correctness set, three seeds of paired
- * timing) with the fixture's reference kernel in both arms.  Three setups
+ * timing) with the fixture's reference kernel in both arms.  Four setups
  * take turns, the order rotating each round so drift of the box hits all:
- * ATB_SANDBOX=off, auto, and auto with each arm in a worker process
+ * ATB_SANDBOX=off, auto, auto with each arm in a worker process
  * (options.isolation process: protocol version 11's timing.isolation,
- * runner/worker.c).  Printed, each over off:
+ * runner/worker.c), and that with the round trip timed and taken out
+ * (options.round_trip, every round: version 12's timing.round_trip).
+ * Printed, each over off:
  *   wall per job     spawn, namespaces, mounts, the filter, the workers, the
  *                    job, the teardown and the scratch folder's removal
  *   median trial     the timed kernel's median over every sample: the
  *                    filter's cost inside the timed region (should be 1)
  *                    and a worker's round trip per call (a kernel of a few
- *                    microseconds here: the worst case)
+ *                    microseconds here: the worst case), and what of it is
+ *                    left once the empty call's median is taken out
  * Usage: bench-sandbox [pairs]   (default 20; needs cc and bwrap; run from
  * the source tree or with ATB_SOURCE_DIR set, atb-runner beside it)
  */
@@ -85,8 +88,9 @@ int main(int argc, char **argv)
 	long pairs = argc > 1 ? strtol(argv[1], NULL, 10) : 20;
 	char tmp[] = "/tmp/bench-sandbox.XXXXXX", so[600], cmd[2048], fix[1200];
 	char runner[4096];
-	static const char *const names[3] = {"off", "auto", "workers"};
-	struct acc wall[3] = {{0}}, trial[3] = {{0}};
+#define NSETUPS 4
+	static const char *const names[NSETUPS] = {"off", "auto", "workers", "work+rt"};
+	struct acc wall[NSETUPS] = {{0}}, trial[NSETUPS] = {{0}};
 	struct atb_runner_outcome out;
 	struct atb_error err;
 	json_error_t je;
@@ -115,8 +119,8 @@ int main(int argc, char **argv)
 	json_object_set_new(json_array_get(json_object_get(job, "arms"), 0), "so", json_string(so));
 	json_object_set_new(json_array_get(json_object_get(job, "arms"), 1), "so", json_string(so));
 	for (p = 0; p < pairs; p++)
-		for (k = 0; k < 3; k++) {
-			int m = (int)((p + k) % 3);   /* each setup first, second, third in turn */
+		for (k = 0; k < NSETUPS; k++) {
+			int m = (int)((p + k) % NSETUPS);   /* each setup first, second, ... in turn */
 			json_t *opt = json_object_get(job, "options");
 
 			setenv("ATB_SANDBOX", m ? "auto" : "off", 1);
@@ -124,7 +128,13 @@ int main(int argc, char **argv)
 				opt = json_object();
 				json_object_set_new(job, "options", opt);
 			}
-			json_object_set_new(opt, "isolation", json_string(m == 2 ? "process" : "none"));
+			json_object_set_new(opt, "isolation", json_string(m >= 2 ? "process" : "none"));
+			if (m == 3)
+				json_object_set_new(opt, "round_trip",
+						    json_pack("{s:i, s:b}", "every_rounds", 1,
+							      "subtract", 1));
+			else
+				json_object_del(opt, "round_trip");
 			atb_error_clear(&err);
 			if (atb_runner_run(runner, job, 120, on_event, &trial[m], &out, &err)) {
 				fprintf(stderr, "bench-sandbox: job failed (%s): %s\n", names[m],
@@ -140,14 +150,14 @@ int main(int argc, char **argv)
 		double w0 = median(&wall[0]), t0 = median(&trial[0]);
 
 		printf("wall per job         off %.1f ms\n", w0 / 1e6);
-		for (k = 1; k < 3; k++) {
+		for (k = 1; k < NSETUPS; k++) {
 			double w = median(&wall[k]);
 
 			printf("                     %-7s %.1f ms   %s/off %.3f   (%+.1f ms)\n",
 			       names[k], w / 1e6, names[k], w / w0, (w - w0) / 1e6);
 		}
 		printf("median trial         off %.0f ns   (%zu samples)\n", t0, trial[0].n);
-		for (k = 1; k < 3; k++) {
+		for (k = 1; k < NSETUPS; k++) {
 			double t = median(&trial[k]);
 
 			printf("                     %-7s %.0f ns   %s/off %.4f   (%+.0f ns a call, %zu samples)\n",
