@@ -764,3 +764,84 @@ Test(timing, cpu_timer_takes_a_competitors_share_out_of_the_trial)
 		  "with the waits taken out %lld ns, the thread's cpu time %lld ns (wall %lld ns)",
 		  (long long)sub[N / 2], (long long)cpu[N / 2], (long long)wall[N / 2]);
 }
+
+/* ---- the round trip's empty call (PROTO: timing.round_trip) --------------- */
+
+struct rt_log {
+	struct fake *fake;
+	int calls, done, in_window, done_in_window, flushes_before, bad_order, fail_at;
+};
+
+static int h_rt(void *ctx)
+{
+	struct rt_log *l = ctx;
+
+	/* inside its window, after a flush of its own */
+	l->in_window += l->fake->running;
+	l->flushes_before = l->fake->flushes;
+	l->bad_order |= l->done != l->calls;
+	l->fake->next_ns = 700;
+	return ++l->calls == l->fail_at ? -1 : 0;
+}
+
+static int h_rt_done(void *ctx)
+{
+	struct rt_log *l = ctx;
+
+	l->done_in_window |= l->fake->running;
+	l->done++;
+	return 0;
+}
+
+Test(timing, the_empty_call_is_timed_like_a_trial_every_nth_round)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct rt_log l = {.fake = &f, .fail_at = -1};
+	struct atb_timing_hooks hooks = {.round_trip = h_rt, .round_trip_done = h_rt_done,
+					 .rt_ctx = &l, .round_trip_every = 3};
+	struct atb_timing_config c;
+	struct atb_timing_seed r, plain;
+	struct atb_error e;
+	size_t k;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_OK, "%s", e.msg);
+	cr_assert_eq(r.rounds, 10);
+	/* rounds 0, 3, 6, 9: each inside a window, its stop settled outside it */
+	cr_assert_eq(l.calls, 4);
+	cr_assert_eq(r.nround_trip, 4);
+	cr_assert_eq(l.in_window, 4, "the empty call ran outside its window");
+	cr_assert_not(l.done_in_window, "round_trip_done ran inside the window");
+	cr_assert_eq(l.done, 4);
+	cr_assert_not(l.bad_order);
+	for (k = 0; k < r.nround_trip; k++)
+		cr_assert_eq(r.round_trip_ns[k], 700);
+	/* a flush before it, as before every arm's trial: 2 arms x 10 rounds + 4 */
+	cr_assert_eq(f.flushes, 24, "%d flushes", f.flushes);
+	/* the arms' times and orders are the ones without it */
+	memset(&f, 0, sizeof(f));
+	memset(s.calls, 0, sizeof(s.calls));
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &plain, &e), ATB_OK);
+	cr_assert_eq(plain.rounds, r.rounds);
+	cr_assert_eq(plain.nround_trip, 0);
+	cr_assert_null(plain.round_trip_ns);
+	for (k = 0; k < 10; k++) {
+		cr_assert_eq(plain.arms[0].position[k], r.arms[0].position[k]);
+		cr_assert_eq(plain.arms[1].times_ns[k], r.arms[1].times_ns[k]);
+	}
+	atb_timing_seed_release(&r);
+	atb_timing_seed_release(&plain);
+
+	/* a failing empty call stops the seed */
+	memset(&f, 0, sizeof(f));
+	memset(&l, 0, sizeof(l));
+	l.fake = &f;
+	l.fail_at = 2;
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_ERR_SYSTEM);
+	cr_assert(strstr(e.msg, "the round trip's empty call failed in round 3"), "%s", e.msg);
+	atb_timing_seed_release(&r);
+}
