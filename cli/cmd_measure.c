@@ -69,9 +69,11 @@ static const char measure_help[] =
 	"(debugging); the stats say which ran (runner.isolation).  With workers,\n"
 	"protocol version 12's timing.round_trip times an empty call to a worker\n"
 	"that loads nothing, as an arm's trial is timed, after every round, and\n"
-	"takes its median out of every trial, so the workers' round trip does not\n"
-	"pull a speedup toward 1; $ATB_ROUND_TRIP=none|time|subtract overrides it\n"
-	"(runner.round_trip; the samples events say what was taken out).\n"
+	"takes a low quantile of them out of every trial, so the workers' round\n"
+	"trip does not pull a speedup toward 1; $ATB_ROUND_TRIP=none|time|subtract\n"
+	"overrides it (runner.round_trip; the samples events say what was taken\n"
+	"out).  An override is reported as a deviation (a line in the output,\n"
+	"deviation in --json with isolation and round_trip, a warning on stderr).\n"
 	"\n"
 	"Every number takes one path (docs/measure.md):\n"
 	"  surface         the folder holds only regular files named in the task's\n"
@@ -439,6 +441,13 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 		json_object_set_new(v, "floor_remeasured", json_boolean(o->floor_remeasured));
 		if (o->floor_remeasured)
 			json_object_set_new(v, "floor_cached_ns", jnum(o->floor_cached_ns));
+		/* PROTO: timing.isolation, timing.round_trip -- as run, and any override */
+		json_object_set_new(v, "isolation",
+				    o->isolation[0] ? json_string(o->isolation) : json_null());
+		json_object_set_new(v, "round_trip",
+				    o->round_trip[0] ? json_string(o->round_trip) : json_null());
+		json_object_set_new(v, "deviation",
+				    o->deviation[0] ? json_string(o->deviation) : json_null());
 		json_object_set_new(v, "build_s", jnum(o->build_s));
 		json_object_set_new(v, "run_s", jnum(o->run_s));
 		s = json_dumps(v, JSON_SORT_KEYS | JSON_INDENT(2));
@@ -450,6 +459,8 @@ static int print_outcome(const struct atb_task *task, const struct atb_measure_o
 	} else {
 		printf("%s: %s\n", atb_measure_verdict_name(o->verdict), task->name);
 		printf("  job             %s\n", o->job_uuid);
+		if (o->deviation[0])
+			printf("  deviation       %s\n", o->deviation);
 		if (o->verdict == ATB_MEASURE_REJECTED) {
 			printf("  gate            %s\n", o->gate);
 			printf("  reason          %s\n", o->reason);
@@ -715,6 +726,9 @@ int cli_measure(int argc, char **argv, struct cli_ctx *ctx, const struct cli_mea
 		int hrc = h && h->after ? h->after(h->arg, s, p, &knobs, &out, &extra) : CLI_OK;
 
 		rc = print_outcome(task, &out, json, extra);
+		/* a measurement not taken as its protocol says: said where it is read */
+		if (out.deviation[0] && json)
+			fprintf(stderr, "atb measure: warning: %s\n", out.deviation);
 		if (hrc)
 			rc = hrc;
 	}

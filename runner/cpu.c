@@ -341,8 +341,9 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 		"preemption", rt->preemption[0] ? rt->preemption : "none",
 		"isolation", rt->isolated ? "process" : "none", "round_trip",
 		rt->isolated && job->round_trip_every > 0
-			? json_pack("{s:i, s:b}", "every_rounds", job->round_trip_every, "subtract",
-				    job->round_trip_subtract)
+			? json_pack("{s:i, s:b, s:f}", "every_rounds", job->round_trip_every,
+				    "subtract", job->round_trip_subtract, "quantile",
+				    job->round_trip_quantile)
 			: json_null()));
 nomem:
 	json_decref(arms);
@@ -418,7 +419,7 @@ static int start_workers(struct rt *rt)
 		rt->nworkers++;
 		json_array_append_new(pids, json_integer(w->pid));
 		runner_round_trip(round_trip_call, job->round_trip_every,
-				  job->round_trip_subtract);
+				  job->round_trip_subtract, job->round_trip_quantile);
 	}
 	runner_background_workers(rt->workers, rt->nworkers);
 	return runner_emit(json_pack("{s:s, s:o}", "event", "workers", "pids", pids));

@@ -830,11 +830,11 @@ void runner_settle(int (*fn)(void));
 /*
  * PROTO: timing.round_trip -- the cpu backend's empty call (a round trip to
  * a worker that loaded nothing): timed after every `every`-th round of each
- * group (runner_time_group_timed), its median put in the samples events
- * ("round_trip") and, with subtract, taken out of every trial.  call NULL:
- * none.
+ * group (runner_time_group_timed); its q-quantile and median put in the
+ * samples events ("round_trip") and, with subtract, the q-quantile taken
+ * out of every trial.  call NULL: none.
  */
-void runner_round_trip(int (*call)(void), int every, int subtract);
+void runner_round_trip(int (*call)(void), int every, int subtract, double q);
 /*
  * Where the host buffers come from: NULL, NULL for the process's heap
  * (page-aligned), else alloc/release (the workers' shared memory).  A

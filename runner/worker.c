@@ -537,9 +537,14 @@ static int worker_confine(pid_t parent, char *why, size_t why_size)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[2];
+	/* and no timer: one armed before the reply expires while the worker is
+	   stopped, in interrupt context on the runner's CPU, inside another
+	   arm's window (relu/rt-burst: a timerfd with 200 epoll waiters, about
+	   37 us an expiry, lengthened the round trip's empty calls) */
 	static const char *const denied[] = {"fork", "vfork", "tkill", "pidfd_open",
 		"pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv",
-		"process_vm_writev", "kcmp"};
+		"process_vm_writev", "kcmp", "timerfd_create", "timerfd_settime",
+		"timer_create", "timer_settime", "setitimer", "alarm"};
 	/* calls whose first argument is a pid (0: the caller) */
 	static const char *const own_only[] = {"sched_setaffinity", "sched_setscheduler",
 		"sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages"};

@@ -178,6 +178,18 @@ struct atb_measure_outcome {
 	   the share of them the floor does not count (the caches' allowance);
 	   floor_ns is then their time at the box's bandwidth */
 	int64_t output_bytes, floor_allowance_bytes;
+	/*
+	 * Where the arms ran and what of the workers' round trip was taken out
+	 * (PROTO: timing.isolation, timing.round_trip): isolation "process" or
+	 * "none" (cuda and torch: "none", their arms share the runner);
+	 * round_trip "subtract", "time" or "none"; deviation "" when both are
+	 * as the protocol says, else which override ($ATB_ISOLATION,
+	 * $ATB_ROUND_TRIP) changed what (a result measured so is not measured
+	 * as its protocol version says).  "" before the first runner job.
+	 */
+	char isolation[16];
+	char round_trip[16];
+	char deviation[256];
 	double build_s, run_s;     /* wall time spent building, measuring */
 };
 

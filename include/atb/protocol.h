@@ -103,11 +103,12 @@ struct atb_protocol {
 		 * none): with isolation process, an empty call to a worker that
 		 * loads nothing, timed as an arm's trial after every
 		 * round_trip_every-th round; round_trip_subtract: each seed
-		 * group's median of those is taken out of every trial (runner.h
-		 * options.round_trip).
+		 * group's round_trip_quantile-quantile of those is taken out of
+		 * every trial (runner.h options.round_trip).
 		 */
 		int round_trip_every;
 		int round_trip_subtract;
+		double round_trip_quantile;
 		int has_round_trip;
 		double job_timeout_s;
 	} timing;

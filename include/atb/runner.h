@@ -233,14 +233,17 @@ struct atb_runner_job {
 	int isolate;
 	/*
 	 * PROTO: timing.round_trip (version 12 on) -- with isolate: options
-	 * "round_trip": {"every_rounds": N, "subtract": B}: a worker that loads
-	 * nothing answers an empty call, timed as an arm's trial, after every
-	 * N-th round; with subtract each seed group's median of those times is
-	 * taken out of every arm's trials (at least 1 ns is left of a trial).
-	 * every 0 (absent): none.
+	 * "round_trip": {"every_rounds": N, "subtract": B, "quantile": Q}: a
+	 * worker that loads nothing answers an empty call, timed as an arm's
+	 * trial, after every N-th round; with subtract each seed group's
+	 * Q-quantile of those times (Q in (0, 0.5]: a low one, which what only
+	 * adds time -- an interrupt, a preemption -- does not move) is taken
+	 * out of every arm's trials (at least 1 ns is left of a trial).  every
+	 * 0 (absent): none.
 	 */
 	int round_trip_every;
 	int round_trip_subtract;
+	double round_trip_quantile;
 	int pin_cpu;                   /* -1: leave affinity alone */
 	/*
 	 * PROTO: gates.hang -- "progress_ms": the runner sends a "progress"

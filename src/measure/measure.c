@@ -513,8 +513,22 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 					     "bad ATB_ISOLATION '%.40s': expected process or none",
 					     iso);
 		}
+		const char *want_iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
+		int want_every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;
+		int want_sub = m->p->timing.has_round_trip && m->p->timing.round_trip_subtract;
+
 		if (!iso)
-			iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
+			iso = want_iso;
+		if (m->cuda || m->torch || strcmp(iso, "process")) {
+			snprintf(m->out->isolation, sizeof(m->out->isolation), "none");
+			snprintf(m->out->round_trip, sizeof(m->out->round_trip), "none");
+		}
+		if (!m->cuda && !m->torch && strcmp(iso, want_iso))
+			snprintf(m->out->deviation, sizeof(m->out->deviation),
+				 "ATB_ISOLATION=%s: the arms ran %s; protocol version %d says "
+				 "timing.isolation %s", iso,
+				 strcmp(iso, "process") ? "in the runner" : "in workers",
+				 m->p->version, want_iso);
 		if (!m->cuda && !m->torch && !strcmp(iso, "process")) {
 			/* PROTO: timing.round_trip (version 12 on) -- the workers' round
 			   trip timed beside the arms and, with subtract, taken out;
@@ -532,9 +546,24 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 				sub = !strcmp(rt, "subtract");
 			}
 			if (every > 0)
-				json_object_set_new(opt, "round_trip",
-						    json_pack("{s:i, s:b}", "every_rounds", every,
-							      "subtract", sub));
+				json_object_set_new(
+					opt, "round_trip",
+					json_pack("{s:i, s:b, s:f}", "every_rounds", every, "subtract",
+						  sub, "quantile",
+						  m->p->timing.has_round_trip
+							  ? m->p->timing.round_trip_quantile
+							  : 0.1));
+			snprintf(m->out->isolation, sizeof(m->out->isolation), "process");
+			snprintf(m->out->round_trip, sizeof(m->out->round_trip), "%s",
+				 every <= 0 ? "none" : sub ? "subtract" : "time");
+			if (!m->out->deviation[0] && ((every > 0) != (want_every > 0) ||
+						      (every > 0 && sub != want_sub)))
+				snprintf(m->out->deviation, sizeof(m->out->deviation),
+					 "ATB_ROUND_TRIP=%s: the workers' round trip was %s; "
+					 "protocol version %d says %s", rt ? rt : "?",
+					 every <= 0 ? "not timed" : sub ? "taken out" : "timed, not "
+					 "taken out", m->p->version,
+					 !want_every ? "none" : want_sub ? "subtract" : "time");
 		}
 	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",

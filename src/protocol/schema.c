@@ -163,6 +163,8 @@ static const struct field flush_fields[] = {
 static const struct field round_trip_fields[] = {
 	INT("every_rounds", timing.round_trip_every, 1, 1000),
 	BOOL("subtract", timing.round_trip_subtract),
+	/* a low quantile: (0, 0.5] */
+	REAL("quantile", timing.round_trip_quantile, R_LO | R_LO_OPEN | R_HI, 0, 0.5),
 	END,
 };
 

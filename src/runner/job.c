@@ -887,20 +887,24 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 		b = json_object_get(opt, "round_trip");
 		if (b) {
 			const json_t *e = json_object_get(b, "every_rounds"),
-				     *sub = json_object_get(b, "subtract");
+				     *sub = json_object_get(b, "subtract"),
+				     *q = json_object_get(b, "quantile");
 
 			if (!json_is_object(b) || !json_is_integer(e) || json_integer_value(e) < 1 ||
 			    json_integer_value(e) > 1000 || !json_is_boolean(sub) ||
-			    json_object_size(b) != 2)
+			    !json_is_number(q) || !(json_number_value(q) > 0.0) ||
+			    !(json_number_value(q) <= 0.5) || json_object_size(b) != 3)
 				return bad(err, "options.round_trip",
 					   "bad '%s': expected {\"every_rounds\": 1 to 1000, "
-					   "\"subtract\": true or false}", "options.round_trip");
+					   "\"subtract\": true or false, \"quantile\": above 0, at "
+					   "most 0.5}", "options.round_trip");
 			if (!j->isolate)
 				return bad(err, "options.round_trip",
 					   "bad '%s': only with options.isolation \"process\"",
 					   "options.round_trip");
 			j->round_trip_every = (int)json_integer_value(e);
 			j->round_trip_subtract = json_is_true(sub);
+			j->round_trip_quantile = json_number_value(q);
 		}
 		INT(opt, "pin_cpu", "options", 0, pin);
 		if (pin < -1 || pin > 4095)

@@ -22,7 +22,8 @@ test_expect "measure --help documents every gate" '
 
 test_expect "the honest template with default knobs is admitted" '
 	expect_verdict ".verdict == \"admitted\" and .result_id > 0 and .seeds == 8 and .ci_low <= .speedup
-		and .speedup <= .ci_high and .cv <= 0.05 and (.p_value | type) == \"number\"" \
+		and .speedup <= .ci_high and .cv <= 0.05 and (.p_value | type) == \"number\"
+		and .isolation == \"process\" and .round_trip == \"subtract\" and .deviation == null" \
 		env ATB_RUNNER_EVENTS_LOG="$TRASH/events.log" \
 		"$ATB" measure --json "$CHEATS/tasks/relu-spin" "$CHEATS/relu/honest-spin"
 '
@@ -70,6 +71,21 @@ test_expect "a >= 10x candidate is quarantined, not admitted" '
 	expect_verdict ".verdict == \"quarantined\" and .speedup >= 10" \
 		"$ATB" measure --json "$CHEATS/tasks/relu-slowbase" "$CHEATS/relu/fast-spin" &&
 	jq -r .result_id "$TRASH/out" >qid
+'
+
+# A measurement taken otherwise than its protocol says (a debugging
+# override) says so: in --json, on stderr, and in the text output.
+test_expect "an override of the isolation or the round trip is reported as a deviation" '
+	{ ATB_ROUND_TRIP=none "$ATB" measure --json --seeds 2 "$CHEATS/tasks/relu-spin" \
+		"$CHEATS/relu/honest-spin" >"$TRASH/out" 2>"$TRASH/err" || true; } &&
+	jq -e ".isolation == \"process\" and .round_trip == \"none\" and (.deviation |
+		test(\"^ATB_ROUND_TRIP=none: the workers. round trip was not timed; protocol version [0-9]+ says subtract$\"))" \
+		"$TRASH/out" >/dev/null || { cat "$TRASH/out"; exit 1; }
+	expect_grep "atb measure: warning: ATB_ROUND_TRIP=none" "$TRASH/err" &&
+	ATB_ISOLATION=none "$ATB" measure --seeds 2 "$CHEATS/tasks/relu-spin" \
+		"$CHEATS/relu/honest-spin" >txt 2>&1 || true;
+	expect_grep "deviation       ATB_ISOLATION=none: the arms ran in the runner; protocol version" txt &&
+	expect_grep "says timing.isolation process" txt
 '
 
 test_expect "review --list shows it; review --admit adds a row" '

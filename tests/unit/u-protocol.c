@@ -212,11 +212,12 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(p->version, 12);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "c98904cca6dc093064cc5ecf6fc2b80190e01fe95214216e00ce7ef40cdc24fc");
+			 "037d527d52106dc1930b1b3e8ef4658d44f3d853b22730df36c84c24e72f6bc7");
 	/* version 12's keys, as frozen (PROTO: timing.round_trip) */
 	cr_expect(p->timing.has_round_trip);
 	cr_expect_eq(p->timing.round_trip_every, 1);
 	cr_expect(p->timing.round_trip_subtract);
+	cr_expect_float_eq(p->timing.round_trip_quantile, 0.1, 1e-15);
 	/* version 11's key, as frozen (PROTO: timing.isolation) */
 	cr_expect_str_eq(p->timing.isolation, "process");
 	/* version 10's key, as frozen (PROTO: stats.resolution_rel) */
@@ -722,7 +723,8 @@ Test(protocol, round_trip_is_required_from_version_12, .fini = remove_home)
 	cr_expect_eq(p->timing.round_trip_every, 0);
 	atb_protocol_free(p);
 	text = slurp(V12);
-	t2 = replace(text, "  round_trip:\n    every_rounds: 1\n    subtract: true\n", "");
+	t2 = replace(text, "  round_trip:\n    every_rounds: 1\n    subtract: true\n    quantile: 0.1\n",
+		     "");
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "timing.round_trip");
@@ -738,6 +740,16 @@ Test(protocol, round_trip_is_required_from_version_12, .fini = remove_home)
 	spit(cand, t2);
 	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
 	cr_expect_str_eq(err.field, "timing.round_trip.subtract");
+	atb_free(t2);
+	t2 = replace(text, "quantile: 0.1", "quantile: 0.6");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.round_trip.quantile");
+	atb_free(t2);
+	t2 = replace(text, "quantile: 0.1", "quantile: 0");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA);
+	cr_expect_str_eq(err.field, "timing.round_trip.quantile");
 	atb_free(t2);
 	t2 = replace(text, "every_rounds: 1", "every_rounds: 4");
 	spit(cand, t2);
