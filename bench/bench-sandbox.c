@@ -131,8 +131,8 @@ int main(int argc, char **argv)
 			json_object_set_new(opt, "isolation", json_string(m >= 2 ? "process" : "none"));
 			if (m == 3)
 				json_object_set_new(opt, "round_trip",
-						    json_pack("{s:i, s:b}", "every_rounds", 1,
-							      "subtract", 1));
+						    json_pack("{s:i, s:b, s:f}", "every_rounds", 1,
+							      "subtract", 1, "quantile", 0.1));
 			else
 				json_object_del(opt, "round_trip");
 			atb_error_clear(&err);
