@@ -101,6 +101,9 @@ struct job_result {
 	   runner's facts, and by the harness's own reading (owned copies) */
 	json_t *background_event;
 	json_t *background_outside;
+	/* PROTO: timing.round_trip -- per seed, what was taken out of each
+	   trial (the samples events' subtracted_ns; NaN none); nseeds or NULL */
+	double *round_trip_ns;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -721,6 +724,20 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 		if (k == c->m->nseeds)
 			return ATB_OK;
 		sd = &r->arm[a][k];
+		/* PROTO: timing.round_trip -- the group's subtracted figure, kept per seed */
+		if (json_is_object(json_object_get(ev, "round_trip"))) {
+			size_t j;
+
+			if (!r->round_trip_ns) {
+				r->round_trip_ns = atb_malloc(r->nseeds * sizeof(*r->round_trip_ns));
+				if (!r->round_trip_ns)
+					return r->cb_st = ATB_ERR_NOMEM;
+				for (j = 0; j < r->nseeds; j++)
+					r->round_trip_ns[j] = NAN;
+			}
+			r->round_trip_ns[k] = json_number_value(json_object_get(
+				json_object_get(ev, "round_trip"), "subtracted_ns"));
+		}
 		/* PROTO: timing (cuda) -- NVML saw a throttle reason around this group */
 		r->trials += json_array_size(t);
 		if (json_is_true(json_object_get(ev, "throttled")))
@@ -774,6 +791,7 @@ static void job_result_release(struct job_result *r)
 	json_decref(r->outputs_event);
 	json_decref(r->background_event);
 	json_decref(r->background_outside);
+	atb_free(r->round_trip_ns);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -1601,6 +1619,12 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *nai
 					      : "median over seeds of baseline beside / alone, one "
 						"runner per side covering every seed"));
 	json_object_set_new(o, "per_seed_medians_ns", per_seed_json(m, j1, j2));
+	/* PROTO: timing.round_trip -- per seed, what was taken out of every
+	   trial of the paired group and of the baseline alone (null: nothing) */
+	json_object_set_new(o, "round_trip_subtracted_ns",
+			    json_pack("{s:o, s:o}", "paired",
+				      medians_array(j1->round_trip_ns, m->nseeds), "alone",
+				      medians_array(j2->round_trip_ns, m->nseeds)));
 	/* PROTO: gates.timed_correctness -- how many timed rounds were checked */
 	json_object_set_new(o, "timed_checks",
 			    json_pack("{s:I, s:i}", "candidate_rounds_checked",

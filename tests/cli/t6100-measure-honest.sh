@@ -55,6 +55,8 @@ test_expect "the stored result carries the statistics, floor, drift, isolation a
 	echo "$s" | jq -e ".p_value and .mde_ratio and .floor.floor_ns > 0 and .drift.ratio > 0
 		and .runner.isolation == \"process\" and .runner_alone.isolation == \"process\"
 		and .runner.round_trip.subtract and .runner_alone.round_trip.subtract
+		and (.round_trip_subtracted_ns.paired | length == 8 and all(. > 1000))
+		and (.round_trip_subtracted_ns.alone | length == 8 and all(. > 1000))
 		and (.runner.arms | length) == 2 and (.runner.arms[0].sha256 | length) == 64
 		and .bootstrap_seed != null and .build.compiler" >/dev/null &&
 	[ "$(sqlite3 "$ATB_DB" "SELECT count(DISTINCT arm) FROM sample")" = 3 ]
