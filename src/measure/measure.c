@@ -490,31 +490,23 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   $ATB_ISOLATION overrides it either way, for debugging and tests, and
 	   the stored stats say which was used (runner.isolation; harness.c) */
 	{
-		const char *iso = getenv("ATB_ISOLATION");
+		const char *iso = getenv("ATB_ISOLATION"), *rtv = getenv("ATB_ROUND_TRIP");
+		int bad_iso = iso && strcmp(iso, "process") && strcmp(iso, "none");
 
-		const char *rtv = getenv("ATB_ROUND_TRIP");
-
-		if (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract")) {
+		if (bad_iso ||
+		    (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract"))) {
 			json_decref(job);
 			json_decref(opt);
 			json_decref(ja);
 			json_decref(jb);
 			json_decref(js);
 			json_decref(seeds);
-			return atb_error_set(err, ATB_ERR_USAGE,
-					     "bad ATB_ROUND_TRIP '%.40s': expected none, time or "
-					     "subtract", rtv);
-		}
-		if (iso && strcmp(iso, "process") && strcmp(iso, "none")) {
-			json_decref(job);
-			json_decref(opt);
-			json_decref(ja);
-			json_decref(jb);
-			json_decref(js);
-			json_decref(seeds);
-			return atb_error_set(err, ATB_ERR_USAGE,
-					     "bad ATB_ISOLATION '%.40s': expected process or none",
-					     iso);
+			return bad_iso ? atb_error_set(err, ATB_ERR_USAGE,
+						       "bad ATB_ISOLATION '%.40s': expected process "
+						       "or none", iso)
+				       : atb_error_set(err, ATB_ERR_USAGE,
+						       "bad ATB_ROUND_TRIP '%.40s': expected none, "
+						       "time or subtract", rtv);
 		}
 		const char *want_iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
 		int want_every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;

@@ -89,7 +89,10 @@ test_expect "an override of the isolation or the round trip is reported as a dev
 	ATB_ISOLATION=none "$ATB" measure --seeds 2 "$CHEATS/tasks/relu-spin" \
 		"$CHEATS/relu/honest-spin" >txt 2>&1 || true;
 	expect_grep "deviation       ATB_ISOLATION=none: the arms ran in the runner; protocol version" txt &&
-	expect_grep "says timing.isolation process" txt
+	expect_grep "says timing.isolation process" txt &&
+	ATB_ROUND_TRIP=sometimes expect_exit 2 "$ATB" measure --seeds 2 "$CHEATS/tasks/relu-spin" \
+		"$CHEATS/relu/honest-spin" &&
+	expect_grep "bad ATB_ROUND_TRIP '\''sometimes'\'': expected none, time or subtract" "$TRASH/err"
 '
 
 test_expect "review --list shows it; review --admit adds a row" '
