@@ -416,6 +416,26 @@ static enum atb_status torch_job(struct measure *m, json_t *job, int alone,
 	return ATB_OK;
 }
 
+/*
+ * The debugging overrides of where the arms run and what of the round trip
+ * is taken out ($ATB_ISOLATION, $ATB_ROUND_TRIP): ATB_OK, or ATB_ERR_USAGE
+ * naming the variable and its value.
+ */
+static enum atb_status overrides_error(struct atb_error *err)
+{
+	const char *iso = getenv("ATB_ISOLATION"), *rtv = getenv("ATB_ROUND_TRIP");
+
+	atb_error_clear(err);
+	if (iso && strcmp(iso, "process") && strcmp(iso, "none"))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad ATB_ISOLATION '%.40s': expected process or none", iso);
+	if (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract"))
+		return atb_error_set(err, ATB_ERR_USAGE,
+				     "bad ATB_ROUND_TRIP '%.40s': expected none, time or subtract",
+				     rtv);
+	return ATB_OK;
+}
+
 /* arms: indices into A_*; sos: their shared objects (kind torch: python files). */
 static enum atb_status build_job(struct measure *m, const int *arms, size_t narms, int alone,
 				 json_t **out, struct atb_error *err)
@@ -490,24 +510,8 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   $ATB_ISOLATION overrides it either way, for debugging and tests, and
 	   the stored stats say which was used (runner.isolation; harness.c) */
 	{
-		const char *iso = getenv("ATB_ISOLATION"), *rtv = getenv("ATB_ROUND_TRIP");
-		int bad_iso = iso && strcmp(iso, "process") && strcmp(iso, "none");
-
-		if (bad_iso ||
-		    (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract"))) {
-			json_decref(job);
-			json_decref(opt);
-			json_decref(ja);
-			json_decref(jb);
-			json_decref(js);
-			json_decref(seeds);
-			return bad_iso ? atb_error_set(err, ATB_ERR_USAGE,
-						       "bad ATB_ISOLATION '%.40s': expected process "
-						       "or none", iso)
-				       : atb_error_set(err, ATB_ERR_USAGE,
-						       "bad ATB_ROUND_TRIP '%.40s': expected none, "
-						       "time or subtract", rtv);
-		}
+		/* refused at the start when bad (overrides_error) */
+		const char *iso = getenv("ATB_ISOLATION");
 		const char *want_iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
 		int want_every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;
 		int want_sub = m->p->timing.has_round_trip && m->p->timing.round_trip_subtract;
@@ -1931,6 +1935,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "measure needs a store, protocol, task, candidate and work_dir");
 	atb_alloc_install_json();
+	/* a bad override is refused before anything is built or measured */
+	st = overrides_error(err);
+	if (st)
+		return st;
 	m->store = store;
 	m->p = p;
 	m->task = task;
