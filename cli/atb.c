@@ -131,6 +131,32 @@ void cli_stop_restore(void)
 	sigaction(SIGTERM, &old_term, NULL);
 }
 
+/*
+ * PROTO: timing.isolation, timing.round_trip -- the debugging overrides of
+ * where a cpu task's arms run and what of their round trip is taken out:
+ * a command that measures says, once, that what it measures is not measured
+ * as the protocol says (atb measure says it per outcome: its deviation).
+ */
+static void warn_overrides(const char *cmd)
+{
+	static const char *const measuring[] = {"run", "suite", "calibrate", "submit", "serve"};
+	static const char *const vars[] = {"ATB_ISOLATION", "ATB_ROUND_TRIP"};
+	size_t i, k;
+
+	for (i = 0; i < sizeof(measuring) / sizeof(measuring[0]); i++)
+		if (!strcmp(cmd, measuring[i]))
+			break;
+	if (i == sizeof(measuring) / sizeof(measuring[0]))
+		return;
+	for (k = 0; k < sizeof(vars) / sizeof(vars[0]); k++)
+		if (getenv(vars[k]))
+			fprintf(stderr,
+				"atb %s: warning: %s=%.40s overrides the protocol: cpu tasks are "
+				"not measured as its version says (the stored stats say how they "
+				"were: runner.isolation, runner.round_trip)\n",
+				cmd, vars[k], getenv(vars[k]));
+}
+
 static const struct cli_command commands[] = {
 	{"protocol", cmd_protocol, "show, digest and verify the frozen protocol"},
 	{"db", cmd_db, "create and check the results store"},
@@ -327,6 +353,8 @@ int main(int argc, char **argv)
 		if (!strcmp(commands[i].name, argv[ai])) {
 			int n = take_global_options(argc - ai, argv + ai, &ctx);
 
+			if (n >= 0)
+				warn_overrides(commands[i].name);
 			return n < 0 ? CLI_USAGE : commands[i].fn(n, argv + ai, &ctx);
 		}
 	fprintf(stderr, "atb: '%s' is not an atb command; see 'atb --help'\n", argv[ai]);

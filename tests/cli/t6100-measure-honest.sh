@@ -92,7 +92,11 @@ test_expect "an override of the isolation or the round trip is reported as a dev
 	expect_grep "says timing.isolation process" txt &&
 	ATB_ROUND_TRIP=sometimes expect_exit 2 "$ATB" measure --seeds 2 "$CHEATS/tasks/relu-spin" \
 		"$CHEATS/relu/honest-spin" &&
-	expect_grep "bad ATB_ROUND_TRIP '\''sometimes'\'': expected none, time or subtract" "$TRASH/err"
+	expect_grep "bad ATB_ROUND_TRIP '\''sometimes'\'': expected none, time or subtract" "$TRASH/err" &&
+	for c in run suite calibrate; do
+		ATB_ISOLATION=none "$ATB" $c --help >/dev/null 2>w &&
+		expect_grep "atb $c: warning: ATB_ISOLATION=none overrides the protocol" w || exit 1
+	done
 '
 
 test_expect "review --list shows it; review --admit adds a row" '
