@@ -18,7 +18,7 @@
  *                    filter's cost inside the timed region (should be 1)
  *                    and a worker's round trip per call (a kernel of a few
  *                    microseconds here: the worst case), and what of it is
- *                    left once the empty call's median is taken out
+ *                    left once the empty calls' 0.1-quantile is taken out
  * Usage: bench-sandbox [pairs]   (default 20; needs cc and bwrap; run from
  * the source tree or with ATB_SOURCE_DIR set, atb-runner beside it)
  */

@@ -1467,6 +1467,18 @@ void runner_settle(int (*fn)(void))
 	settle_fn = fn;
 }
 
+/*
+ * Before each round's first flush: the last called worker seen stopped (the
+ * warm-up's last call leaves its stop pending, which round 0's first window
+ * would otherwise wait for), then the timed checks' preparation.
+ */
+static int settled_before_round(void *ctx, int round)
+{
+	if (settle_fn && settle_fn())
+		return -1;
+	return ctx ? runner_timed_before(ctx, round) : 0;
+}
+
 /* PROTO: timing.round_trip -- the empty call, how often, and whether it is taken out */
 static int (*rt_call_fn)(void);
 static int rt_every, rt_subtract;
@@ -1541,7 +1553,7 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 			    const char *(*timer_why)(const struct atb_timer *),
 			    struct runner_timed *t, struct atb_timing_seed *res)
 {
-	struct atb_timing_hooks hooks = {t ? runner_timed_before : NULL,
+	struct atb_timing_hooks hooks = {settled_before_round,
 					 t ? runner_timed_after : NULL, t,
 					 t ? runner_timed_call : runner_clock_hook(), t,
 					 runner_progress, rt_call_fn ? rt_call : NULL, rt_done, NULL,
@@ -1606,8 +1618,13 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 		for (k = 0; k < s->nround_trip; k++)
 			v[k] = (double)s->round_trip_ns[k];
 		if (atb_stats_median(v, s->nround_trip, &rt_med, &err) ||
-		    atb_stats_quantile(v, s->nround_trip, rt_quantile, &rt_q, &err))
-			rt_med = rt_q = -1;
+		    atb_stats_quantile(v, s->nround_trip, rt_quantile, &rt_q, &err)) {
+			/* never a group with raw times among subtracted ones */
+			atb_free(v);
+			json_decref(bg);
+			runner_emit_error("timing", "cannot take the round trip's quantile");
+			return -1;
+		}
 		atb_free(v);
 		if (rt_subtract && rt_q > 0)
 			rt_off = (int64_t)llround(rt_q);

@@ -387,8 +387,12 @@ static int start_workers(struct rt *rt)
 	for (i = 0; i < job->narms; i++) {
 		int lr = -1;
 
-		if (runner_worker_spawn(&rt->workers[i], (int)i, job->arms[i].name, why,
-					sizeof(why)) ||
+		int sp = runner_worker_spawn(&rt->workers[i], (int)i, job->arms[i].name, why,
+					     sizeof(why));
+
+		if (!sp)
+			rt->nworkers = i + 1;   /* ended with the others if a later one fails */
+		if (sp ||
 		    (lr = runner_worker_load(&rt->workers[i], job->arms[i].so, why, sizeof(why)))) {
 			if (lr == -2)
 				snprintf(msg, sizeof(msg), "no symbol '%s' in arm '%s' ('%s')",
@@ -409,14 +413,19 @@ static int start_workers(struct rt *rt)
 	   empty calls time the round trip alone; no candidate code is in it */
 	if (job->round_trip_every > 0) {
 		struct runner_worker *w = &rt->workers[job->narms];
-		if (runner_worker_spawn(w, (int)job->narms, "round_trip", why, sizeof(why))) {
+		int sp = runner_worker_spawn(w, (int)job->narms, "round_trip", why, sizeof(why));
+
+		if (!sp)
+			rt->nworkers++;
+		/* one untimed empty call: it started and is confined, and it is
+		   stopped from here on, as the arms' workers are after their load */
+		if (sp || runner_worker_null_ready(w, why, sizeof(why))) {
 			snprintf(msg, sizeof(msg), "cannot start the round trip's worker: %s", why);
 			runner_emit_error("worker", msg);
 			json_decref(pids);
 			return -1;
 		}
 		round_trip_worker = w;
-		rt->nworkers++;
 		json_array_append_new(pids, json_integer(w->pid));
 		runner_round_trip(round_trip_call, job->round_trip_every,
 				  job->round_trip_subtract, job->round_trip_quantile);

@@ -894,10 +894,12 @@ void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 /*
  * PROTO: timing.round_trip -- an empty call to w (a worker that loaded
  * nothing): the same continue, message, reply and stop as a timed call,
- * with no kernel; the stop left to runner_worker_settle.  0, or -1 (error
- * event sent).
+ * with no kernel; the stop left to runner_worker_settle.  0, or -1 (the
+ * caller reports it; a worker that is gone has its own error event).
  */
 int runner_worker_null_call(struct runner_worker *w);
+/* The same, untimed, once after its start: it answers and is stopped.  0, or -1 with why. */
+int runner_worker_null_ready(struct runner_worker *w, char *why, size_t why_size);
 /* Wait until the last called worker is stopped.  0, or -1. */
 int runner_worker_settle(void);
 void runner_worker_end(struct runner_worker *w);

@@ -425,6 +425,22 @@ void runner_worker_call(struct runner_worker *w, const struct runner_bufs *b,
 	*kstatus = r.rc;
 }
 
+int runner_worker_null_ready(struct runner_worker *w, char *why, size_t why_size)
+{
+	struct wmsg m = {.op = W_NULL};
+	struct wreply r;
+
+	if (worker_op(w, &m, offsetof(struct wmsg, path), -1, &r)) {
+		snprintf(why, why_size, "no answer to its first empty call");
+		return -1;
+	}
+	if (!r.ok) {
+		snprintf(why, why_size, "%s", r.msg[0] ? r.msg : "its first empty call failed");
+		return -1;
+	}
+	return 0;
+}
+
 int runner_worker_null_call(struct runner_worker *w)
 {
 	/* the call's message, as long as a kernel call's; no buffers */
