@@ -408,7 +408,6 @@ static int start_workers(struct rt *rt)
 		rt->arms[i].worker = &rt->workers[i];
 		json_array_append_new(pids, json_integer(rt->workers[i].pid));
 	}
-	rt->nworkers = job->narms;
 	/* PROTO: timing.round_trip -- one more worker, which loads nothing: its
 	   empty calls time the round trip alone; no candidate code is in it */
 	if (job->round_trip_every > 0) {

@@ -185,7 +185,7 @@ struct atb_measure_outcome {
 	 * round_trip "subtract", "time" or "none"; deviation "" when both are
 	 * as the protocol says, else which override ($ATB_ISOLATION,
 	 * $ATB_ROUND_TRIP) changed what (a result measured so is not measured
-	 * as its protocol version says).  "" before the first runner job.
+	 * as its protocol version says).  Set before anything is built.
 	 */
 	char isolation[16];
 	char round_trip[16];

@@ -134,6 +134,10 @@ struct measure {
 	int cuda;                       /* task kind cuda: the runner's cuda backend */
 	int torch;                      /* task kind torch: the runner's torch backend */
 	int with_compile;               /* torch: time torch.compile of the reference too */
+	/* where a cpu task's arms run and what of their round trip is taken
+	   out, decided once (decide_isolation): every runner job says so */
+	int isolate, rt_every, rt_subtract;
+	double rt_quantile;
 	const char *compile_mode;
 	double drift_spread;            /* cv of the per-seed drift ratios */
 	size_t slots_done, nslots;      /* runner processes of this attempt (progress) */
@@ -417,22 +421,67 @@ static enum atb_status torch_job(struct measure *m, json_t *job, int alone,
 }
 
 /*
- * The debugging overrides of where the arms run and what of the round trip
- * is taken out ($ATB_ISOLATION, $ATB_ROUND_TRIP): ATB_OK, or ATB_ERR_USAGE
- * naming the variable and its value.
+ * PROTO: timing.isolation, timing.round_trip -- where a cpu task's arms run
+ * (worker processes from version 11) and what of their round trip is timed
+ * and taken out (version 12), as the protocol says or as the debugging
+ * overrides $ATB_ISOLATION=process|none and $ATB_ROUND_TRIP=none|time|
+ * subtract say; once per measurement, before anything is built.  Fills
+ * m->isolate and m->rt_* and out->isolation, round_trip and deviation (the
+ * cuda and torch backends' arms share the runner: "none", no deviation).
+ * Errors: ATB_ERR_USAGE for a bad override, naming it and its value.
  */
-static enum atb_status overrides_error(struct atb_error *err)
+static enum atb_status decide_isolation(struct measure *m, struct atb_error *err)
 {
-	const char *iso = getenv("ATB_ISOLATION"), *rtv = getenv("ATB_ROUND_TRIP");
+	const struct atb_protocol *p = m->p;
+	struct atb_measure_outcome *out = m->out;
+	const char *iso = getenv("ATB_ISOLATION"), *rt = getenv("ATB_ROUND_TRIP");
+	const char *want_iso = p->timing.isolation[0] ? p->timing.isolation : "none";
+	int want_every = p->timing.has_round_trip ? p->timing.round_trip_every : 0;
+	int want_sub = p->timing.has_round_trip && p->timing.round_trip_subtract;
 
-	atb_error_clear(err);
 	if (iso && strcmp(iso, "process") && strcmp(iso, "none"))
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "bad ATB_ISOLATION '%.40s': expected process or none", iso);
-	if (rtv && strcmp(rtv, "none") && strcmp(rtv, "time") && strcmp(rtv, "subtract"))
+	if (rt && strcmp(rt, "none") && strcmp(rt, "time") && strcmp(rt, "subtract"))
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "bad ATB_ROUND_TRIP '%.40s': expected none, time or subtract",
-				     rtv);
+				     rt);
+	snprintf(out->isolation, sizeof(out->isolation), "none");
+	snprintf(out->round_trip, sizeof(out->round_trip), "none");
+	if (m->cuda || m->torch)
+		return ATB_OK;
+	if (!iso)
+		iso = want_iso;
+	if (strcmp(iso, want_iso))
+		snprintf(out->deviation, sizeof(out->deviation),
+			 "ATB_ISOLATION=%s: the arms ran %s; protocol version %d says "
+			 "timing.isolation %s", iso,
+			 strcmp(iso, "process") ? "in the runner" : "in workers", p->version,
+			 want_iso);
+	if (strcmp(iso, "process"))
+		return ATB_OK;
+	m->isolate = 1;
+	m->rt_every = want_every;
+	m->rt_subtract = want_sub;
+	/* an override under a version without the map: every round, 0.1 */
+	m->rt_quantile = p->timing.has_round_trip ? p->timing.round_trip_quantile : 0.1;
+	if (rt && !strcmp(rt, "none")) {
+		m->rt_every = 0;
+	} else if (rt) {
+		m->rt_every = m->rt_every > 0 ? m->rt_every : 1;
+		m->rt_subtract = !strcmp(rt, "subtract");
+	}
+	snprintf(out->isolation, sizeof(out->isolation), "process");
+	snprintf(out->round_trip, sizeof(out->round_trip), "%s",
+		 m->rt_every <= 0 ? "none" : m->rt_subtract ? "subtract" : "time");
+	if (!out->deviation[0] && ((m->rt_every > 0) != (want_every > 0) ||
+				   (m->rt_every > 0 && m->rt_subtract != want_sub)))
+		snprintf(out->deviation, sizeof(out->deviation),
+			 "ATB_ROUND_TRIP=%s: the workers' round trip was %s; protocol version %d "
+			 "says %s", rt,
+			 m->rt_every <= 0 ? "not timed"
+			 : m->rt_subtract ? "taken out" : "timed, not taken out",
+			 p->version, !want_every ? "none" : want_sub ? "subtract" : "time");
 	return ATB_OK;
 }
 
@@ -505,65 +554,16 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   correctness phase (seconds at GiB shapes) would check nothing */
 	json_object_set_new(opt, "skip_correctness", json_boolean(alone && m->torch));
 	json_object_set_new(opt, "pin_cpu", json_integer(-1));
-	/* issue 11: each cpu arm in a worker process of its own where the
-	   protocol says so (timing.isolation: process, version 11 on);
-	   $ATB_ISOLATION overrides it either way, for debugging and tests, and
-	   the stored stats say which was used (runner.isolation; harness.c) */
-	{
-		/* refused at the start when bad (overrides_error) */
-		const char *iso = getenv("ATB_ISOLATION");
-		const char *want_iso = m->p->timing.isolation[0] ? m->p->timing.isolation : "none";
-		int want_every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;
-		int want_sub = m->p->timing.has_round_trip && m->p->timing.round_trip_subtract;
-
-		if (!iso)
-			iso = want_iso;
-		if (m->cuda || m->torch || strcmp(iso, "process")) {
-			snprintf(m->out->isolation, sizeof(m->out->isolation), "none");
-			snprintf(m->out->round_trip, sizeof(m->out->round_trip), "none");
-		}
-		if (!m->cuda && !m->torch && strcmp(iso, want_iso))
-			snprintf(m->out->deviation, sizeof(m->out->deviation),
-				 "ATB_ISOLATION=%s: the arms ran %s; protocol version %d says "
-				 "timing.isolation %s", iso,
-				 strcmp(iso, "process") ? "in the runner" : "in workers",
-				 m->p->version, want_iso);
-		if (!m->cuda && !m->torch && !strcmp(iso, "process")) {
-			/* PROTO: timing.round_trip (version 12 on) -- the workers' round
-			   trip timed beside the arms and, with subtract, taken out;
-			   $ATB_ROUND_TRIP=none|time|subtract overrides it (debugging,
-			   comparisons: the samples events and stats say which ran) */
-			const char *rt = getenv("ATB_ROUND_TRIP");
-			int every = m->p->timing.has_round_trip ? m->p->timing.round_trip_every : 0;
-			int sub = m->p->timing.has_round_trip && m->p->timing.round_trip_subtract;
-
-			json_object_set_new(opt, "isolation", json_string("process"));
-			if (rt && !strcmp(rt, "none")) {
-				every = 0;
-			} else if (rt && (!strcmp(rt, "time") || !strcmp(rt, "subtract"))) {
-				every = every > 0 ? every : 1;
-				sub = !strcmp(rt, "subtract");
-			}
-			if (every > 0)
-				json_object_set_new(
-					opt, "round_trip",
-					json_pack("{s:i, s:b, s:f}", "every_rounds", every, "subtract",
-						  sub, "quantile",
-						  m->p->timing.has_round_trip
-							  ? m->p->timing.round_trip_quantile
-							  : 0.1));
-			snprintf(m->out->isolation, sizeof(m->out->isolation), "process");
-			snprintf(m->out->round_trip, sizeof(m->out->round_trip), "%s",
-				 every <= 0 ? "none" : sub ? "subtract" : "time");
-			if (!m->out->deviation[0] && ((every > 0) != (want_every > 0) ||
-						      (every > 0 && sub != want_sub)))
-				snprintf(m->out->deviation, sizeof(m->out->deviation),
-					 "ATB_ROUND_TRIP=%s: the workers' round trip was %s; "
-					 "protocol version %d says %s", rt ? rt : "?",
-					 every <= 0 ? "not timed" : sub ? "taken out" : "timed, not "
-					 "taken out", m->p->version,
-					 !want_every ? "none" : want_sub ? "subtract" : "time");
-		}
+	/* issue 11: each cpu arm in a worker process of its own, and the
+	   workers' round trip timed and taken out, as decide_isolation decided
+	   (the stored stats say which ran: runner.isolation, runner.round_trip) */
+	if (m->isolate) {
+		json_object_set_new(opt, "isolation", json_string("process"));
+		if (m->rt_every > 0)
+			json_object_set_new(opt, "round_trip",
+					    json_pack("{s:i, s:b, s:f}", "every_rounds", m->rt_every,
+						      "subtract", m->rt_subtract, "quantile",
+						      m->rt_quantile));
 	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
@@ -1935,19 +1935,19 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 		return atb_error_set(err, ATB_ERR_USAGE,
 				     "measure needs a store, protocol, task, candidate and work_dir");
 	atb_alloc_install_json();
-	/* a bad override is refused before anything is built or measured */
-	st = overrides_error(err);
-	if (st)
-		return st;
 	m->store = store;
 	m->p = p;
 	m->task = task;
+	m->out = out;
 	m->cuda = task->kind && !strcmp(task->kind, "cuda");
 	m->torch = task->kind && !strcmp(task->kind, ATB_TASK_KIND_TORCH);
+	/* a bad override is refused before anything is built or measured */
+	st = decide_isolation(m, err);
+	if (st)
+		return st;
 	if (m->torch)
 		out->output_bytes = -1;   /* unknown until the alone runner says */
 	m->o = opts;
-	m->out = out;
 	m->nseeds = opts->nseeds ? opts->nseeds : (size_t)p->stats.min_paired_seeds;
 	if (m->nseeds < 2 || m->nseeds > ATB_RUNNER_MAX_SEEDS || opts->seed_base >= SEED_MAX ||
 	    m->nseeds > SEED_MAX - opts->seed_base)
