@@ -1483,19 +1483,40 @@ static int settled_before_round(void *ctx, int round)
 static int (*rt_call_fn)(void);
 static int rt_every, rt_subtract;
 static double rt_quantile;
+static const struct atb_runner_job *rt_keyed;
 
-void runner_round_trip(int (*call)(void), int every, int subtract, double q)
+void runner_round_trip(int (*call)(void), int every, int subtract, double q,
+		       const struct atb_runner_job *keyed)
 {
 	rt_call_fn = call;
 	rt_every = every;
 	rt_subtract = subtract;
 	rt_quantile = q;
+	rt_keyed = keyed;
 }
 
 static int rt_call(void *ctx)
 {
 	(void)ctx;
 	return rt_call_fn();
+}
+
+size_t runner_round_trip_slot(const struct atb_runner_job *job, uint64_t seed, int round,
+			      size_t narms)
+{
+	const unsigned char *key = runner_placement_key(job);
+	unsigned pad = 0, off = 0;
+
+	if (!key || round < 0 ||
+	    runner_placement_keyed(key, seed, (size_t)round, RUNNER_RT_BUFFER, &pad, &off))
+		return narms;
+	return (size_t)(((uint64_t)pad << 13 | off) % (narms + 1));
+}
+
+static size_t rt_slot(void *ctx, uint64_t seed, int round, size_t narms)
+{
+	(void)ctx;
+	return rt_keyed ? runner_round_trip_slot(rt_keyed, seed, round, narms) : narms;
 }
 
 /* after its window: seen stopped before anything else runs */
@@ -1557,7 +1578,7 @@ int runner_time_group_timed(const struct atb_runner_job *job, struct atb_timer *
 					 t ? runner_timed_after : NULL, t,
 					 t ? runner_timed_call : runner_clock_hook(), t,
 					 runner_progress, rt_call_fn ? rt_call : NULL, rt_done, NULL,
-					 rt_every};
+					 rt_every, rt_slot};
 	struct atb_error err;
 	char msg[1400];
 
@@ -1633,11 +1654,16 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 	for (ai = 0; ai < narms; ai++) {
 		const struct atb_timing_arm *a = &s->arms[ai];
 		json_t *times = json_array(), *round = json_array(), *pos = json_array(),
-		       *with = json_array(), *ev;
+		       *with = json_array(), *ev, *slots = NULL;
+		json_int_t under = 0;
 
 		if (!times || !round || !pos || !with)
 			goto nomem;
-		/* with subtract, every trial less the round trip, at least 1 ns left */
+		/* with subtract, every trial less the round trip, at least 1 ns
+		   left; how many were at or under it (PROTO:
+		   timing.round_trip.max_share_under judges that share) */
+		for (k = 0; rt_off > 0 && k < a->ntrials; k++)
+			under += a->times_ns[k] <= rt_off;
 		for (k = 0; k < a->ntrials; k++)
 			if (json_array_append_new(times,
 						  json_integer(a->times_ns[k] - rt_off > 0
@@ -1675,16 +1701,28 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 			json_decref(ev);
 			ev = NULL;
 		}
-		/* PROTO: timing.round_trip -- what was timed and taken out */
-		if (ev && rt_med > 0 &&
-		    json_object_set_new(ev, "round_trip",
-					json_pack("{s:f, s:f, s:f, s:I, s:b, s:I}", "median_ns", rt_med,
-						  "quantile", rt_quantile, "quantile_ns", rt_q,
-						  "calls", (json_int_t)s->nround_trip,
-						  "subtracted", rt_off > 0, "subtracted_ns",
-						  (json_int_t)rt_off))) {
-			json_decref(ev);
-			ev = NULL;
+		/* PROTO: timing.round_trip -- what was timed and taken out; where
+		   each empty call was in its round (narms: after the arms) */
+		if (ev && rt_med > 0) {
+			slots = json_array();
+			for (k = 0; slots && k < s->nround_trip; k++)
+				if (json_array_append_new(slots, json_integer(s->round_trip_slot
+										? s->round_trip_slot[k]
+										: (int)narms))) {
+					json_decref(slots);
+					slots = NULL;
+				}
+			if (!slots ||
+			    json_object_set_new(ev, "round_trip",
+						json_pack("{s:f, s:f, s:f, s:I, s:b, s:I, s:I, s:o}",
+							  "median_ns", rt_med, "quantile", rt_quantile,
+							  "quantile_ns", rt_q, "calls",
+							  (json_int_t)s->nround_trip, "subtracted",
+							  rt_off > 0, "subtracted_ns", (json_int_t)rt_off,
+							  "under", under, "slots", slots))) {
+				json_decref(ev);
+				ev = NULL;
+			}
 		}
 		/* PROTO: gates.timed_correctness -- what the checks between rounds saw */
 		if (ev && t && json_object_set_new(ev, "timed_checks", runner_timed_json(t, ai))) {

@@ -341,9 +341,10 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 		"preemption", rt->preemption[0] ? rt->preemption : "none",
 		"isolation", rt->isolated ? "process" : "none", "round_trip",
 		rt->isolated && job->round_trip_every > 0
-			? json_pack("{s:i, s:b, s:f}", "every_rounds", job->round_trip_every,
+			? json_pack("{s:i, s:b, s:f, s:s}", "every_rounds", job->round_trip_every,
 				    "subtract", job->round_trip_subtract, "quantile",
-				    job->round_trip_quantile)
+				    job->round_trip_quantile, "position",
+				    job->round_trip_keyed ? "keyed" : "after")
 			: json_null()));
 nomem:
 	json_decref(arms);
@@ -426,8 +427,16 @@ static int start_workers(struct rt *rt)
 		}
 		round_trip_worker = w;
 		json_array_append_new(pids, json_integer(w->pid));
+		/* PROTO: timing.round_trip.position -- keyed: the key must draw */
+		if (job->round_trip_keyed && !runner_placement_key(job)) {
+			runner_emit_error("timing", "cannot draw the round trip's place: no "
+						    "placement key (getrandom failed)");
+			json_decref(pids);
+			return -1;
+		}
 		runner_round_trip(round_trip_call, job->round_trip_every,
-				  job->round_trip_subtract, job->round_trip_quantile);
+				  job->round_trip_subtract, job->round_trip_quantile,
+				  job->round_trip_keyed ? job : NULL);
 	}
 	runner_background_workers(rt->workers, rt->nworkers);
 	return runner_emit(json_pack("{s:s, s:o}", "event", "workers", "pids", pids));

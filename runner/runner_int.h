@@ -832,9 +832,27 @@ void runner_settle(int (*fn)(void));
  * a worker that loaded nothing): timed after every `every`-th round of each
  * group (runner_time_group_timed); its q-quantile and median put in the
  * samples events ("round_trip") and, with subtract, the q-quantile taken
- * out of every trial.  call NULL: none.
+ * out of every trial.  call NULL: none.  keyed (PROTO:
+ * timing.round_trip.position, version 13 on): the job whose placement key
+ * draws where in each round the empty call goes (runner_round_trip_slot);
+ * NULL: after the round's arms.
  */
-void runner_round_trip(int (*call)(void), int every, int subtract, double q);
+void runner_round_trip(int (*call)(void), int every, int subtract, double q,
+		       const struct atb_runner_job *keyed);
+
+/* The "buffer" index of runner_round_trip_slot's draws (one past the order's). */
+#define RUNNER_RT_BUFFER ((size_t)0x10000)
+
+/*
+ * PROTO: timing.round_trip.position (keyed) -- where the empty call goes in
+ * round `round` of seed `seed`: before the arm at position 0..narms-1 of the
+ * round, or narms after them, drawn as runner_placement_keyed's (pad << 13 |
+ * off) for (seed, round, RUNNER_RT_BUFFER) under the job's key, mod narms + 1
+ * (a bias of at most narms / 2^17).  narms when the key or libcrypto failed
+ * (the caller has checked the key before the first group).
+ */
+size_t runner_round_trip_slot(const struct atb_runner_job *job, uint64_t seed, int round,
+			      size_t narms);
 /*
  * Where the host buffers come from: NULL, NULL for the process's heap
  * (page-aligned), else alloc/release (the workers' shared memory).  A

@@ -244,6 +244,15 @@ struct atb_runner_job {
 	int round_trip_every;
 	int round_trip_subtract;
 	double round_trip_quantile;
+	/*
+	 * PROTO: timing.round_trip.position (version 13 on) -- options
+	 * "round_trip" "position": "keyed" places each round's empty call among
+	 * the round's calls at a place drawn under the job's placement key
+	 * (runner_placement_keyed), not after the arms ("after", the default):
+	 * a candidate cannot tell which of its calls an empty call follows.
+	 * 1: keyed.
+	 */
+	int round_trip_keyed;
 	int pin_cpu;                   /* -1: leave affinity alone */
 	/*
 	 * PROTO: gates.hang -- "progress_ms": the runner sends a "progress"

@@ -173,6 +173,10 @@ struct atb_timing_seed {
 	/* PROTO: timing.round_trip -- the trusted empty calls' times, one every
 	   hooks->round_trip_every rounds (atb_timing_hooks.round_trip); owned */
 	int64_t *round_trip_ns;
+	/* where each empty call was in its round: before the arm at that
+	   position, narms after them all (atb_timing_hooks.round_trip_slot);
+	   owned, nround_trip of them */
+	int *round_trip_slot;
 	size_t nround_trip;
 };
 
@@ -234,6 +238,14 @@ struct atb_timing_hooks {
 	int (*round_trip_done)(void *rt_ctx);
 	void *rt_ctx;
 	int round_trip_every;
+	/*
+	 * PROTO: timing.round_trip.position (version 13 on) -- where in round
+	 * `round` of seed `seed` the empty call goes: before the arm at
+	 * position 0..narms-1 of the round's order, or narms, after them all;
+	 * out of range or NULL: narms (version 12's place).  The arms' own
+	 * positions (atb_timing_arm.position) do not count it.
+	 */
+	size_t (*round_trip_slot)(void *rt_ctx, uint64_t seed, int round, size_t narms);
 };
 
 /*

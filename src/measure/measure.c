@@ -104,6 +104,14 @@ struct job_result {
 	/* PROTO: timing.round_trip -- per seed, what was taken out of each
 	   trial (the samples events' subtracted_ns; NaN none); nseeds or NULL */
 	double *round_trip_ns;
+	/* PROTO: timing.round_trip.max_share_under -- the group (seed, arm)
+	   whose trials the subtraction left at or under 0 ns most often:
+	   that share, its counts, seed and arm (rt_under_arm NULL: none) */
+	double rt_under_share;
+	size_t rt_under, rt_under_trials;
+	uint64_t rt_under_seed;
+	double rt_under_sub_ns;
+	const char *rt_under_arm;
 	enum atb_status st;              /* the runner's status */
 	enum atb_status cb_st;           /* a failure inside our callback (memory) */
 };
@@ -136,8 +144,9 @@ struct measure {
 	int with_compile;               /* torch: time torch.compile of the reference too */
 	/* where a cpu task's arms run and what of their round trip is taken
 	   out, decided once (decide_isolation): every runner job says so */
-	int isolate, rt_every, rt_subtract;
+	int isolate, rt_every, rt_subtract, rt_keyed;
 	double rt_quantile;
+	double rt_max_under;  /* PROTO: timing.round_trip.max_share_under; < 0: no rule */
 	const char *compile_mode;
 	double drift_spread;            /* cv of the per-seed drift ratios */
 	size_t slots_done, nslots;      /* runner processes of this attempt (progress) */
@@ -465,6 +474,10 @@ static enum atb_status decide_isolation(struct measure *m, struct atb_error *err
 	m->rt_subtract = want_sub;
 	/* an override under a version without the map: every round, 0.1 */
 	m->rt_quantile = p->timing.has_round_trip ? p->timing.round_trip_quantile : 0.1;
+	/* version 13: where the empty call goes, and the share it may leave under */
+	m->rt_keyed = !strcmp(p->timing.round_trip_position, "keyed");
+	m->rt_max_under = p->timing.round_trip_position[0] ? p->timing.round_trip_max_share_under
+							 : -1;
 	if (rt && !strcmp(rt, "none")) {
 		m->rt_every = 0;
 	} else if (rt) {
@@ -559,11 +572,16 @@ static enum atb_status build_job(struct measure *m, const int *arms, size_t narm
 	   (the stored stats say which ran: runner.isolation, runner.round_trip) */
 	if (m->isolate) {
 		json_object_set_new(opt, "isolation", json_string("process"));
-		if (m->rt_every > 0)
-			json_object_set_new(opt, "round_trip",
-					    json_pack("{s:i, s:b, s:f}", "every_rounds", m->rt_every,
-						      "subtract", m->rt_subtract, "quantile",
-						      m->rt_quantile));
+		if (m->rt_every > 0) {
+			json_t *o = json_pack("{s:i, s:b, s:f}", "every_rounds", m->rt_every,
+					      "subtract", m->rt_subtract, "quantile",
+					      m->rt_quantile);
+
+			/* version 13: the empty call's place drawn under the job's key */
+			if (o && m->rt_keyed)
+				json_object_set_new(o, "position", json_string("keyed"));
+			json_object_set_new(opt, "round_trip", o);
+		}
 	}
 	snprintf(id, sizeof(id), "%.32s-%s%zu", m->out->job_uuid, alone ? "alone" : "seed",
 		 m->seed_lo);
@@ -733,6 +751,21 @@ static enum atb_status on_event(const json_t *ev, void *vctx)
 			}
 			r->round_trip_ns[k] = json_number_value(json_object_get(
 				json_object_get(ev, "round_trip"), "subtracted_ns"));
+			/* PROTO: timing.round_trip.max_share_under -- the worst group */
+			if (json_array_size(t)) {
+				json_int_t under = json_integer_value(json_object_get(
+					json_object_get(ev, "round_trip"), "under"));
+				double share = (double)under / (double)json_array_size(t);
+
+				if (!r->rt_under_arm || share > r->rt_under_share) {
+					r->rt_under_share = share;
+					r->rt_under = (size_t)under;
+					r->rt_under_trials = json_array_size(t);
+					r->rt_under_seed = seed;
+					r->rt_under_arm = arm_label[a];
+					r->rt_under_sub_ns = r->round_trip_ns[k];
+				}
+			}
 		}
 		/* PROTO: timing (cuda) -- NVML saw a throttle reason around this group */
 		r->trials += json_array_size(t);
@@ -1119,6 +1152,50 @@ static enum atb_status runner_gate(struct measure *m, struct job_result *r, cons
 				atb_runner_end_name(o->end), "exit_code", o->exit_code, "signal",
 				o->signal_name, "reason", o->reason, "message", o->detail,
 				"stderr_tail", o->stderr_tail, "wall_ns", (json_int_t)o->wall_ns),
+		      err);
+}
+
+/*
+ * PROTO: timing.round_trip.max_share_under (version 13 on) -- 1 when a seed
+ * group of job r had an arm whose trials the round trip's subtraction left
+ * at or under 0 ns more often than the protocol allows: that arm's calls are
+ * within the round trip's spread, so its time is not resolved.
+ */
+static int rt_unresolved(const struct measure *m, const struct job_result *r)
+{
+	return m->isolate && m->rt_every > 0 && m->rt_subtract && m->rt_max_under >= 0 &&
+	       r->rt_under_arm && r->rt_under_share > m->rt_max_under;
+}
+
+/* rt_unresolved's words: the worst group, for a re-run's reason or a refusal */
+static void rt_unresolved_words(const struct measure *m, const struct job_result *r,
+				char *why, size_t size)
+{
+	snprintf(why, size,
+		 "the round trip's subtraction (%.0f ns) left %zu of the %s's %zu trials on seed %"
+		 PRIu64 " (%.1f%%) at or under 0 ns (at most %.0f%%)",
+		 r->rt_under_sub_ns, r->rt_under, r->rt_under_arm, r->rt_under_trials,
+		 r->rt_under_seed, 100 * r->rt_under_share, 100 * m->rt_max_under);
+}
+
+/* Gate "noise" for a job with a group not resolved against the round trip. */
+static enum atb_status reject_unresolved(struct measure *m, const char *which,
+					 const struct job_result *r, struct atb_error *err)
+{
+	char why[640], words[400];
+
+	rt_unresolved_words(m, r, words, sizeof(words));
+	snprintf(why, sizeof(why),
+		 "%s in %s after %d runs: the calls are not resolved against the workers' "
+		 "round trip (they are shorter than its spread; measure larger inputs)", words,
+		 which, m->out->attempts);
+	return reject(m, ATB_GATE_NOISE, ATB_ERR_CHECK, why,
+		      json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:i}", "cause",
+				"round_trip_unresolved", "job", which, "arm", r->rt_under_arm,
+				"seed", (json_int_t)r->rt_under_seed, "under",
+				(json_int_t)r->rt_under, "trials", (json_int_t)r->rt_under_trials,
+				"share", r->rt_under_share, "max_share_under", m->rt_max_under,
+				"subtracted_ns", r->rt_under_sub_ns, "attempts", m->out->attempts),
 		      err);
 }
 
@@ -2247,6 +2324,19 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 				goto done;
 			}
 		}
+		/* PROTO: timing.round_trip.max_share_under -- re-run within bounds,
+		   then refuse as noise (before the floor: a time the subtraction
+		   left at 1 ns is not resolved, not impossible) */
+		if (rt_unresolved(m, &j1) && !j1.timed_event) {
+			/* (a candidate whose timed calls failed their checks is
+			   left to gate timed_correctness: its refusal is the cheat's) */
+			if (atb_judge_rerun(&m->judge)) {
+				rt_unresolved_words(m, &j1, rerun, sizeof(rerun));
+				continue;
+			}
+			st = reject_unresolved(m, "job 1", &j1, err);
+			goto done;
+		}
 		out->candidate_median_ns = median_of_medians(j1.median[A_CAND], m->nseeds);
 		out->baseline_median_ns = median_of_medians(j1.median[A_BASE], m->nseeds);
 		out->naive_median_ns = m->with_naive ? median_of_medians(j1.median[A_NAIVE], m->nseeds)
@@ -2338,6 +2428,10 @@ enum atb_status atb_measure_candidate(struct atb_store *store, const struct atb_
 			}
 			out->baseline_alone_median_ns = median_of_medians(j2.median[A_ALONE],
 									   m->nseeds);
+			if (rt_unresolved(m, &j2)) {
+				st = reject_unresolved(m, "job 2, baseline alone", &j2, err);
+				goto done;
+			}
 			if (p->gates.has_clocks) {
 				struct atbi_clocks_facts cf;
 				int over = clocks_rule(m, &j2, 0, &cf);

@@ -147,6 +147,8 @@ static enum atb_status load(const char *path, const struct lock_entry *e,
 		if (!p)
 			st = atb_error_set(err, ATB_ERR_NOMEM,
 					   "cannot load '%s': out of memory", path);
+		else
+			p->timing.round_trip_max_share_under = -1;  /* absent: no rule */
 	}
 	if (!st)
 		st = atbi_protocol_validate(&y, p, err);

@@ -87,6 +87,7 @@ static const char *const interleaves[] = {"randomized_pairs", "alternating", "ab
 static const char *const placements[] = {"fixed", "alternate", "shuffled", "keyed", NULL};
 static const char *const preemptions[] = {"none", "run_delay", NULL};
 static const char *const isolations[] = {"none", "process", NULL};
+static const char *const rt_positions[] = {"after", "keyed", NULL};
 static const char *const poisons[] = {"nan", "pattern", NULL};
 static const char *const dist_kinds[] = {"uniform", "normal", NULL};
 static const char *const usable_steps[] = {"built", "correct", "measured", "admitted", NULL};
@@ -163,8 +164,14 @@ static const struct field flush_fields[] = {
 static const struct field round_trip_fields[] = {
 	INT("every_rounds", timing.round_trip_every, 1, 1000),
 	BOOL("subtract", timing.round_trip_subtract),
-	/* a low quantile: (0, 0.5] */
+	/* a low quantile, or the median: (0, 0.5] */
 	REAL("quantile", timing.round_trip_quantile, R_LO | R_LO_OPEN | R_HI, 0, 0.5),
+	/* optional: version 12 has no such keys (after; no rule); required
+	 * from version 13 on (atbi_protocol_validate) */
+	{.key = "position", .kind = F_ENUM, .off = OFF(timing.round_trip_position),
+	 .size = SZ(timing.round_trip_position), .choices = rt_positions, .optional = 1},
+	{.key = "max_share_under", .kind = F_REAL, .off = OFF(timing.round_trip_max_share_under),
+	 .range = R_LO | R_HI, .lo = 0, .hi = 1, .optional = 1},
 	END,
 };
 
@@ -1015,6 +1022,11 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 		return missing_since(y, "timing", "timing.isolation", "isolation", 11, err);
 	if (!st && p->version >= 12 && !p->timing.has_round_trip)
 		return missing_since(y, "timing", "timing.round_trip", "round_trip", 12, err);
+	if (!st && p->version >= 13 && !p->timing.round_trip_position[0])
+		return missing_since(y, "timing", "timing.round_trip.position", "position", 13, err);
+	if (!st && p->version >= 13 && !(p->timing.round_trip_max_share_under >= 0))
+		return missing_since(y, "timing", "timing.round_trip.max_share_under",
+				     "max_share_under", 13, err);
 	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
 		return missing_since(y, "correctness", "correctness.input_chunk_elements",
 				     "input_chunk_elements", 8, err);

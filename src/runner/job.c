@@ -888,16 +888,22 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 		if (b) {
 			const json_t *e = json_object_get(b, "every_rounds"),
 				     *sub = json_object_get(b, "subtract"),
-				     *q = json_object_get(b, "quantile");
+				     *q = json_object_get(b, "quantile"),
+				     *pos = json_object_get(b, "position");
 
 			if (!json_is_object(b) || !json_is_integer(e) || json_integer_value(e) < 1 ||
 			    json_integer_value(e) > 1000 || !json_is_boolean(sub) ||
 			    !json_is_number(q) || !(json_number_value(q) > 0.0) ||
-			    !(json_number_value(q) <= 0.5) || json_object_size(b) != 3)
+			    !(json_number_value(q) <= 0.5) ||
+			    (pos && !(json_is_string(pos) &&
+				      (!strcmp(json_string_value(pos), "after") ||
+				       !strcmp(json_string_value(pos), "keyed")))) ||
+			    json_object_size(b) != 3u + (pos != NULL))
 				return bad(err, "options.round_trip",
 					   "bad '%s': expected {\"every_rounds\": 1 to 1000, "
 					   "\"subtract\": true or false, \"quantile\": above 0, at "
-					   "most 0.5}", "options.round_trip");
+					   "most 0.5, optionally \"position\": \"after\" or "
+					   "\"keyed\"}", "options.round_trip");
 			if (!j->isolate)
 				return bad(err, "options.round_trip",
 					   "bad '%s': only with options.isolation \"process\"",
@@ -905,6 +911,7 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 			j->round_trip_every = (int)json_integer_value(e);
 			j->round_trip_subtract = json_is_true(sub);
 			j->round_trip_quantile = json_number_value(q);
+			j->round_trip_keyed = pos && !strcmp(json_string_value(pos), "keyed");
 		}
 		INT(opt, "pin_cpu", "options", 0, pin);
 		if (pin < -1 || pin > 4095)

@@ -407,6 +407,7 @@ void atb_timing_seed_release(struct atb_timing_seed *s)
 	}
 	atb_free(s->arms);
 	atb_free(s->round_trip_ns);
+	atb_free(s->round_trip_slot);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -545,6 +546,31 @@ enum atb_status atb_timing_run_seed(const struct atb_timing_config *cfg,
 	return atb_timing_run_seed_hooked(cfg, timer, seed, narms, call, ctx, NULL, out, err);
 }
 
+/* PROTO: timing.round_trip -- the empty call, timed as an arm's trial is */
+static enum atb_status time_round_trip(const struct atb_timing_config *cfg,
+				       struct atb_timer *timer,
+				       const struct atb_timing_hooks *hooks,
+				       struct atb_timing_seed *out, int round, size_t slot,
+				       struct atb_error *err)
+{
+	const struct atb_timer_ops *ops = timer->ops;
+	int64_t t;
+	int rc;
+
+	if (cfg->flush && ops->flush)
+		ops->flush(timer->state);
+	ops->start(timer->state);
+	rc = hooks->round_trip(hooks->rt_ctx);
+	ops->stop(timer->state);
+	t = rc ? -1 : ops->elapsed_ns(timer->state);
+	if (t < 0 || (hooks->round_trip_done && hooks->round_trip_done(hooks->rt_ctx)))
+		return atb_error_set(err, ATB_ERR_SYSTEM,
+				     "the round trip's empty call failed in round %d", round);
+	out->round_trip_slot[out->nround_trip] = (int)slot;
+	out->round_trip_ns[out->nround_trip++] = t;
+	return ATB_OK;
+}
+
 enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 					   struct atb_timer *timer, uint64_t seed,
 					   size_t narms, atb_timing_call_fn call, void *ctx,
@@ -586,7 +612,8 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 			goto nomem;
 	}
 	if (hooks && hooks->round_trip && hooks->round_trip_every > 0 &&
-	    !(out->round_trip_ns = atb_malloc(cap * sizeof(*out->round_trip_ns))))
+	    (!(out->round_trip_ns = atb_malloc(cap * sizeof(*out->round_trip_ns))) ||
+	     !(out->round_trip_slot = atb_malloc(cap * sizeof(*out->round_trip_slot)))))
 		goto nomem;
 	order = atb_malloc(narms * sizeof(*order));
 	ranks = atb_malloc(cap * sizeof(*ranks));
@@ -607,7 +634,7 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 
 	for (round = 0; round < cfg->trials_max; round++) {
 		int all_met = 1;
-		size_t p;
+		size_t p, rt_slot;
 
 		/* PROTO: timing.interleave (randomized_pairs) */
 		next_order(cfg->interleave, r, narms, order);
@@ -617,11 +644,28 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 					   "round hook failed before round %d", round);
 			goto done;
 		}
-		for (p = 0; p < narms; p++) {
-			struct atb_timing_arm *a = &out->arms[order[p]];
+		/* PROTO: timing.round_trip -- this round's empty call, and where */
+		rt_slot = narms + 1;
+		if (out->round_trip_ns && round % hooks->round_trip_every == 0) {
+			rt_slot = hooks->round_trip_slot
+					  ? hooks->round_trip_slot(hooks->rt_ctx, seed, round, narms)
+					  : narms;
+			if (rt_slot > narms)
+				rt_slot = narms;
+		}
+		for (p = 0; p <= narms; p++) {
+			struct atb_timing_arm *a;
 			int64_t t;
 			int rc;
 
+			if (p == rt_slot) {
+				st = time_round_trip(cfg, timer, hooks, out, round, p, err);
+				if (st)
+					goto done;
+			}
+			if (p == narms)
+				break;
+			a = &out->arms[order[p]];
 			if (cfg->flush && ops->flush)
 				ops->flush(timer->state);  /* PROTO: timing.cache_flush */
 			ops->start(timer->state);
@@ -658,25 +702,6 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 			}
 		}
 		out->rounds = round + 1;
-		/* PROTO: timing.round_trip -- the empty call, timed as an arm's */
-		if (out->round_trip_ns && round % hooks->round_trip_every == 0) {
-			int64_t t;
-			int rc;
-
-			if (cfg->flush && ops->flush)
-				ops->flush(timer->state);
-			ops->start(timer->state);
-			rc = hooks->round_trip(hooks->rt_ctx);
-			ops->stop(timer->state);
-			t = rc ? -1 : ops->elapsed_ns(timer->state);
-			if (t < 0 || (hooks->round_trip_done && hooks->round_trip_done(hooks->rt_ctx))) {
-				st = atb_error_set(err, ATB_ERR_SYSTEM,
-						   "the round trip's empty call failed in round %d",
-						   round);
-				goto done;
-			}
-			out->round_trip_ns[out->nround_trip++] = t;
-		}
 		if (hooks && hooks->after_round && hooks->after_round(hooks->ctx, round)) {
 			st = atb_error_set(err, ATB_ERR_SYSTEM,
 					   "round hook failed after round %d", round);

@@ -934,6 +934,39 @@ Test(runner, keyed_arm_order_turns_each_seed_from_a_drawn_start)
 	atb_runner_job_free(j);
 }
 
+/*
+ * PROTO: timing.round_trip.position (keyed, version 13 on) -- the empty
+ * call's place in each round, drawn under the job's key: the values of
+ * hmac.new(bytes(range(16)), b"atb-placement" + struct.pack("<QQQ", seed,
+ * round, 0x10000), "sha256") mod 3 (Python), every place taken over a
+ * seed's rounds, and another key's draws differ.
+ */
+Test(runner, the_round_trips_place_is_drawn_under_the_job_key)
+{
+	static const int want1[12] = {2, 1, 1, 1, 2, 2, 2, 0, 0, 2, 2, 0};
+	static const int want2[12] = {1, 1, 2, 0, 1, 0, 1, 0, 1, 0, 1, 0};
+	json_t *o = relu_job("/a.so", "/b.so");
+	struct atb_runner_job *j = keyed_job(o, "000102030405060708090a0b0c0d0e0f"), *j2;
+	size_t count[3] = {0}, differ = 0;
+	int r;
+
+	for (r = 0; r < 12; r++) {
+		cr_expect_eq(runner_round_trip_slot(j, 1, r, 2), (size_t)want1[r], "seed 1 round %d", r);
+		cr_expect_eq(runner_round_trip_slot(j, 2, r, 2), (size_t)want2[r], "seed 2 round %d", r);
+	}
+	for (r = 0; r < 300; r++)
+		count[runner_round_trip_slot(j, 7, r, 2)]++;
+	cr_expect(count[0] > 60 && count[1] > 60 && count[2] > 60, "%zu %zu %zu", count[0],
+		  count[1], count[2]);
+	j2 = keyed_job(o, "000102030405060708090a0b0c0d0e0c");
+	for (r = 0; r < 30; r++)
+		differ += runner_round_trip_slot(j, 7, r, 2) != runner_round_trip_slot(j2, 7, r, 2);
+	cr_expect(differ >= 10, "another key: %zu of 30 places differ", differ);
+	atb_runner_job_free(j2);
+	atb_runner_job_free(j);
+	json_decref(o);
+}
+
 Test(runner, keyed_placement_is_hmac_under_the_job_key)
 {
 	static const unsigned char k[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};

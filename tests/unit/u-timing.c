@@ -845,3 +845,89 @@ Test(timing, the_empty_call_is_timed_like_a_trial_every_nth_round)
 	cr_assert(strstr(e.msg, "the round trip's empty call failed in round 3"), "%s", e.msg);
 	atb_timing_seed_release(&r);
 }
+
+/*
+ * PROTO: timing.round_trip.position (version 13 on) -- the hook says where
+ * in each round the empty call goes: before the arm at that position, or
+ * after them all; the recorded slots say so, a slot out of range means
+ * after, and the arms' own positions and times are as without it.
+ */
+struct slot_log {
+	struct rt_log rt;
+	struct script *s;
+	int asked[16], seen[16];
+	uint64_t seed;
+};
+
+static size_t h_slot(void *ctx, uint64_t seed, int round, size_t narms)
+{
+	struct slot_log *l = ctx;
+
+	l->seed = seed;
+	(void)narms;
+	/* 0 and 1 before that arm, 2 after both, 3 out of range (after both) */
+	l->asked[round] = round % 4;
+	return (size_t)(round % 4 == 3 ? 99 : round % 4);
+}
+
+static int h_slot_rt(void *ctx)
+{
+	struct slot_log *l = ctx;
+	int done = l->s->timed_calls[0] + l->s->timed_calls[1];
+
+	/* arm calls before it in this round: every round has two */
+	l->seen[l->rt.calls] = done - 2 * l->rt.calls;
+	return h_rt(&l->rt);
+}
+
+static int h_slot_done(void *ctx)
+{
+	return h_rt_done(&((struct slot_log *)ctx)->rt);
+}
+
+Test(timing, the_empty_call_goes_where_the_slot_hook_says)
+{
+	struct fake f = {0};
+	struct atb_timer t = {.ops = &fake_ops, .state = &f};
+	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
+	struct slot_log l = {.rt = {.fake = &f, .fail_at = -1}, .s = &s};
+	struct atb_timing_hooks hooks = {.round_trip = h_slot_rt, .round_trip_done = h_slot_done,
+					 .rt_ctx = &l, .round_trip_every = 1,
+					 .round_trip_slot = h_slot};
+	struct atb_timing_config c;
+	struct atb_timing_seed r, plain;
+	struct atb_error e;
+	size_t k;
+
+	setup_cfg(&c);
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_OK, "%s", e.msg);
+	cr_assert_eq(r.rounds, 10);
+	cr_assert_eq(r.nround_trip, 10);
+	cr_assert_eq(l.seed, 5);
+	cr_assert_eq(l.rt.in_window, 10, "the empty call ran outside its window");
+	cr_assert_not(l.rt.done_in_window);
+	for (k = 0; k < r.nround_trip; k++) {
+		int want = l.asked[k] > 2 ? 2 : l.asked[k];
+
+		cr_assert_eq(r.round_trip_slot[k], want, "round %zu: slot %d, want %d", k,
+			     r.round_trip_slot[k], want);
+		cr_assert_eq(l.seen[k], want, "round %zu: %d arm calls before the empty call, want %d",
+			     k, l.seen[k], want);
+		cr_assert_eq(r.round_trip_ns[k], 700);
+	}
+	/* the arms' positions (counting arms only) and times as without it */
+	memset(&f, 0, sizeof(f));
+	memset(s.calls, 0, sizeof(s.calls));
+	memset(s.timed_calls, 0, sizeof(s.timed_calls));
+	cr_assert_eq(atb_timing_run_seed(&c, &t, 5, 2, scripted_call, &s, &plain, &e), ATB_OK);
+	cr_assert_eq(plain.rounds, r.rounds);
+	for (k = 0; k < 10; k++) {
+		cr_assert_eq(plain.arms[0].position[k], r.arms[0].position[k]);
+		cr_assert_eq(plain.arms[1].position[k], r.arms[1].position[k]);
+		cr_assert_eq(plain.arms[0].times_ns[k], r.arms[0].times_ns[k]);
+		cr_assert_eq(plain.arms[1].times_ns[k], r.arms[1].times_ns[k]);
+	}
+	atb_timing_seed_release(&r);
+	atb_timing_seed_release(&plain);
+}
