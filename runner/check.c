@@ -1483,16 +1483,16 @@ static int settled_before_round(void *ctx, int round)
 static int (*rt_call_fn)(void);
 static int rt_every, rt_subtract;
 static double rt_quantile;
-static const struct atb_runner_job *rt_keyed;
+static const struct atb_runner_job *rt_job;
 
 void runner_round_trip(int (*call)(void), int every, int subtract, double q,
-		       const struct atb_runner_job *keyed)
+		       const struct atb_runner_job *job)
 {
 	rt_call_fn = call;
 	rt_every = every;
 	rt_subtract = subtract;
 	rt_quantile = q;
-	rt_keyed = keyed;
+	rt_job = job;
 }
 
 static int rt_call(void *ctx)
@@ -1509,14 +1509,25 @@ size_t runner_round_trip_slot(const struct atb_runner_job *job, uint64_t seed, i
 
 	if (!key || round < 0 ||
 	    runner_placement_keyed(key, seed, (size_t)round, RUNNER_RT_BUFFER, &pad, &off))
-		return narms;
+		return SIZE_MAX;
 	return (size_t)(((uint64_t)pad << 13 | off) % (narms + 1));
 }
 
-static size_t rt_slot(void *ctx, uint64_t seed, int round, size_t narms)
+/* PROTO: timing.round_trip.position -- the empty call's place this round */
+static size_t rt_slot(void *ctx, uint64_t seed, int round, const size_t *order, size_t narms)
 {
+	size_t p;
+
 	(void)ctx;
-	return rt_keyed ? runner_round_trip_slot(rt_keyed, seed, round, narms) : narms;
+	if (!rt_job || rt_job->round_trip_position == ATB_RT_AFTER)
+		return narms;
+	if (rt_job->round_trip_position == ATB_RT_KEYED)
+		return runner_round_trip_slot(rt_job, seed, round, narms);
+	/* after_reference: right after the reference arm's call */
+	for (p = 0; p < narms; p++)
+		if (order[p] == rt_job->reference)
+			return p + 1;
+	return SIZE_MAX;
 }
 
 /* after its window: seen stopped before anything else runs */
@@ -1620,10 +1631,11 @@ int runner_emit_samples_timed(const struct atb_timing_seed *s, const char *group
 	int64_t span_ns = group_mark_ns >= 0 ? atbi_monotonic_ns() - group_mark_ns : -1;
 	/* PROTO: gates.background -- read before the samples go out */
 	json_t *bg = runner_background_end(&group_bg, s->seed, group);
-	/* PROTO: timing.round_trip -- the group's empty calls: a low quantile
-	   of them is what is taken out (an interrupt or a preemption only adds
-	   time to some; to move it, every call but a few would have to be
-	   slowed), the median is reported beside it */
+	/* PROTO: timing.round_trip -- the group's empty calls: their
+	   rt_quantile-quantile is what is taken out (version 12 a low one: an
+	   interrupt or a preemption only adds time to some; version 13 the
+	   median, of calls that never follow a candidate's), the median is
+	   reported beside it */
 	double rt_med = -1, rt_q = -1;
 	int64_t rt_off = 0;
 	size_t ai, k;

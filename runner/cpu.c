@@ -344,7 +344,10 @@ static int emit_env(const struct rt *rt, const struct atb_timer *timer)
 			? json_pack("{s:i, s:b, s:f, s:s}", "every_rounds", job->round_trip_every,
 				    "subtract", job->round_trip_subtract, "quantile",
 				    job->round_trip_quantile, "position",
-				    job->round_trip_keyed ? "keyed" : "after")
+				    job->round_trip_position == ATB_RT_KEYED ? "keyed"
+				    : job->round_trip_position == ATB_RT_AFTER_REFERENCE
+					    ? "after_reference"
+					    : "after")
 			: json_null()));
 nomem:
 	json_decref(arms);
@@ -428,15 +431,14 @@ static int start_workers(struct rt *rt)
 		round_trip_worker = w;
 		json_array_append_new(pids, json_integer(w->pid));
 		/* PROTO: timing.round_trip.position -- keyed: the key must draw */
-		if (job->round_trip_keyed && !runner_placement_key(job)) {
+		if (job->round_trip_position == ATB_RT_KEYED && !runner_placement_key(job)) {
 			runner_emit_error("timing", "cannot draw the round trip's place: no "
 						    "placement key (getrandom failed)");
 			json_decref(pids);
 			return -1;
 		}
 		runner_round_trip(round_trip_call, job->round_trip_every,
-				  job->round_trip_subtract, job->round_trip_quantile,
-				  job->round_trip_keyed ? job : NULL);
+				  job->round_trip_subtract, job->round_trip_quantile, job);
 	}
 	runner_background_workers(rt->workers, rt->nworkers);
 	return runner_emit(json_pack("{s:s, s:o}", "event", "workers", "pids", pids));

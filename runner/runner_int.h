@@ -832,13 +832,12 @@ void runner_settle(int (*fn)(void));
  * a worker that loaded nothing): timed after every `every`-th round of each
  * group (runner_time_group_timed); its q-quantile and median put in the
  * samples events ("round_trip") and, with subtract, the q-quantile taken
- * out of every trial.  call NULL: none.  keyed (PROTO:
- * timing.round_trip.position, version 13 on): the job whose placement key
- * draws where in each round the empty call goes (runner_round_trip_slot);
- * NULL: after the round's arms.
+ * out of every trial.  call NULL: none.  job: its round_trip_position
+ * (PROTO: timing.round_trip.position, version 13 on) says where in each
+ * round the empty call goes, its reference arm and placement key how.
  */
 void runner_round_trip(int (*call)(void), int every, int subtract, double q,
-		       const struct atb_runner_job *keyed);
+		       const struct atb_runner_job *job);
 
 /* The "buffer" index of runner_round_trip_slot's draws (one past the order's). */
 #define RUNNER_RT_BUFFER ((size_t)0x10000)
@@ -848,8 +847,8 @@ void runner_round_trip(int (*call)(void), int every, int subtract, double q,
  * round `round` of seed `seed`: before the arm at position 0..narms-1 of the
  * round, or narms after them, drawn as runner_placement_keyed's (pad << 13 |
  * off) for (seed, round, RUNNER_RT_BUFFER) under the job's key, mod narms + 1
- * (a bias of at most narms / 2^17).  narms when the key or libcrypto failed
- * (the caller has checked the key before the first group).
+ * (a bias of at most narms / 2^17).  SIZE_MAX when the key or libcrypto
+ * failed (the timing core then stops the group).
  */
 size_t runner_round_trip_slot(const struct atb_runner_job *job, uint64_t seed, int round,
 			      size_t narms);

@@ -112,9 +112,10 @@ struct atb_protocol {
 		int has_round_trip;
 		/*
 		 * timing.round_trip.position (version 13 on): "after" (the empty
-		 * call after the round's arms; "" when absent, before version 13)
-		 * or "keyed" (its place among the round's calls drawn from the
-		 * job's placement key); round_trip_max_share_under (version 13
+		 * call after the round's arms; "" when absent, before version 13),
+		 * "after_reference" (right after the reference arm's call) or
+		 * "keyed" (its place among the round's calls drawn from the job's
+		 * placement key); round_trip_max_share_under (version 13
 		 * on; -1 when absent: no rule): the largest share of an arm's
 		 * trials in a seed group that the subtraction may leave at or
 		 * under 0 ns (kept at 1 ns); more, and the group is not resolved

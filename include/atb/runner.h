@@ -155,6 +155,9 @@ struct atb_runner_tolerance {
 };
 
 /* A parsed job.  Handle: atb_runner_job_free. */
+/* PROTO: timing.round_trip.position -- atb_runner_job.round_trip_position */
+enum { ATB_RT_AFTER = 0, ATB_RT_KEYED = 1, ATB_RT_AFTER_REFERENCE = 2 };
+
 struct atb_runner_job {
 	char id[64];
 	enum atb_runner_backend backend;  /* "backend"; cpu by default */
@@ -246,13 +249,15 @@ struct atb_runner_job {
 	double round_trip_quantile;
 	/*
 	 * PROTO: timing.round_trip.position (version 13 on) -- options
-	 * "round_trip" "position": "keyed" places each round's empty call among
-	 * the round's calls at a place drawn under the job's placement key
-	 * (runner_placement_keyed), not after the arms ("after", the default):
-	 * a candidate cannot tell which of its calls an empty call follows.
-	 * 1: keyed.
+	 * "round_trip" "position": where each round's empty call goes.
+	 * ATB_RT_AFTER ("after", the default, version 12): after the round's
+	 * arms.  ATB_RT_AFTER_REFERENCE ("after_reference"): right after the
+	 * reference arm's call, so that no empty call ever follows another arm's
+	 * (a candidate's call can slow only the call after it).  ATB_RT_KEYED
+	 * ("keyed"): at a place among the round's calls drawn under the job's
+	 * placement key (runner_round_trip_slot).
 	 */
-	int round_trip_keyed;
+	int round_trip_position;
 	int pin_cpu;                   /* -1: leave affinity alone */
 	/*
 	 * PROTO: gates.hang -- "progress_ms": the runner sends a "progress"

@@ -227,8 +227,9 @@ struct atb_timing_hooks {
 	/*
 	 * PROTO: timing.round_trip (version 12 on) -- an empty call through the
 	 * same path as the arms' (an arm worker's round trip, no kernel), timed
-	 * as an arm's trial is (the flush, then the window) after every
-	 * round_trip_every-th round's arms, before after_round; its times go
+	 * as an arm's trial is (the flush, then the window) in every
+	 * round_trip_every-th round, after its arms unless round_trip_slot puts
+	 * it elsewhere, before after_round; its times go
 	 * to atb_timing_seed.round_trip_ns.  round_trip_done runs after its
 	 * time is read, outside the window (what after_call is to an arm).
 	 * round_trip NULL or round_trip_every < 1: none.  A nonzero return
@@ -240,12 +241,14 @@ struct atb_timing_hooks {
 	int round_trip_every;
 	/*
 	 * PROTO: timing.round_trip.position (version 13 on) -- where in round
-	 * `round` of seed `seed` the empty call goes: before the arm at
-	 * position 0..narms-1 of the round's order, or narms, after them all;
-	 * out of range or NULL: narms (version 12's place).  The arms' own
-	 * positions (atb_timing_arm.position) do not count it.
+	 * `round` of seed `seed`, whose arms run in order[0..narms-1], the
+	 * empty call goes: before the arm at position 0..narms-1, or narms,
+	 * after them all; NULL or above narms: narms (version 12's place);
+	 * SIZE_MAX: the place cannot be drawn, which aborts like a round hook.
+	 * The arms' own positions (atb_timing_arm.position) do not count it.
 	 */
-	size_t (*round_trip_slot)(void *rt_ctx, uint64_t seed, int round, size_t narms);
+	size_t (*round_trip_slot)(void *rt_ctx, uint64_t seed, int round, const size_t *order,
+				  size_t narms);
 };
 
 /*

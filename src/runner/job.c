@@ -897,13 +897,14 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 			    !(json_number_value(q) <= 0.5) ||
 			    (pos && !(json_is_string(pos) &&
 				      (!strcmp(json_string_value(pos), "after") ||
+				       !strcmp(json_string_value(pos), "after_reference") ||
 				       !strcmp(json_string_value(pos), "keyed")))) ||
 			    json_object_size(b) != 3u + (pos != NULL))
 				return bad(err, "options.round_trip",
 					   "bad '%s': expected {\"every_rounds\": 1 to 1000, "
 					   "\"subtract\": true or false, \"quantile\": above 0, at "
-					   "most 0.5, optionally \"position\": \"after\" or "
-					   "\"keyed\"}", "options.round_trip");
+					   "most 0.5, optionally \"position\": \"after\", "
+					   "\"after_reference\" or \"keyed\"}", "options.round_trip");
 			if (!j->isolate)
 				return bad(err, "options.round_trip",
 					   "bad '%s': only with options.isolation \"process\"",
@@ -911,7 +912,10 @@ static enum atb_status parse_job(const json_t *o, struct atb_runner_job *j,
 			j->round_trip_every = (int)json_integer_value(e);
 			j->round_trip_subtract = json_is_true(sub);
 			j->round_trip_quantile = json_number_value(q);
-			j->round_trip_keyed = pos && !strcmp(json_string_value(pos), "keyed");
+			j->round_trip_position =
+				!pos || !strcmp(json_string_value(pos), "after") ? ATB_RT_AFTER
+				: !strcmp(json_string_value(pos), "keyed")       ? ATB_RT_KEYED
+										 : ATB_RT_AFTER_REFERENCE;
 		}
 		INT(opt, "pin_cpu", "options", 0, pin);
 		if (pin < -1 || pin > 4095)

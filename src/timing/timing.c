@@ -648,8 +648,15 @@ enum atb_status atb_timing_run_seed_hooked(const struct atb_timing_config *cfg,
 		rt_slot = narms + 1;
 		if (out->round_trip_ns && round % hooks->round_trip_every == 0) {
 			rt_slot = hooks->round_trip_slot
-					  ? hooks->round_trip_slot(hooks->rt_ctx, seed, round, narms)
+					  ? hooks->round_trip_slot(hooks->rt_ctx, seed, round, order,
+								   narms)
 					  : narms;
+			if (rt_slot == SIZE_MAX) {
+				st = atb_error_set(err, ATB_ERR_SYSTEM,
+						   "cannot draw the round trip's place in round %d",
+						   round);
+				goto done;
+			}
 			if (rt_slot > narms)
 				rt_slot = narms;
 		}

@@ -85,6 +85,26 @@ test_expect "the round trip is timed by a worker of its own and taken out of the
 			| {arm, median_ns, round_trip, rounds}" rt.ev; exit 1; }
 '
 
+# PROTO: timing.round_trip.position (after_reference, version 13 on) -- each
+# round's empty call comes right after the reference arm's call (the
+# baseline's position in the round, plus one), never after the candidate's;
+# the env says where.
+test_expect "the round trip comes right after the reference arm's call" '
+	job spin.so spin.so process |
+		jq -c ".options.round_trip = {\"every_rounds\": 1, \"subtract\": true, \"quantile\": 0.5,
+			\"position\": \"after_reference\"}" |
+		"$RUNNER" >ref.ev &&
+	jq -se "map(select(.event==\"env\"))[0].round_trip.position == \"after_reference\"" ref.ev \
+		>/dev/null &&
+	jq -se "[.[] | select(.event==\"samples\")] | length > 0 and (group_by(.seed) | all(
+		(map(select(.arm==\"baseline\"))[0]) as \$b | \$b.round_trip.slots as \$s |
+		(\$s | length) == (\$b.position | length) and (\$s | length) > 0 and
+		([range(0; \$s | length)] | all(\$s[.] == \$b.position[.] + 1))))" ref.ev >/dev/null &&
+	jq -s "[.[] | select(.event==\"samples\") | .round_trip.slots[]] | unique" ref.ev |
+		jq -e ". == [1, 2]" >/dev/null ||
+		{ jq -c "select(.event==\"samples\") | {arm, seed, position, round_trip}" ref.ev; exit 1; }
+'
+
 # PROTO: timing.round_trip.position (keyed, version 13 on) -- each round's
 # empty call goes where the job's placement key puts it: before the first
 # arm (0), between the arms (1) or after both (2), the values of
@@ -146,14 +166,14 @@ test_expect "a round trip without workers, or a bad one, is refused as a bad job
 		jq -c ".options.round_trip = {\"every_rounds\": 1, \"subtract\": true, \"quantile\": 0.9}" |
 		expect_exit 2 "$RUNNER" &&
 	jq -se "map(select(.event==\"error\"))[0] | .reason == \"bad_job\" and
-		.message == \"options.round_trip: bad '\''options.round_trip'\'': expected {\\\"every_rounds\\\": 1 to 1000, \\\"subtract\\\": true or false, \\\"quantile\\\": above 0, at most 0.5, optionally \\\"position\\\": \\\"after\\\" or \\\"keyed\\\"}\"" \
+		.message == \"options.round_trip: bad '\''options.round_trip'\'': expected {\\\"every_rounds\\\": 1 to 1000, \\\"subtract\\\": true or false, \\\"quantile\\\": above 0, at most 0.5, optionally \\\"position\\\": \\\"after\\\", \\\"after_reference\\\" or \\\"keyed\\\"}\"" \
 		"$TRASH/out" >/dev/null &&
 	job spin.so spin.so process |
 		jq -c ".options.round_trip = {\"every_rounds\": 1, \"subtract\": true, \"quantile\": 0.5,
 			\"position\": \"first\"}" |
 		expect_exit 2 "$RUNNER" &&
 	jq -se "map(select(.event==\"error\"))[0] | .reason == \"bad_job\" and
-		(.message | endswith(\"optionally \\\"position\\\": \\\"after\\\" or \\\"keyed\\\"}\"))" \
+		(.message | endswith(\"optionally \\\"position\\\": \\\"after\\\", \\\"after_reference\\\" or \\\"keyed\\\"}\"))" \
 		"$TRASH/out" >/dev/null
 '
 
@@ -245,7 +265,7 @@ test_expect "a kernel shorter than the round trip's spread is refused noise, not
 	ATB_ISOLATION=process "$ATB" measure --json --seeds 2 "$CHEATS/tasks/relu-tiny" tiny \
 		>tiny.out 2>tiny.err
 	jq -e ".verdict == \"rejected\" and .gate == \"noise\" and .attempts == 3 and (.reason | test(
-		\"^the round trip.s subtraction \\\\([0-9]+ ns\\\\) left [0-9]+ of the (baseline|candidate).s [0-9]+ trials on seed [0-9]+ \\\\([0-9.]+%\\\\) at or under 0 ns \\\\(at most 25%\\\\) in job 1 after 3 runs: the calls are not resolved against the workers. round trip \\\\(they are shorter than its spread; measure larger inputs\\\\)$\"))" \
+		\"^the round trip.s subtraction \\\\([0-9]+ ns\\\\) left [0-9]+ of the (baseline|candidate|baseline_alone).s [0-9]+ trials on seed [0-9]+ \\\\([0-9.]+%, at least [0-9.]+% at 95%\\\\) at or under 0 ns \\\\(at most 25%\\\\) in job (1|2, baseline alone) after 3 runs: the calls are not resolved against the workers. round trip \\\\(they are shorter than its spread; measure larger inputs\\\\)$\"))" \
 		tiny.out >/dev/null || { cat tiny.out tiny.err; exit 1; }
 	[ "$(sqlite3 "$ATB_DB" "SELECT json_extract(detail, '\''$.cause'\'') FROM rejection
 		ORDER BY id DESC LIMIT 1")" = round_trip_unresolved ] &&

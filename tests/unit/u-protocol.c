@@ -213,13 +213,13 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(p->version, 13);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "89e0a50e0c952bf500e5bed623ba7b7fc6ad911952d12d87a35cbc82237481f8");
+			 "14fb4990ada31b8d8277ec65935f6f80c11e26bc456981871540bb985d6bb59a");
 	/* version 13's keys, as frozen (PROTO: timing.round_trip) */
 	cr_expect(p->timing.has_round_trip);
 	cr_expect_eq(p->timing.round_trip_every, 1);
 	cr_expect(p->timing.round_trip_subtract);
 	cr_expect_float_eq(p->timing.round_trip_quantile, 0.5, 1e-15);
-	cr_expect_str_eq(p->timing.round_trip_position, "keyed");
+	cr_expect_str_eq(p->timing.round_trip_position, "after_reference");
 	cr_expect_float_eq(p->timing.round_trip_max_share_under, 0.25, 1e-15);
 	atb_protocol_free(p);
 	/* version 12, as it was frozen: still loadable, and its digest kept */
@@ -779,11 +779,12 @@ Test(protocol, round_trip_position_and_share_are_required_from_version_13, .fini
 	static const struct {
 		const char *from, *to, *field, *msg;
 	} bad[] = {
-		{"    position: keyed\n", "", "timing.round_trip.position",
+		{"    position: after_reference\n", "", "timing.round_trip.position",
 		 "missing field 'position' (required from version 13)"},
 		{"    max_share_under: 0.25\n", "", "timing.round_trip.max_share_under",
 		 "missing field 'max_share_under' (required from version 13)"},
-		{"position: keyed", "position: before", "timing.round_trip.position", NULL},
+		{"position: after_reference", "position: before", "timing.round_trip.position",
+		 NULL},
 		{"max_share_under: 0.25", "max_share_under: 1.5", "timing.round_trip.max_share_under",
 		 NULL},
 		{"max_share_under: 0.25", "max_share_under: -0.1",
@@ -807,8 +808,14 @@ Test(protocol, round_trip_position_and_share_are_required_from_version_13, .fini
 			cr_expect(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
 		atb_free(t2);
 	}
-	/* the other place, and no rule at 1 */
-	t2 = replace(text, "position: keyed", "position: after");
+	/* the other places, and no rule at 1 */
+	t2 = replace(text, "position: after_reference", "position: keyed");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_str_eq(p->timing.round_trip_position, "keyed");
+	atb_protocol_free(p);
+	atb_free(t2);
+	t2 = replace(text, "position: after_reference", "position: after");
 	atb_free(text);
 	text = replace(t2, "max_share_under: 0.25", "max_share_under: 1");
 	spit(cand, text);

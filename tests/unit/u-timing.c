@@ -855,16 +855,20 @@ Test(timing, the_empty_call_is_timed_like_a_trial_every_nth_round)
 struct slot_log {
 	struct rt_log rt;
 	struct script *s;
-	int asked[16], seen[16];
+	int asked[64], seen[64], fail_round;
+	size_t first[64];
 	uint64_t seed;
 };
 
-static size_t h_slot(void *ctx, uint64_t seed, int round, size_t narms)
+static size_t h_slot(void *ctx, uint64_t seed, int round, const size_t *order, size_t narms)
 {
 	struct slot_log *l = ctx;
 
 	l->seed = seed;
-	(void)narms;
+	cr_assert(round >= 0 && round < 64 && narms == 2);
+	if (round == l->fail_round)
+		return SIZE_MAX;
+	l->first[round] = order[0];
 	/* 0 and 1 before that arm, 2 after both, 3 out of range (after both) */
 	l->asked[round] = round % 4;
 	return (size_t)(round % 4 == 3 ? 99 : round % 4);
@@ -876,6 +880,7 @@ static int h_slot_rt(void *ctx)
 	int done = l->s->timed_calls[0] + l->s->timed_calls[1];
 
 	/* arm calls before it in this round: every round has two */
+	cr_assert(l->rt.calls < 64);
 	l->seen[l->rt.calls] = done - 2 * l->rt.calls;
 	return h_rt(&l->rt);
 }
@@ -890,7 +895,7 @@ Test(timing, the_empty_call_goes_where_the_slot_hook_says)
 	struct fake f = {0};
 	struct atb_timer t = {.ops = &fake_ops, .state = &f};
 	struct script s = {.fake = &f, .base_ns = {1000, 2000}, .fail_arm = -1};
-	struct slot_log l = {.rt = {.fake = &f, .fail_at = -1}, .s = &s};
+	struct slot_log l = {.rt = {.fake = &f, .fail_at = -1}, .s = &s, .fail_round = -1};
 	struct atb_timing_hooks hooks = {.round_trip = h_slot_rt, .round_trip_done = h_slot_done,
 					 .rt_ctx = &l, .round_trip_every = 1,
 					 .round_trip_slot = h_slot};
@@ -915,6 +920,8 @@ Test(timing, the_empty_call_goes_where_the_slot_hook_says)
 		cr_assert_eq(l.seen[k], want, "round %zu: %d arm calls before the empty call, want %d",
 			     k, l.seen[k], want);
 		cr_assert_eq(r.round_trip_ns[k], 700);
+		/* the hook saw the round's order: its first arm is at position 0 */
+		cr_assert_eq(r.arms[l.first[k]].position[k], 0, "round %zu", k);
 	}
 	/* the arms' positions (counting arms only) and times as without it */
 	memset(&f, 0, sizeof(f));
@@ -930,4 +937,19 @@ Test(timing, the_empty_call_goes_where_the_slot_hook_says)
 	}
 	atb_timing_seed_release(&r);
 	atb_timing_seed_release(&plain);
+
+	/* a place that cannot be drawn stops the seed */
+	memset(&f, 0, sizeof(f));
+	memset(&s.calls, 0, sizeof(s.calls));
+	memset(&s.timed_calls, 0, sizeof(s.timed_calls));
+	memset(&l, 0, sizeof(l));
+	l.rt.fake = &f;
+	l.rt.fail_at = -1;
+	l.s = &s;
+	l.fail_round = 4;
+	cr_assert_eq(atb_timing_run_seed_hooked(&c, &t, 5, 2, scripted_call, &s, &hooks, &r, &e),
+		     ATB_ERR_SYSTEM);
+	cr_assert(strstr(e.msg, "cannot draw the round trip's place in round 4"), "%s", e.msg);
+	cr_assert_eq(l.rt.calls, 4);
+	atb_timing_seed_release(&r);
 }
