@@ -430,13 +430,6 @@ static int start_workers(struct rt *rt)
 		}
 		round_trip_worker = w;
 		json_array_append_new(pids, json_integer(w->pid));
-		/* PROTO: timing.round_trip.position -- keyed: the key must draw */
-		if (job->round_trip_position == ATB_RT_KEYED && !runner_placement_key(job)) {
-			runner_emit_error("timing", "cannot draw the round trip's place: no "
-						    "placement key (getrandom failed)");
-			json_decref(pids);
-			return -1;
-		}
 		runner_round_trip(round_trip_call, job->round_trip_every,
 				  job->round_trip_subtract, job->round_trip_quantile, job);
 	}
