@@ -1214,13 +1214,14 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 
 /*
  * PROTO: gates result_reuse -- wrong on B in A's old tensors: the rule of
- * runner_check_reuse.  Step 2 (fresh_inputs_b) ran B in fresh tensors;
- * wrong there too, and not A's outputs handed back (compared with step 0's
- * reference), it is a correctness failure on B.  0, or -1 out of memory.
+ * runner_check_reuse.  sb: step 2 (fresh_inputs_b), B in fresh tensors;
+ * wrong there too, and not A's outputs handed back (compared with sa's,
+ * step 0's, reference: its address and its slot in the runner's memory), it
+ * is a correctness failure on B.  0, or -1 out of memory.
  */
-static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse *res)
+static int reuse_fresh(struct trt *rt, const json_t *sa, const json_t *sb,
+		       struct runner_reuse *res)
 {
-	const json_t *sa = json_array_get(steps, 0), *sb = json_array_get(steps, 2);
 	json_t *stale, *o;
 	size_t i;
 	int was_a;
@@ -1231,9 +1232,18 @@ static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse 
 	stale = json_deep_copy(sb);
 	if (!stale)
 		return -1;
-	json_array_foreach(json_object_get(stale, "outputs"), i, o)
-		json_object_set(o, "ref", json_object_get(json_array_get(json_object_get(sa,
-						"outputs"), i), "ref"));
+	json_array_foreach(json_object_get(stale, "outputs"), i, o) {
+		const json_t *ra = json_array_get(json_object_get(sa, "outputs"), i);
+		static const char *const keys[] = {"ref", "ref_slot", "ref_fresh"};
+		size_t k;
+
+		/* all three: B's slot would name B's reference again */
+		for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+			if (json_object_get(ra, keys[k]))
+				json_object_set(o, keys[k], json_object_get(ra, keys[k]));
+			else
+				json_object_del(o, keys[k]);
+	}
 	was_a = json_array_size(json_object_get(sa, "outputs")) ==
 		json_array_size(json_object_get(sb, "outputs")) &&
 		compare_call(rt, stale, NULL, NULL, NULL);
@@ -1251,37 +1261,58 @@ static int reuse_fresh(struct trt *rt, const json_t *steps, struct runner_reuse 
 	return 0;
 }
 
-/* PROTO: gates result_reuse -- the first step whose outputs are wrong. */
+/*
+ * PROTO: gates result_reuse -- the first step whose outputs are wrong.  The
+ * Python side runs one step a call and frees its outputs before the next
+ * (their copies live until the next call), so each step is compared before
+ * the next runs.  *keep: the steps' answers (worst_name points into them).
+ * 0, -1 (the message in rt->msg) or -2 (an error event emitted).
+ */
 static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, json_t **keep)
 {
 	static const char *const steps[] = {"fresh_inputs_a", "same_buffers_new_inputs",
 					    "fresh_inputs_b"};
-	json_t *a = py_json(rt, "reuse", int_tuple(1, (long long)arm, 0, 0)), *s;
-	size_t i, k;
+	const size_t nsteps = sizeof(steps) / sizeof(steps[0]);
+	json_t *a = NULL;
+	size_t i;
 
-	*keep = a;
 	memset(res, 0, sizeof(*res));
 	res->follows = 1;
-	if (!a)
+	*keep = json_array();
+	if (!*keep) {
+		snprintf(rt->msg, sizeof(rt->msg), "out of memory");
 		return -1;
-	if (answer_error(a))
-		return -2;
-	json_array_foreach(json_object_get(a, "steps"), i, s) {
-		const char *name = json_string_value(json_object_get(s, "step"));
-
-		if (compare_call(rt, s, NULL, NULL, NULL))
+	}
+	for (i = 0; i < nsteps; i++) {
+		a = py_json(rt, "reuse", int_tuple(2, (long long)arm, (long long)i, 0));
+		if (!a)
+			return -1;
+		if (json_array_append_new(*keep, a)) {
+			snprintf(rt->msg, sizeof(rt->msg), "out of memory");
+			return -1;
+		}
+		if (answer_error(a))
+			return -2;
+		if (compare_call(rt, a, NULL, NULL, NULL))
 			continue;
 		res->follows = 0;
-		res->failed_step = "kernel_failed";
-		for (k = 0; !json_integer_value(json_object_get(s, "kernel_status")) && name &&
-			    k < sizeof(steps) / sizeof(steps[0]); k++)
-			if (!strcmp(name, steps[k]))
-				res->failed_step = steps[k];
+		res->failed_step = json_integer_value(json_object_get(a, "kernel_status"))
+			? "kernel_failed" : steps[i];
 		break;
 	}
 	if (res->follows || i != 1)
 		return 0;
-	return reuse_fresh(rt, json_object_get(a, "steps"), res);
+	/* wrong at step 1: step 2, B in fresh tensors, says cache or wrong */
+	a = py_json(rt, "reuse", int_tuple(2, (long long)arm, 2, 0));
+	if (!a)
+		return -1;
+	if (json_array_append_new(*keep, a)) {
+		snprintf(rt->msg, sizeof(rt->msg), "out of memory");
+		return -1;
+	}
+	if (answer_error(a))
+		return -2;
+	return reuse_fresh(rt, json_array_get(*keep, 0), a, res);
 }
 
 /*

@@ -3,7 +3,8 @@
 
 The C runner calls, in order: open(job_json) -> Session; Session.env();
 per seed and input set, Session.check(seed, dist, arm) for every checked arm
-(and Session.reuse(arm) once per seed on the first right input set); then
+(and Session.reuse(arm, step) for steps 0, 1, 2 once per seed on the first
+right input set, each compared before the next); then
 per seed Session.prepare(seed) and Session.call(arm) once per trial, timed
 by the C timing core.  Every entry point except call() catches its own
 exceptions and answers a JSON text ({"error": ..., "reason": ...} on
@@ -342,6 +343,22 @@ class Session:
                 held.append(torch.full(r.shape, fill, dtype=r.dtype, device=r.device))
         self.sync()
         del held
+
+    def wipe(self, xs):
+        """Fill the tensors of xs with the poison of their dtype, in place,
+        before they are freed (PROTO: correctness.poison): a block freed
+        with inputs in it would hand an identity those inputs as a result."""
+        torch = self.torch
+        with self.ph("poison"):
+            for x in xs:
+                if torch.is_tensor(x) and x.numel():
+                    if x.is_floating_point() or x.is_complex():
+                        x.detach().fill_(float("nan"))
+                    elif x.dtype == torch.bool:
+                        x.detach().fill_(False)
+                    else:
+                        x.detach().fill_(torch.iinfo(x.dtype).min)
+            self.sync()
 
     def run(self, arm, xs, ref_out=None):
         """Call arm on xs; (output, None) or (None, error text)."""
@@ -722,13 +739,20 @@ class Session:
                     self.cur = None
                     return {"skip": "the reference is not finite on '%s'"
                             % self.dists[dist].get("name", dist)}
-            # ref_in and ref_out stay alive: their blocks are not free while
-            # an arm runs (PROTO: gates result_reuse, via the allocator).
+            # ref_out stays alive: its blocks are not free while an arm
+            # runs (PROTO: gates result_reuse, via the allocator).  ref_in
+            # too where an output is a view of it; else it is poisoned and
+            # freed (one input set less on the device: KernelBench
+            # 38_L1Norm's 8.6 GB input ran an 80 GB card out of memory),
+            # so an output allocated in its blocks reads poison, not inputs.
             # xs is never handed to a model: every arm gets a clone, and
             # xs is what each arm's inputs are compared with afterwards.
+            aliased = self.aliases(ref_out, ref_in)
+            if not aliased:
+                self.wipe(ref_in)
+                ref_in = None
             self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
-                        "aliased": self.aliases(ref_out, ref_in),
-                        "ref_host": {"slot": "ref", "copies": []}}
+                        "aliased": aliased, "ref_host": {"slot": "ref", "copies": []}}
         return None
 
     def _check(self, seed, dist, arm):
@@ -738,6 +762,7 @@ class Session:
         if skip is not None:
             return skip
         c = self.cur
+        c["reuse"] = None  # the last arm's result-reuse tensors freed first
         arm_in = self.clone(c["xs"])
         res = self.step(arm, arm_in, c["ref_out"], c["ref_host"])
         mutated = []
@@ -779,40 +804,68 @@ class Session:
         with self.ph("check_other"):
             return answer(lambda: self._check(seed, dist, arm))
 
-    def _reuse(self, arm):
-        """PROTO: gates result_reuse -- A in fresh tensors, then B's contents
-        copied into A's tensors (old pointers, new contents), then B in fresh
-        tensors while A's are alive."""
+    REUSE_STEPS = ("fresh_inputs_a", "same_buffers_new_inputs", "fresh_inputs_b")
+
+    def _reuse(self, arm, step):
+        """PROTO: gates result_reuse -- one step a call, compared by the C
+        side before the next (runner/torch.c reuse_facts), so that no step's
+        outputs are alive while the next runs: step 0 runs A in fresh
+        tensors; step 1 copies B's contents into A's tensors (old pointers,
+        new contents) and runs them; step 2 runs B in its own fresh tensors,
+        drawn before A's were made.  Holding every step's outputs until the
+        end ran an 80 GB card to its limit on KernelBench 76_conv (8.6 GB
+        inputs): cuDNN, short of workspace, took another algorithm on the
+        last step and its TF32 result differed from the reference's."""
         torch = self.torch
         self.begin()
         c = self.cur
+        if c is None or step not in (0, 1, 2):
+            raise Failure("python", "result-reuse step %r without its input set" % (step,))
         seed, dist = c["key"]
-        in_b = self.gen(seed, dist, STREAM_REUSE)
-        ref_b, error = self.run(self.reference, self.clone(in_b))
-        if error is not None:
-            raise Failure("reference_failed", "the reference failed on result-reuse inputs: %s"
-                          % error)
-        steps = []
-        a_buf = self.clone(c["xs"])
-        ref_b_host = {"slot": "refb", "copies": []}
-        steps.append(dict(self.step(arm, a_buf, c["ref_out"], c["ref_host"]),
-                          step="fresh_inputs_a"))
-        for x, b in zip(a_buf, in_b):
-            if torch.is_tensor(x):
-                x.copy_(b)
-        steps.append(dict(self.step(arm, a_buf, ref_b, ref_b_host),
-                          step="same_buffers_new_inputs"))
-        # in_b itself: fresh tensors no arm has seen, and nothing reads
-        # them after this (a clone was one more input set alive)
-        b_buf, in_b = in_b, None
-        steps.append(dict(self.step(arm, b_buf, ref_b, ref_b_host), step="fresh_inputs_b"))
-        self.keep.append((ref_b, a_buf, b_buf))
+        if step == 0:
+            c["reuse"] = None  # an earlier arm's step tensors freed first
+            in_b = self.gen(seed, dist, STREAM_REUSE)
+            ref_b, error = self.run(self.reference, self.clone(in_b))
+            if error is not None:
+                raise Failure("reference_failed",
+                              "the reference failed on result-reuse inputs: %s" % error)
+            c["reuse"] = {"arm": arm, "in_b": in_b, "ref_b": ref_b,
+                          "a_buf": self.clone(c["xs"]),
+                          "ref_b_host": {"slot": "refb", "copies": []}}
+        r = c.get("reuse")
+        if r is None or r["arm"] != arm:
+            raise Failure("python", "result-reuse step %d of arm %d before its step 0"
+                          % (step, arm))
+        if step == 0:
+            res = self.step(arm, r["a_buf"], c["ref_out"], c["ref_host"])
+        elif step == 1:
+            for x, b in zip(r["a_buf"], r["in_b"]):
+                if torch.is_tensor(x):
+                    x.copy_(b)
+            res = self.step(arm, r["a_buf"], r["ref_b"], r["ref_b_host"])
+        else:
+            # A's tensors hold B's contents: poisoned before they are
+            # freed, so that an output allocated where they were reads
+            # poison, not inputs an identity could pass for a result.
+            # B's own tensors were drawn before A's: other addresses.
+            self.wipe(r["a_buf"])
+            r["a_buf"] = None
+            # in_b itself: fresh tensors no arm has seen, and nothing reads
+            # them after this (a clone was one more input set alive)
+            b_buf, r["in_b"] = r["in_b"], None
+            res = self.step(arm, b_buf, r["ref_b"], r["ref_b_host"])
+            # B's tensors live until the next call (the C side compares
+            # this step first); the reference's copies were made by then
+            self.keep.append((b_buf, r))
+            c["reuse"] = None
+        # the step's outputs were copied for the comparison (step); their
+        # own tensors are freed now, not while the next step runs
         self.last_out = None
-        return {"steps": steps}
+        return dict(res, step=self.REUSE_STEPS[step])
 
-    def reuse(self, arm):
+    def reuse(self, arm, step):
         with self.ph("reuse"):
-            return answer(lambda: self._reuse(arm))
+            return answer(lambda: self._reuse(arm, step))
 
     def _prepare(self, seed, first=0):
         # PROTO: timing.placement -- the draws' key and functions as the
