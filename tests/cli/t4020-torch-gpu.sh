@@ -74,6 +74,22 @@ test_expect "ReLU identity on cuda: caught on the signed sets only" '
 		identity_copy.ev >/dev/null
 '
 
+# PROTO: gates result_reuse -- on cuda the reference's outputs are compared
+# from the runner's own slots (ref0, refb0).  The step in fresh tensors
+# that tells a cache from a wrong kernel compares B's outputs with A's
+# reference: it must read A's slot, not B's (it read B's before 7d71611, so
+# a first-result cache was called wrong on B, with no reuse step named).
+test_expect "result reuse on cuda: a first-result cache and a pointer cache named at step same_buffers_new_inputs" '
+	run stale_first && [ "$(cat stale_first.rc)" = 0 ] &&
+	jq -r "select(.event==\"correctness\") | [.seed, .input, .pass,
+		(.gates.result_reuse.failed_step // \"-\")] | @tsv" stale_first.ev >f &&
+	{ [ "$(head -1 f)" = "1	task	true	same_buffers_new_inputs" ] || { cat f; false; }; } &&
+	run cache && [ "$(cat cache.rc)" = 0 ] &&
+	jq -r "select(.event==\"correctness\") | .gates.result_reuse.failed_step // \"-\"" \
+		cache.ev >g &&
+	{ grep -qx same_buffers_new_inputs g || { cat g; false; }; }
+'
+
 # The reference's output zeroed in PyTorch's memory (memory_snapshot and a
 # CUDA extension) while the candidate returns zeros: the runner compares
 # with its own copy of the reference (cuMemAlloc, outside the allocator's
