@@ -1227,11 +1227,13 @@ int runner_check_reuse(const struct atb_runner_job *job, const struct atb_runner
 
 		if (run(ctx, steps[i].slot, steps[i].b ? in_b : in_a, &got, &krc))
 			return -1;
-		if (krc)
+		if (krc) {
 			res->failed_step = "kernel_failed";
-		else if (!runner_outputs_match(job, set, steps[i].b ? ref_b : ref_a, got, NULL,
-					       NULL, NULL))
+		} else if (!runner_outputs_match(job, set, steps[i].b ? ref_b : ref_a, got, NULL,
+						 &res->step_cmp, &res->step_cmp_name)) {
 			res->failed_step = steps[i].step;
+			res->step_cmp_set = 1;
+		}
 		if (res->failed_step) {
 			res->follows = 0;
 			break;
@@ -1289,6 +1291,28 @@ void runner_reuse_settle(const struct atb_runner_job *job, struct runner_facts *
 
 /* ---- events ------------------------------------------------------------- */
 
+/*
+ * The failed result-reuse step's mismatch, or null: its largest errors, the
+ * count of elements over the tolerance, the first of them.  A reuse refusal
+ * with errors at the tolerance's scale (a different rounding) reads apart
+ * from a stale result (the poison's NaNs, or errors of the values' size).
+ */
+json_t *runner_reuse_step_json(const struct runner_reuse *r)
+{
+	const struct runner_cmp *c = &r->step_cmp;
+
+	if (!r->step_cmp_set || r->follows)
+		return json_null();
+	return json_pack("{s:o, s:o, s:I, s:I, s:o}",
+			 "max_abs_err", runner_real(c->max_abs), "max_rel_err", runner_real(c->max_rel),
+			 "bad_count", (json_int_t)c->nbad, "nan_count", (json_int_t)c->nnan,
+			 "first_bad", c->first_bad < 0 ? json_null()
+			 : json_pack("{s:s, s:I, s:o, s:o}", "buffer",
+				     r->step_cmp_name ? r->step_cmp_name : "?",
+				     "index", (json_int_t)c->first_bad, "ref", runner_real(c->bad_ref),
+				     "got", runner_real(c->bad_got)));
+}
+
 int runner_facts_failed(const struct runner_facts *f)
 {
 	json_t *overlaps = json_object_get(f->aliasing, "overlaps");
@@ -1310,7 +1334,7 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 			    "got", runner_real(w->bad_got));
 	ev = json_pack("{s:s, s:I, s:s, s:s, s:i, s:s, s:i, s:b, s:i, s:o, s:o, s:o,"
 		       " s:I, s:I, s:o,"
-		       " s:{s:{s:b, s:o}, s:{s:b, s:b, s:o}, s:o}}",
+		       " s:{s:{s:b, s:o}, s:{s:b, s:b, s:o, s:o}, s:o}}",
 		       "event", "correctness", "seed", (json_int_t)f->seed,
 		       "arm", f->arm, "set", set->name, "set_index", (int)f->set_index,
 		       "input", runner_input_name(job, f->dist),
@@ -1327,6 +1351,7 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 		       "result_reuse", "checked", f->reuse_checked, "follows_inputs", f->reuse.follows,
 		       "failed_step", f->reuse.failed_step ? json_string(f->reuse.failed_step)
 							    : json_null(),
+		       "failed_step_error", runner_reuse_step_json(&f->reuse),
 		       "output_aliasing", f->aliasing ? f->aliasing : json_null());
 	/* json_pack's "o" steals even when the pack fails. */
 	f->buffers = f->mutated = f->aliasing = NULL;

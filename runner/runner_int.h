@@ -463,7 +463,16 @@ struct runner_reuse {
 	struct runner_cmp worst;   /* the fresh call's mismatch, when wrong_fresh */
 	const char *worst_name;
 	json_t *buffers;           /* per-output objects, owned; NULL unless wrong_fresh */
+	/* the failed step's mismatch (step_cmp_set: 1 when a step's outputs
+	   were compared and failed), for the event: how far off, not only where */
+	int step_cmp_set;
+	struct runner_cmp step_cmp;
+	const char *step_cmp_name;
 };
+
+/* The failed step's mismatch for the correctness event, or json null. */
+json_t *runner_reuse_step_json(const struct runner_reuse *r);
+
 
 /*
  * Run the arm with inputs `in` in buffer slot `slot` (0 or 1, each kept

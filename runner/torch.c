@@ -1293,8 +1293,9 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 		}
 		if (answer_error(a))
 			return -2;
-		if (compare_call(rt, a, NULL, NULL, NULL))
+		if (compare_call(rt, a, NULL, &res->step_cmp, &res->step_cmp_name))
 			continue;
+		res->step_cmp_set = !json_integer_value(json_object_get(a, "kernel_status"));
 		res->follows = 0;
 		res->failed_step = json_integer_value(json_object_get(a, "kernel_status"))
 			? "kernel_failed" : steps[i];

@@ -89,6 +89,18 @@ test_expect "a static result cache is caught by the result-reuse check" '
 	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" ".gates.result_reuse.failed_step==\"same_buffers_new_inputs\""
 '
 
+# The failed step's mismatch is in the event (how far off, not only where):
+# the pointer cache hands back A's result for B, errors of the values' size.
+test_expect "a failed reuse step carries its mismatch; a passed one null" '
+	ev_check relu_cache.ev ".event==\"correctness\" and .seed==1 and .input==\"task\" and .set==\"n4096\"" \
+		".gates.result_reuse.failed_step_error.bad_count > 0 and
+		 .gates.result_reuse.failed_step_error.max_abs_err > 0.01 and
+		 .gates.result_reuse.failed_step_error.first_bad.buffer == \"y\"" &&
+	run_job relu_good &&
+	ev_check relu_good.ev ".event==\"correctness\" and .gates.result_reuse.checked" \
+		".gates.result_reuse.failed_step_error == null"
+'
+
 # PROTO: gates result_reuse -- a kernel wrong on the second inputs in fresh
 # buffers too is wrong, not a cache: one element a set, so a seed's first
 # inputs are right and its second ones wrong often enough in six seeds.

@@ -107,7 +107,30 @@ test_expect "result reuse through the allocator: empty_like after the reference 
 
 test_expect "result reuse: a cache keyed on the input address fails same_buffers_new_inputs" '
 	run cache && facts cache.ev >f &&
-	grep -q "^task	true		same_buffers_new_inputs	" f
+	grep -q "^task	true		same_buffers_new_inputs	" f &&
+	jq -se "[.[]|select(.event==\"correctness\" and .gates.result_reuse.checked)|
+		.gates.result_reuse.failed_step_error|.bad_count > 0 and .max_abs_err > 0.01]|
+		length > 0 and all" cache.ev >/dev/null
+'
+
+# The same steps one call each (Session.reuse(arm, step)): a step asked out
+# of order is the runner's error, not a fact.
+test_expect "result reuse steps run one a call, step 0 first" '
+	PYTHONPATH=$ATB_SOURCE_DIR/python "$PY" -c "
+import json, sys
+from atb_torch import runner
+job = json.load(open(sys.argv[1]))
+s = runner.open(json.dumps(job))
+assert not isinstance(s, str), s
+s.env()
+a = json.loads(s.check(1, 0, 1))
+assert a[\"kernel_status\"] == 0, a
+e = json.loads(s.reuse(1, 1))
+assert \"before its step 0\" in e.get(\"error\", \"\"), e
+steps = [json.loads(s.reuse(1, k))[\"step\"] for k in (0, 1, 2)]
+assert steps == [\"fresh_inputs_a\", \"same_buffers_new_inputs\", \"fresh_inputs_b\"], steps
+assert s.cur[\"reuse\"] is None and s.cur[\"ref_in\"] is None
+" honest.job
 '
 
 test_expect "type, shape and dtype are checked before values" '
