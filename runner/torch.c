@@ -1963,6 +1963,28 @@ static int time_seed_cb(void *ctx, struct atb_timer *timer, uint64_t seed, size_
 	return 0;
 }
 
+/*
+ * Every copy of a reference the runner holds (device and host), freed: at the
+ * start of each seed's timing, when the check phase's copies (ref*, refb*)
+ * and the last seed's timed one (tref*) are dead.  An 8 GB output kept two
+ * of them (16 GB outside PyTorch's allocator) through the timing phase,
+ * where PyTorch then ran out of memory on an 80 GB H100 (KernelBench
+ * 39_L2Norm: 56 GB allocated by PyTorch, 73 GB in use).  The slots are made
+ * again, fresh, by the next copy that names them.
+ */
+static void refs_release(struct trt *rt)
+{
+	size_t i;
+
+	for (i = 0; i < rt->nrefs; i++) {
+		if (rt->refs[i].d)
+			atb_cuda_free(rt->cu, rt->refs[i].d);
+		atb_free(rt->refs[i].h);
+	}
+	memset(rt->refs, 0, sizeof(rt->refs));
+	rt->nrefs = 0;
+}
+
 static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, size_t *escapes)
 {
 	const struct atb_runner_job *job = rt->job;
@@ -1985,6 +2007,7 @@ static int time_seed(struct trt *rt, struct atb_timer *timer, uint64_t seed, siz
 		runner_emit_error("timing", "cannot draw the arms' placement order (HMAC-SHA256)");
 		return -1;
 	}
+	refs_release(rt);
 	a = py_json(rt, "prepare", int_tuple(2, (long long)seed, (long long)order[0], 0));
 	if (!a || answer_error(a)) {
 		if (!a)
