@@ -1261,6 +1261,19 @@ static int reuse_fresh(struct trt *rt, const json_t *sa, const json_t *sb,
 	return 0;
 }
 
+/* Step `step` of the arm's result-reuse check, its answer in *a and kept in keep. */
+static int reuse_step(struct trt *rt, size_t arm, size_t step, json_t *keep, json_t **a)
+{
+	*a = py_json(rt, "reuse", int_tuple(2, (long long)arm, (long long)step, 0));
+	if (!*a)
+		return -1;
+	if (json_array_append_new(keep, *a)) {
+		snprintf(rt->msg, sizeof(rt->msg), "out of memory");
+		return -1;
+	}
+	return answer_error(*a) ? -2 : 0;
+}
+
 /*
  * PROTO: gates result_reuse -- the first step whose outputs are wrong.  The
  * Python side runs one step a call and frees its outputs before the next
@@ -1275,6 +1288,7 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 	const size_t nsteps = sizeof(steps) / sizeof(steps[0]);
 	json_t *a = NULL;
 	size_t i;
+	int r;
 
 	memset(res, 0, sizeof(*res));
 	res->follows = 1;
@@ -1284,15 +1298,8 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 		return -1;
 	}
 	for (i = 0; i < nsteps; i++) {
-		a = py_json(rt, "reuse", int_tuple(2, (long long)arm, (long long)i, 0));
-		if (!a)
-			return -1;
-		if (json_array_append_new(*keep, a)) {
-			snprintf(rt->msg, sizeof(rt->msg), "out of memory");
-			return -1;
-		}
-		if (answer_error(a))
-			return -2;
+		if ((r = reuse_step(rt, arm, i, *keep, &a)))
+			return r;
 		if (compare_call(rt, a, NULL, &res->step_cmp, &res->step_cmp_name))
 			continue;
 		res->step_cmp_set = !json_integer_value(json_object_get(a, "kernel_status"));
@@ -1304,15 +1311,8 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 	if (res->follows || i != 1)
 		return 0;
 	/* wrong at step 1: step 2, B in fresh tensors, says cache or wrong */
-	a = py_json(rt, "reuse", int_tuple(2, (long long)arm, 2, 0));
-	if (!a)
-		return -1;
-	if (json_array_append_new(*keep, a)) {
-		snprintf(rt->msg, sizeof(rt->msg), "out of memory");
-		return -1;
-	}
-	if (answer_error(a))
-		return -2;
+	if ((r = reuse_step(rt, arm, 2, *keep, &a)))
+		return r;
 	return reuse_fresh(rt, json_array_get(*keep, 0), a, res);
 }
 
