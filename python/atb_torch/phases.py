@@ -54,6 +54,14 @@ class _Phase:
     def __enter__(self):
         self.p.enter(self.name)
 
-    def __exit__(self, *exc):
+    def __exit__(self, etype, e, tb):
+        # the phases an exception was raised in, innermost last, recorded on
+        # the way out of the innermost one (answer() names them: an
+        # out-of-memory says where the memory was asked for)
+        if e is not None and getattr(e, "atb_phases", None) is None:
+            try:
+                e.atb_phases = [n for n, _ in self.p.stack]
+            except (AttributeError, TypeError):
+                pass
         self.p.leave()
         return False

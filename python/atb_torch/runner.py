@@ -103,6 +103,12 @@ def answer(fn):
         # hundred characters, and the traceback's last line is the one that
         # says it (an out-of-memory on 36_RMSNorm read as its head alone)
         what = "".join(traceback.format_exception_only(type(e), e)).strip()
+        where = getattr(e, "atb_phases", None)
+        if where:
+            # the runner's phase first: the stored reason is cut after a few
+            # hundred characters, and an out-of-memory's own text is long
+            # (39_L2Norm's said how much, not where)
+            what = "in phase %s: %s" % (" > ".join(where), what)
         return json.dumps({"error": what + "\n" + traceback.format_exc(limit=8),
                            "reason": "python"})
 

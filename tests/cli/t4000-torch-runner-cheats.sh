@@ -113,6 +113,25 @@ test_expect "result reuse: a cache keyed on the input address fails same_buffers
 		length > 0 and all" cache.ev >/dev/null
 '
 
+# The runner's own failure (an out-of-memory, say) names the phase it was
+# raised in first: the stored reason keeps a few hundred characters.
+test_expect "an exception inside the runner names its phases first" '
+	PYTHONPATH=$ATB_SOURCE_DIR/python "$PY" -c "
+import json
+from atb_torch import runner
+from atb_torch.phases import Phases
+ph = Phases()
+def f():
+    with ph(\"reuse\"):
+        with ph(\"arms\"):
+            raise MemoryError(\"out of memory\")
+e = json.loads(runner.answer(f))
+assert e[\"reason\"] == \"python\", e
+assert e[\"error\"].startswith(\"in phase reuse > arms: MemoryError: out of memory\"), e
+assert ph.stack == [], ph.stack
+"
+'
+
 # The same steps one call each (Session.reuse(arm, step)): a step asked out
 # of order is the runner's error, not a fact.
 test_expect "result reuse steps run one a call, step 0 first" '
