@@ -1301,7 +1301,8 @@ json_t *runner_reuse_step_json(const struct runner_reuse *r)
 {
 	const struct runner_cmp *c = &r->step_cmp;
 
-	if (!r->step_cmp_set || r->follows)
+	/* nothing compared (an output that could not be judged): null, not zeros */
+	if (!r->step_cmp_set || r->follows || (!c->nbad && !c->nnan))
 		return json_null();
 	return json_pack("{s:o, s:o, s:I, s:I, s:o}",
 			 "max_abs_err", runner_real(c->max_abs), "max_rel_err", runner_real(c->max_rel),

@@ -1224,7 +1224,7 @@ static int reuse_fresh(struct trt *rt, const json_t *sa, const json_t *sb,
 {
 	json_t *stale, *o;
 	size_t i;
-	int was_a;
+	int was_a, same_side = 1;
 
 	if (!sa || !sb || compare_call(rt, sb, NULL, NULL, NULL))
 		return 0;
@@ -1243,8 +1243,14 @@ static int reuse_fresh(struct trt *rt, const json_t *sa, const json_t *sb,
 				json_object_set(o, keys[k], json_object_get(ra, keys[k]));
 			else
 				json_object_del(o, keys[k]);
+		/* A's pair on the host and B's on the device (a device copy
+		   out of memory at one step), or the reverse: a host address
+		   is no device one; not compared, so wrong on B */
+		if (json_is_true(json_object_get(ra, "on_device")) !=
+		    json_is_true(json_object_get(o, "on_device")))
+			same_side = 0;
 	}
-	was_a = json_array_size(json_object_get(sa, "outputs")) ==
+	was_a = same_side && json_array_size(json_object_get(sa, "outputs")) ==
 		json_array_size(json_object_get(sb, "outputs")) &&
 		compare_call(rt, stale, NULL, NULL, NULL);
 	json_decref(stale);
@@ -1261,10 +1267,11 @@ static int reuse_fresh(struct trt *rt, const json_t *sa, const json_t *sb,
 	return 0;
 }
 
-/* Step `step` of the arm's result-reuse check, its answer in *a and kept in keep. */
-static int reuse_step(struct trt *rt, size_t arm, size_t step, json_t *keep, json_t **a)
+/* Step `step` (-1: B and its reference) of the arm's result-reuse check, its
+   answer in *a and kept in keep. */
+static int reuse_step(struct trt *rt, size_t arm, long long step, json_t *keep, json_t **a)
 {
-	*a = py_json(rt, "reuse", int_tuple(2, (long long)arm, (long long)step, 0));
+	*a = py_json(rt, "reuse", int_tuple(2, (long long)arm, step, 0));
 	if (!*a)
 		return -1;
 	if (json_array_append_new(keep, *a)) {
@@ -1297,8 +1304,15 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 		snprintf(rt->msg, sizeof(rt->msg), "out of memory");
 		return -1;
 	}
+	/* B and its reference first, the reference's outputs copied into the
+	   runner's memory before the candidate runs on anything of the check
+	   (ref_store, as for an input set) */
+	if ((r = reuse_step(rt, arm, -1, *keep, &a)))
+		return r;
+	if (ref_store(rt, json_object_get(a, "refs")))
+		return -1;
 	for (i = 0; i < nsteps; i++) {
-		if ((r = reuse_step(rt, arm, i, *keep, &a)))
+		if ((r = reuse_step(rt, arm, (long long)i, *keep, &a)))
 			return r;
 		if (compare_call(rt, a, NULL, &res->step_cmp, &res->step_cmp_name))
 			continue;
@@ -1313,7 +1327,7 @@ static int reuse_facts(struct trt *rt, size_t arm, struct runner_reuse *res, jso
 	/* wrong at step 1: step 2, B in fresh tensors, says cache or wrong */
 	if ((r = reuse_step(rt, arm, 2, *keep, &a)))
 		return r;
-	return reuse_fresh(rt, json_array_get(*keep, 0), a, res);
+	return reuse_fresh(rt, json_array_get(*keep, 1), a, res);  /* [0]: step -1 */
 }
 
 /*

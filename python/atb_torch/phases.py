@@ -20,6 +20,9 @@ class Phases:
     def __init__(self):
         self.s = {}
         self.stack = []  # [name, started]
+        # (id of the exception, [phase names, innermost last]) of the last
+        # exception that left a phase; answer() reads it for the one it caught
+        self.raised = None
 
     def _add(self, name, dt):
         self.s[name] = self.s.get(name, 0.0) + dt
@@ -57,11 +60,13 @@ class _Phase:
     def __exit__(self, etype, e, tb):
         # the phases an exception was raised in, innermost last, recorded on
         # the way out of the innermost one (answer() names them: an
-        # out-of-memory says where the memory was asked for)
-        if e is not None and getattr(e, "atb_phases", None) is None:
-            try:
-                e.atb_phases = [n for n, _ in self.p.stack]
-            except (AttributeError, TypeError):
-                pass
+        # out-of-memory says where the memory was asked for).  Kept here,
+        # not on the exception (its attributes may be a candidate's code),
+        # and by id: holding the exception would hold its traceback's
+        # frames, and the tensors in them, after run() caught it.
+        p = self.p
+        if e is not None and (p.raised is None or p.raised[0] != id(e)):
+            p.raised = (id(e), [n for n, _ in p.stack])
         self.p.leave()
         return False
+

@@ -3,8 +3,8 @@
 
 The C runner calls, in order: open(job_json) -> Session; Session.env();
 per seed and input set, Session.check(seed, dist, arm) for every checked arm
-(and Session.reuse(arm, step) for steps 0, 1, 2 once per seed on the first
-right input set, each compared before the next); then
+(and Session.reuse(arm, step) for steps -1, 0, 1, 2 once per seed on the
+first right input set, each compared before the next); then
 per seed Session.prepare(seed) and Session.call(arm) once per trial, timed
 by the C timing core.  Every entry point except call() catches its own
 exceptions and answers a JSON text ({"error": ..., "reason": ...} on
@@ -92,8 +92,9 @@ class Failure(Exception):
         self.reason = reason
 
 
-def answer(fn):
-    """Run fn; its result, or the exception, as one JSON text."""
+def answer(fn, ph=None):
+    """Run fn; its result, or the exception, as one JSON text (ph: the
+    session's Phases, which know the phases an exception was raised in)."""
     try:
         return json.dumps(fn())
     except Failure as e:
@@ -103,7 +104,10 @@ def answer(fn):
         # hundred characters, and the traceback's last line is the one that
         # says it (an out-of-memory on 36_RMSNorm read as its head alone)
         what = "".join(traceback.format_exception_only(type(e), e)).strip()
-        where = getattr(e, "atb_phases", None)
+        last = ph.raised if ph is not None else None
+        where = last[1] if last is not None and last[0] == id(e) else None
+        if ph is not None:
+            ph.raised = None
         if where:
             # the runner's phase first: the stored reason is cut after a few
             # hundred characters, and an out-of-memory's own text is long
@@ -111,6 +115,11 @@ def answer(fn):
             what = "in phase %s: %s" % (" > ".join(where), what)
         return json.dumps({"error": what + "\n" + traceback.format_exc(limit=8),
                            "reason": "python"})
+
+
+def answer_in(ph, fn):
+    """answer(fn) for a session whose phases are ph."""
+    return answer(fn, ph)
 
 
 class Session:
@@ -648,7 +657,7 @@ class Session:
 
     # ---- entry points ------------------------------------------------------
     def env(self):
-        return answer(self._env)
+        return answer_in(self.ph, self._env)
 
     def _env(self):
         torch = self.torch
@@ -709,7 +718,7 @@ class Session:
 
     def set_reference(self, seed, dist):
         with self.ph("check_other"):
-            return answer(lambda: self._set_reference(seed, dist))
+            return answer_in(self.ph, lambda: self._set_reference(seed, dist))
 
     def _set(self, seed, dist):
         """self.cur for input set (seed, dist): made (inputs, the reference's
@@ -808,40 +817,48 @@ class Session:
 
     def check(self, seed, dist, arm):
         with self.ph("check_other"):
-            return answer(lambda: self._check(seed, dist, arm))
+            return answer_in(self.ph, lambda: self._check(seed, dist, arm))
 
     REUSE_STEPS = ("fresh_inputs_a", "same_buffers_new_inputs", "fresh_inputs_b")
 
     def _reuse(self, arm, step):
         """PROTO: gates result_reuse -- one step a call, compared by the C
         side before the next (runner/torch.c reuse_facts), so that no step's
-        outputs are alive while the next runs: step 0 runs A in fresh
-        tensors; step 1 copies B's contents into A's tensors (old pointers,
-        new contents) and runs them; step 2 runs B in its own fresh tensors,
+        outputs are alive while the next runs.  Step -1 draws B and runs the
+        reference on it, and hands B's reference outputs to the C side, which
+        copies them into its own memory before the candidate runs on
+        anything of this check (as set_reference does for a set: a candidate
+        that rewrites the reference's tensor while it runs changes the
+        tensor, not the runner's copy).  Step 0 runs A in fresh tensors;
+        step 1 copies B's contents into A's tensors (old pointers, new
+        contents) and runs them; step 2 runs B in its own fresh tensors,
         drawn before A's were made.  Holding every step's outputs until the
         end ran an 80 GB card to its limit on KernelBench 76_conv (8.6 GB
-        inputs): cuDNN, short of workspace, took another algorithm on the
-        last step and its TF32 result differed from the reference's."""
+        inputs): cuDNN, short of workspace, most likely took another
+        algorithm on the last step, whose TF32 result missed the
+        reference's."""
         torch = self.torch
         self.begin()
         c = self.cur
-        if c is None or step not in (0, 1, 2):
+        if c is None or step not in (-1, 0, 1, 2):
             raise Failure("python", "result-reuse step %r without its input set" % (step,))
         seed, dist = c["key"]
-        if step == 0:
+        if step == -1:
             c["reuse"] = None  # an earlier arm's step tensors freed first
             in_b = self.gen(seed, dist, STREAM_REUSE)
             ref_b, error = self.run(self.reference, self.clone(in_b))
             if error is not None:
                 raise Failure("reference_failed",
                               "the reference failed on result-reuse inputs: %s" % error)
-            c["reuse"] = {"arm": arm, "in_b": in_b, "ref_b": ref_b,
-                          "a_buf": self.clone(c["xs"]),
-                          "ref_b_host": {"slot": "refb", "copies": []}}
+            r = {"arm": arm, "in_b": in_b, "ref_b": ref_b, "a_buf": self.clone(c["xs"]),
+                 "ref_b_host": {"slot": "refb", "copies": []}, "next": 0}
+            c["reuse"] = r
+            return {"refs": self.own_copies(ref_b, r["ref_b_host"])}
         r = c.get("reuse")
-        if r is None or r["arm"] != arm:
-            raise Failure("python", "result-reuse step %d of arm %d before its step 0"
+        if r is None or r["arm"] != arm or step != r["next"]:
+            raise Failure("python", "result-reuse step %d of arm %d out of order"
                           % (step, arm))
+        r["next"] = step + 1
         if step == 0:
             res = self.step(arm, r["a_buf"], c["ref_out"], c["ref_host"])
         elif step == 1:
@@ -871,7 +888,7 @@ class Session:
 
     def reuse(self, arm, step):
         with self.ph("reuse"):
-            return answer(lambda: self._reuse(arm, step))
+            return answer_in(self.ph, lambda: self._reuse(arm, step))
 
     def _prepare(self, seed, first=0):
         # PROTO: timing.placement -- the draws' key and functions as the
@@ -949,7 +966,7 @@ class Session:
 
     def prepare(self, seed, first=0):
         with self.ph("prepare"):
-            return answer(lambda: self._prepare(seed, first))
+            return answer_in(self.ph, lambda: self._prepare(seed, first))
 
     def _compile_warm(self, seed):
         """The compiled reference's first call (torch.compile compiles there),
@@ -970,7 +987,7 @@ class Session:
 
     def compile_warm(self, seed):
         with self.ph("compile_warm"):
-            return answer(lambda: self._compile_warm(seed))
+            return answer_in(self.ph, lambda: self._compile_warm(seed))
 
     # ---- the tamper watch (tamper.py) ---------------------------------------
     def tamper_check(self, where):
@@ -983,7 +1000,7 @@ class Session:
     def tamper(self, where):
         """PROTO: gates tamper -- check now, then every change not yet
         handed over: {"changes": [{"where", "what"}], "checks"}."""
-        return answer(lambda: self._tamper(where))
+        return answer_in(self.ph, lambda: self._tamper(where))
 
     def _tamper(self, where):
         self.tamper_check(where)
@@ -998,7 +1015,7 @@ class Session:
 
     def phases(self):
         """Seconds per phase so far (phases.py), as JSON."""
-        return answer(self.ph.seconds)
+        return answer_in(self.ph, self.ph.seconds)
 
     def call(self, arm):
         """One timed call: launch only (on cuda the C timer's stop event
@@ -1053,7 +1070,7 @@ class Session:
 
     def timed_begin(self, models, ref):
         with self.ph("timed_checks"):
-            return answer(lambda: self._timed_begin(models, ref))
+            return answer_in(self.ph, lambda: self._timed_begin(models, ref))
 
     def _timed_ref(self, rnd, out):
         """Right after the reference's call in a checked round, before any
@@ -1071,7 +1088,7 @@ class Session:
 
     def timed_ref(self, rnd, out):
         with self.ph("timed_checks"):
-            return answer(lambda: self._timed_ref(rnd, out))
+            return answer_in(self.ph, lambda: self._timed_ref(rnd, out))
 
     def _timed_after(self, rnd, outs):
         """After a checked round: outs, the round's outputs of the group's
@@ -1097,7 +1114,7 @@ class Session:
 
     def timed_after(self, rnd, *outs):
         with self.ph("timed_checks"):
-            return answer(lambda: self._timed_after(rnd, outs))
+            return answer_in(self.ph, lambda: self._timed_after(rnd, outs))
 
     def timed_end(self):
         if self.timed is not None and self.timed.get("gc_was"):

@@ -113,6 +113,19 @@ test_expect "result reuse: a cache keyed on the input address fails same_buffers
 		length > 0 and all" cache.ev >/dev/null
 '
 
+# B's reference is copied into the runner's memory before the candidate runs
+# on anything of the reuse check (Session.reuse step -1): a pointer cache that
+# rewrites every same-shaped tensor it finds through the garbage collector on
+# a hit, and hands the stale answer back once more, passed the whole check
+# while the copy was made at step 1's comparison (follows_inputs true on
+# every seed; review of session 28).
+test_expect "a cache that rewrites B's reference through the garbage collector: still result reuse" '
+	run cache_rewrites_ref && [ "$(cat cache_rewrites_ref.rc)" = 0 ] &&
+	jq -r "select(.event==\"correctness\" and .gates.result_reuse.checked) |
+		.gates.result_reuse.failed_step // \"-\"" cache_rewrites_ref.ev >f &&
+	[ -s f ] && { ! grep -vqx same_buffers_new_inputs f || { cat f; false; }; }
+'
+
 # The runner's own failure (an out-of-memory, say) names the phase it was
 # raised in first: the stored reason keeps a few hundred characters.
 test_expect "an exception inside the runner names its phases first" '
@@ -125,16 +138,16 @@ def f():
     with ph(\"reuse\"):
         with ph(\"arms\"):
             raise MemoryError(\"out of memory\")
-e = json.loads(runner.answer(f))
+e = json.loads(runner.answer(f, ph))
 assert e[\"reason\"] == \"python\", e
 assert e[\"error\"].startswith(\"in phase reuse > arms: MemoryError: out of memory\"), e
-assert ph.stack == [], ph.stack
+assert ph.stack == [] and ph.raised is None, (ph.stack, ph.raised)
 "
 '
 
 # The same steps one call each (Session.reuse(arm, step)): a step asked out
 # of order is the runner's error, not a fact.
-test_expect "result reuse steps run one a call, step 0 first" '
+test_expect "result reuse steps run one a call, in order, B and its reference first" '
 	PYTHONPATH=$ATB_SOURCE_DIR/python "$PY" -c "
 import json, sys
 from atb_torch import runner
@@ -144,8 +157,12 @@ assert not isinstance(s, str), s
 s.env()
 a = json.loads(s.check(1, 0, 1))
 assert a[\"kernel_status\"] == 0, a
+e = json.loads(s.reuse(1, 0))
+assert \"out of order\" in e.get(\"error\", \"\"), e
+refs = json.loads(s.reuse(1, -1))[\"refs\"]
+assert [r[\"slot\"] for r in refs] == [\"refb0\"], refs
 e = json.loads(s.reuse(1, 1))
-assert \"before its step 0\" in e.get(\"error\", \"\"), e
+assert \"out of order\" in e.get(\"error\", \"\"), e
 steps = [json.loads(s.reuse(1, k))[\"step\"] for k in (0, 1, 2)]
 assert steps == [\"fresh_inputs_a\", \"same_buffers_new_inputs\", \"fresh_inputs_b\"], steps
 assert s.cur[\"reuse\"] is None and s.cur[\"ref_in\"] is None
