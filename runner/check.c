@@ -2018,6 +2018,10 @@ int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *tim
 		goto nomem;
 	if (ev && json_object_set_new(ev, "timing", json_string(timing)))
 		goto nomem;
+	if (ev && d->ref_direct &&
+	    json_object_set_new(ev, "reference_copies_unprotected",
+				json_integer((json_int_t)*d->ref_direct)))
+		goto nomem;
 	if (ev && d->has_escapes &&
 	    json_object_set_new(ev, "side_stream_escapes", json_integer((json_int_t)d->escapes)))
 		goto nomem;

@@ -568,6 +568,10 @@ struct runner_done {
 	size_t escapes;            /* side-stream escapes, counted by time_seed */
 	int has_escapes;           /* cuda, torch: report side_stream_escapes */
 	const size_t *skipped;     /* torch: inputs_skipped_undefined; NULL: absent */
+	/* torch: reference_copies_unprotected, the reference outputs compared
+	   from PyTorch's own tensor because the runner's copy could not be
+	   allocated; NULL: absent */
+	const size_t *ref_direct;
 };
 
 /*

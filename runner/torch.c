@@ -174,6 +174,7 @@ struct trt {
 	   or the host (h): ref_slot, ref_store */
 	struct { char name[24]; uint64_t d; void *h; size_t cap, bytes; int direct; } refs[32];
 	size_t nrefs;
+	size_t ref_direct;  /* reference copies that fell back to PyTorch's tensor */
 	char compare_why[256];       /* why not, on cuda ("" when they are) */
 	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
 	int64_t warmup_ns;           /* the timing core's warm-up calls, every arm and seed */
@@ -956,8 +957,10 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 	for (i = 0; i < rt->nrefs && strcmp(rt->refs[i].name, name); i++)
 		;
 	if (i == rt->nrefs) {
-		if (i == max)
+		if (i == max) {
+			rt->ref_direct += fresh != 0;  /* counted once, when it is made */
 			return 0;  /* every slot taken: src itself, first arm or later */
+		}
 		if (!fresh) {
 			snprintf(rt->msg, sizeof(rt->msg), "comparing outputs: no copy of the "
 				 "reference in slot '%s'", name);
@@ -988,9 +991,11 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 			rt->refs[i].d = 0;
 			rt->refs[i].cap = 0;
 			if (atb_cuda_alloc(rt->cu, bytes, &rt->refs[i].d, &err)) {
-				/* out of device memory: src itself for this set */
+				/* out of device memory: src itself for this set,
+				   counted (the copy's protection is lost) */
 				rt->refs[i].d = 0;
 				rt->refs[i].direct = 1;
+				rt->ref_direct++;
 				return 0;
 			}
 			rt->refs[i].cap = bytes;
@@ -2386,7 +2391,7 @@ static int run(struct trt *rt)
 	struct atb_timer *timer = NULL;
 	const char *reason = "internal";
 	struct runner_done done = {.t0_ns = atbi_monotonic_ns(), .has_escapes = 1,
-				   .skipped = &rt->skipped};
+				   .skipped = &rt->skipped, .ref_direct = &rt->ref_direct};
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;

@@ -50,7 +50,8 @@ test_expect "honest ReLU: every fact passes on every input set, then both arms t
 	jq -se "map(select(.event==\"env\"))[0] | .backend==\"torch\" and .device==\"cpu\"
 		and .timer==\"cpu\" and (.torch.torch_version|length>0)" honest.ev >/dev/null &&
 	jq -se "map(select(.event==\"done\"))[0] | .correctness_failures==0 and
-		.correctness_events==6 and .timing==\"done\"" honest.ev >/dev/null &&
+		.correctness_events==6 and .timing==\"done\" and
+		.reference_copies_unprotected==0" honest.ev >/dev/null &&
 	[ "$(jq -c "select(.event==\"samples\") | [.seed,.arm]" honest.ev | sort | uniq | wc -l)" = 4 ] &&
 	jq -se "[.[]|select(.event==\"samples\")|.times_ns|length>=5]|all" honest.ev >/dev/null
 '
