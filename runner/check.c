@@ -1291,6 +1291,16 @@ void runner_reuse_settle(const struct atb_runner_job *job, struct runner_facts *
 
 /* ---- events ------------------------------------------------------------- */
 
+/* A comparison's first bad element {buffer, index, ref, got}, or json null. */
+static json_t *first_bad_json(const struct runner_cmp *c, const char *name)
+{
+	if (c->first_bad < 0)
+		return json_null();
+	return json_pack("{s:s, s:I, s:o, s:o}", "buffer", name, "index",
+			 (json_int_t)c->first_bad, "ref", runner_real(c->bad_ref), "got",
+			 runner_real(c->bad_got));
+}
+
 /*
  * The failed result-reuse step's mismatch, or null: its largest errors, the
  * count of elements over the tolerance, the first of them.  A reuse refusal
@@ -1307,11 +1317,7 @@ json_t *runner_reuse_step_json(const struct runner_reuse *r)
 	return json_pack("{s:o, s:o, s:I, s:I, s:o}",
 			 "max_abs_err", runner_real(c->max_abs), "max_rel_err", runner_real(c->max_rel),
 			 "bad_count", (json_int_t)c->nbad, "nan_count", (json_int_t)c->nnan,
-			 "first_bad", c->first_bad < 0 ? json_null()
-			 : json_pack("{s:s, s:I, s:o, s:o}", "buffer",
-				     r->step_cmp_name ? r->step_cmp_name : "?",
-				     "index", (json_int_t)c->first_bad, "ref", runner_real(c->bad_ref),
-				     "got", runner_real(c->bad_got)));
+			 "first_bad", first_bad_json(c, r->step_cmp_name ? r->step_cmp_name : "?"));
 }
 
 int runner_facts_failed(const struct runner_facts *f)
@@ -1328,11 +1334,7 @@ json_t *runner_correctness_event(const struct atb_runner_job *job, struct runner
 	const struct runner_cmp *w = &f->worst;
 	json_t *first_bad, *ev;
 
-	first_bad = w->first_bad < 0 ? json_null()
-		: json_pack("{s:s, s:I, s:o, s:o}", "buffer", f->worst_name,
-			    "index", (json_int_t)w->first_bad,
-			    "ref", runner_real(w->bad_ref),
-			    "got", runner_real(w->bad_got));
+	first_bad = first_bad_json(w, f->worst_name);
 	ev = json_pack("{s:s, s:I, s:s, s:s, s:i, s:s, s:i, s:b, s:i, s:o, s:o, s:o,"
 		       " s:I, s:I, s:o,"
 		       " s:{s:{s:b, s:o}, s:{s:b, s:b, s:o, s:o}, s:o}}",

@@ -69,4 +69,3 @@ class _Phase:
             p.raised = (id(e), [n for n, _ in p.stack])
         self.p.leave()
         return False
-
