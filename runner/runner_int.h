@@ -560,6 +560,17 @@ enum runner_part {
 	RUNNER_NPARTS
 };
 
+/* PROTO: correctness.reference_precision -- what the torch runner allowed
+ * for its reference's own precision (runner_done, the "done" event). */
+struct runner_ref_precision {
+	double factor;        /* the protocol's; 0: no rule (before version 14) */
+	size_t compared;      /* reference outputs whose two runs were compared */
+	size_t differed;      /* those whose two runs differed */
+	double largest;       /* the largest allowance (factor x difference) */
+	char largest_of[64];  /* the reference slot it was for */
+	size_t unbounded;     /* non-finite differences: no allowance made */
+};
+
 struct runner_done {
 	size_t nevents, failures;  /* correctness events, and those with a failed fact */
 	int64_t t0_ns;             /* when the run began (CLOCK_MONOTONIC) */
@@ -572,6 +583,10 @@ struct runner_done {
 	   from PyTorch's own tensor because the runner's copy could not be
 	   allocated; NULL: absent */
 	const size_t *ref_direct;
+	/* torch, protocol version 14 on: the reference's precision allowance
+	   (reference_precision: the reruns compared, the largest allowance and
+	   the output it was for); NULL: absent */
+	const struct runner_ref_precision *ref_precision;
 };
 
 /*

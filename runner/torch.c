@@ -172,8 +172,17 @@ struct trt {
 	int compare_on_device;       /* outputs compared on the GPU (compare_device) */
 	/* the references' copies in the runner's own memory, on the device (d)
 	   or the host (h): ref_slot, ref_store */
-	struct { char name[24]; uint64_t d; void *h; size_t cap, bytes; int direct; } refs[32];
+	struct {
+		char name[24]; uint64_t d; void *h; size_t cap, bytes; int direct;
+		double slack;  /* PROTO: correctness.reference_precision -- its allowance */
+	} refs[32];
 	size_t nrefs;
+	/* PROTO: correctness.reference_precision -- the allowance of each output
+	   (by index) of the current seed's set drawn from the task's own
+	   generator, for the timed checks' references; and what was allowed */
+	double task_slack[32];
+	size_t ntask_slack;
+	struct runner_ref_precision rp;
 	size_t ref_direct;  /* reference copies that fell back to PyTorch's tensor */
 	char compare_why[256];       /* why not, on cuda ("" when they are) */
 	int64_t side_stream_ns;      /* the side-stream checks (cuda) */
@@ -984,6 +993,7 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 	}
 	if (fresh) {
 		rt->refs[i].direct = 0;
+		rt->refs[i].slack = 0;  /* ref_store sets it, after the copy */
 		rt->refs[i].bytes = bytes;
 		if (bytes > rt->refs[i].cap) {
 			if (rt->refs[i].d)
@@ -1018,6 +1028,94 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 	return 0;
 }
 
+/* The index of the reference copy in slot name, or SIZE_MAX. */
+static size_t slot_find(const struct trt *rt, const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < rt->nrefs; i++)
+		if (!strcmp(rt->refs[i].name, name))
+			return i;
+	return SIZE_MAX;
+}
+
+/* PROTO: correctness.reference_precision -- slot name's allowance; 0. */
+static double slot_slack(const struct trt *rt, const char *name)
+{
+	size_t i = slot_find(rt, name);
+
+	return i == SIZE_MAX ? 0 : rt->refs[i].slack;
+}
+
+/*
+ * PROTO: correctness.reference_precision (version 14 on) -- the allowance
+ * for the reference's own precision of output k (entry o of ref_store, its
+ * copy at ref: device or host, n elements of dt): "ptr" (copied, what
+ * every arm is compared with) is the reference run with PyTorch's TF32
+ * switches as they are, o's "twin" the same run with them off
+ * (Session.precise_twin); the allowance is the protocol's factor times the
+ * largest |difference| between the two.  A NaN in one run and not the
+ * other, or an infinite difference: none (the dtype's tolerance alone).
+ * o's "task" (the set drawn from the task's own generator) keeps it for the
+ * seed's timed checks, whose references (o's "slack": "task") take it.
+ * 0, or -1 (the message in rt->msg).
+ */
+static int ref_allowance(struct trt *rt, const json_t *o, size_t k, enum atb_dtype dt, size_t n,
+			 const void *ref_h, uint64_t ref_d, double *slack)
+{
+	const json_t *lo = json_object_get(o, "twin");
+	const char *from = json_string_value(json_object_get(o, "slack"));
+	const char *slot = json_string_value(json_object_get(o, "slot"));
+	struct runner_cmp c;
+
+	*slack = 0;
+	if (!(rt->job->ref_precision_factor > 0))
+		return 0;
+	if (from && !strcmp(from, "task")) {
+		*slack = k < rt->ntask_slack ? rt->task_slack[k] : 0;
+		return 0;
+	}
+	if (json_is_object(lo) && (dt == ATB_DTYPE_FP32 || dt == ATB_DTYPE_FP64 ||
+				   dt == ATB_DTYPE_FP16 || dt == ATB_DTYPE_BF16)) {
+		uint64_t lp = (uint64_t)json_integer_value(json_object_get(lo, "ptr"));
+		int ldev = json_is_true(json_object_get(lo, "on_device"));
+
+		runner_cmp_init(&c);
+		if (ldev != (ref_h == NULL)) {
+			snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: its two runs "
+				 "on different sides");
+			return -1;
+		}
+		if (ldev) {
+			if (compare_device(rt, ref_d, lp, dt, n, 0, 0, &c))
+				return -1;
+		} else {
+			runner_compare_parallel(ref_h, (const void *)(uintptr_t)lp, dt, n, 0, 0,
+						NULL, &c);
+		}
+		rt->rp.compared++;
+		if (c.nnan || !isfinite(c.max_abs)) {
+			rt->rp.unbounded++;
+		} else if (c.max_abs > 0) {
+			rt->rp.differed++;
+			*slack = rt->job->ref_precision_factor * c.max_abs;
+		}
+		if (*slack > rt->rp.largest) {
+			rt->rp.largest = *slack;
+			snprintf(rt->rp.largest_of, sizeof(rt->rp.largest_of), "%s",
+				 slot ? slot : "");
+		}
+	}
+	if (json_is_true(json_object_get(o, "task")) &&
+	    k < sizeof(rt->task_slack) / sizeof(rt->task_slack[0])) {
+		if (k == 0)
+			rt->ntask_slack = 0;
+		rt->task_slack[k] = *slack;
+		rt->ntask_slack = k + 1;
+	}
+	return 0;
+}
+
 /*
  * A new input set's reference outputs ({"refs": [{slot, dtype, n, ptr,
  * on_device}]}, from Session.set_reference, before any arm of the set runs):
@@ -1036,6 +1134,7 @@ static int ref_store(struct trt *rt, const json_t *refs)
 		enum atb_dtype dt;
 		uint64_t src = (uint64_t)json_integer_value(json_object_get(o, "ptr")), out;
 		size_t bytes, i;
+		double slack;
 
 		atb_error_clear(&err);
 		if (!name || atb_dtype_parse(json_string_value(json_object_get(o, "dtype")), &dt,
@@ -1052,6 +1151,12 @@ static int ref_store(struct trt *rt, const json_t *refs)
 			}
 			if (ref_slot(rt, name, 1, src, bytes, &out))
 				return -1;
+			i = slot_find(rt, name);
+			if (ref_allowance(rt, o, k, dt, bytes / atb_dtype_size(dt), NULL, out,
+					  &slack))
+				return -1;
+			if (i != SIZE_MAX)
+				rt->refs[i].slack = slack;
 			continue;
 		}
 		if (strlen(name) >= sizeof(rt->refs[0].name))
@@ -1083,6 +1188,10 @@ static int ref_store(struct trt *rt, const json_t *refs)
 		memcpy(rt->refs[i].h, (const void *)(uintptr_t)src, bytes);
 		rt->refs[i].bytes = bytes;
 		rt->refs[i].direct = 0;
+		if (ref_allowance(rt, o, k, dt, bytes / atb_dtype_size(dt), rt->refs[i].h, 0,
+				  &slack))
+			return -1;
+		rt->refs[i].slack = slack;
 	}
 	return 0;
 }
@@ -1141,7 +1250,7 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 		struct atb_error err;
 		enum atb_dtype dt;
 		struct runner_cmp c;
-		double atol, rtol;
+		double atol, rtol, slack;
 		int64_t t0;
 
 		atb_error_clear(&err);
@@ -1154,6 +1263,11 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 			continue;
 		}
 		runner_tolerance_for(job, dt, &atol, &rtol);
+		/* PROTO: correctness.reference_precision -- the reference copy's
+		   allowance for its own precision (0 but on version 14's torch
+		   references that TF32 moves) */
+		slack = slot_slack(rt, json_string_value(json_object_get(o, "ref_slot")));
+		atol += slack;
 		t0 = atbi_monotonic_ns();
 		/* PROTO: correctness.tolerances -- the Python side keeps both tensors
 		 * alive until its next call; these are their CPU addresses. */
@@ -1209,8 +1323,13 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 		rt->compare_ns += atbi_monotonic_ns() - t0;
 		if (c.nbad)
 			pass = 0;
-		if (arr)
-			json_array_append_new(arr, runner_buffer_json(name, dt, &c, atol, rtol));
+		if (arr) {
+			json_t *b = runner_buffer_json(name, dt, &c, atol, rtol);
+
+			if (b && slack > 0)
+				json_object_set_new(b, "reference_allowance", json_real(slack));
+			json_array_append_new(arr, b);
+		}
 		if (worst)
 			runner_cmp_merge(worst, worst_name, &c, name);
 	}
@@ -1564,7 +1683,7 @@ struct torch_timed_input {
 
 struct torch_timed {
 	struct trt *rt;
-	const struct timing_ctx *tc;
+	struct timing_ctx *tc;
 	size_t np;
 	struct runner_timed t;   /* plan, ref, stats and msg; no buffers */
 	struct torch_timed_input in[ATB_RUNNER_MAX_BUFFERS];
@@ -1735,13 +1854,28 @@ static int torch_timed_after(void *ctx, int round)
 {
 	struct torch_timed *x = ctx;
 	int64_t t0 = atbi_monotonic_ns(), c0 = x->rt->compare_ns;
-	int rc;
+	int rc = 0;
+	size_t g;
 
-	if (x->t.ref >= x->np || !runner_timed_plan_is_check(&x->t.plan, round))
-		return 0;
-	rc = torch_timed_check(x, round);
-	/* the compare inside is in hooks_ns, not in compare (counted once) */
-	x->rt->compare_ns = c0;
+	if (x->t.ref < x->np && runner_timed_plan_is_check(&x->t.plan, round)) {
+		rc = torch_timed_check(x, round);
+		/* the compare inside is in hooks_ns, not in compare (counted once) */
+		x->rt->compare_ns = c0;
+	}
+	/* The round's outputs are dead once it is checked (or not): released
+	   here, between rounds, not at each arm's next call.  Held to the next
+	   call, one output per arm was alive while every other arm ran: on
+	   KernelBench 38_L1Norm (8 GiB an output) a copy's timed call ran an
+	   80 GB H100 out of memory (56 GiB allocated by PyTorch: two arms'
+	   inputs, the master copy, two held outputs, the call's own output and
+	   temporary).  Now only the outputs of the arms before it in the round
+	   are alive while an arm runs, and timed_call releases nothing inside a
+	   window while outputs are kept. */
+	for (g = 0; g < x->np; g++) {
+		if (x->tc->held[g])
+			py.Py_DecRef(x->tc->held[g]);
+		x->tc->held[g] = NULL;
+	}
 	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
 	return rc;
 }
@@ -2391,7 +2525,8 @@ static int run(struct trt *rt)
 	struct atb_timer *timer = NULL;
 	const char *reason = "internal";
 	struct runner_done done = {.t0_ns = atbi_monotonic_ns(), .has_escapes = 1,
-				   .skipped = &rt->skipped, .ref_direct = &rt->ref_direct};
+				   .skipped = &rt->skipped, .ref_direct = &rt->ref_direct,
+				   .ref_precision = &rt->rp};
 	size_t k, x;
 	int inputs[ATB_RUNNER_MAX_DISTS + 1], rc = RUNNER_EXIT_FAILED;
 	int64_t t_check;
@@ -2404,6 +2539,7 @@ static int run(struct trt *rt)
 		return rc;
 	}
 	rt->t0_ns = done.t0_ns;
+	rt->rp.factor = job->ref_precision_factor;
 	if (open_device(rt, &reason) || py_start(rt, &reason) || make_timer(rt, &timer, &reason)) {
 		runner_emit_error(reason, rt->msg);
 		goto out;

@@ -164,6 +164,17 @@ struct atb_protocol {
 			double factor;
 			char growth[16];             /* "sqrt_length" | "length" */
 		} reduction;
+		/*
+		 * correctness.reference_precision (version 14 on; absent: has 0,
+		 * no rerun).  The torch backend runs each compared reference a
+		 * second time with PyTorch's TF32 switches off, and a floating
+		 * output may also differ from the reference by factor x the
+		 * largest |difference| between the two runs (docs/protocol.md).
+		 */
+		struct {
+			int has;
+			double factor;
+		} reference_precision;
 	} correctness;
 
 	struct {

@@ -224,6 +224,11 @@ struct atb_runner_job {
 	/* correctness.reduction_tolerance (protocol v2): factor 0 when absent */
 	double reduction_factor;
 	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */
+	/* correctness.reference_precision.factor (version 14 on; 0: absent):
+	 * the torch backend's allowance for its reference's own precision,
+	 * factor x the largest difference between the reference's run with
+	 * PyTorch's TF32 switches as they are and with them off */
+	double ref_precision_factor;
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */
 	int skip_correctness;          /* timing only (the torch baseline-alone runner) */

@@ -156,6 +156,14 @@ class Session:
         self.pads = None
         corr = job.get("correctness", {})
         self.dists = corr.get("distributions", [])
+        # PROTO: correctness.reference_precision (version 14 on): the
+        # factor (None: no rule); rp_state None until the runner's first
+        # set is compared both ways, then True (rerun every set) or False
+        # (its two runs were bit for bit equal: never again)
+        rp = corr.get("reference_precision")
+        self.rp_factor = float(rp["factor"]) if isinstance(rp, dict) and \
+            rp.get("factor") else None
+        self.rp_state = None
         self.arms = job["arms"]
         self.reference = [a["name"] for a in self.arms].index(job.get("reference", "baseline"))
         seeds = job.get("seeds", [0])
@@ -688,15 +696,24 @@ class Session:
         if skip is not None:
             return skip
         c = self.cur
-        return {"refs": self.own_copies(c["ref_out"], c["ref_host"])}
+        twin = self.precise_twin(c["xs"], c["ref_out"])
+        return {"refs": self.own_copies(c["ref_out"], c["ref_host"], twin,
+                                        "keep" if dist == -1 else None)}
 
-    def own_copies(self, ref_out, ref_host):
+    def own_copies(self, ref_out, ref_host, twin=None, task=None):
         """The entries the C side copies into its own memory (ref_store) for
         the reference's outputs ref_out, one slot per tensor output
         (ref_host["slot"] + k), recorded in ref_host["copies"] so that pairs()
-        sends the slots, not the tensors, from then on."""
+        sends the slots, not the tensors, from then on.  twin: the same
+        reference run with TF32 off (precise_twin), handed beside each
+        floating output ("twin") for the C side's allowance (PROTO:
+        correctness.reference_precision); task "keep": the set drawn from the
+        task's own generator, whose allowance the seed's timed checks take
+        ("take": theirs)."""
         refs = []
         ref_host["copies"] = []
+        twins = [t for _, t in flatten(twin) if self.torch.is_tensor(t)] \
+            if twin is not None else []
         for k, (name, r) in enumerate([e for e in flatten(ref_out)
                                        if self.torch.is_tensor(e[1])]):
             on_dev = self.compare_on_device and r.is_cuda
@@ -707,14 +724,79 @@ class Session:
             if rh is None:
                 rh, dt = self.host(r, "%s%d" % (ref_host["slot"], k))
             ref_host["copies"].append((rh, dt, on_dev))
-            refs.append({"slot": "%s%d" % (ref_host["slot"], k), "dtype": dt,
-                         "n": rh.numel(), "ptr": rh.data_ptr(), "on_device": on_dev})
+            e = {"slot": "%s%d" % (ref_host["slot"], k), "dtype": dt,
+                 "n": rh.numel(), "ptr": rh.data_ptr(), "on_device": on_dev}
+            # PROTO: correctness.reference_precision -- the same output with
+            # TF32 off, in the same form and on the same side as the copy
+            t = twins[k] if k < len(twins) else None
+            if t is not None and r.is_floating_point() and t.shape == r.shape and \
+                    t.dtype == r.dtype:
+                th = None
+                if on_dev:
+                    th, _ = self.dev(t, copy=False)
+                if th is None and not on_dev:
+                    th, _ = self.host(t)
+                if th is not None:
+                    e["twin"] = {"ptr": th.data_ptr(), "on_device": on_dev}
+            if task == "keep":
+                e["task"] = True  # the seed's timed checks take its allowance
+            elif task == "take":
+                e["slack"] = "task"
+            refs.append(e)
         if self.pending:
             with self.ph("host_copy"):
                 self.sync()
             self.pending = False
         ref_host["owned"] = True
         return refs
+
+    def precise_twin(self, xs, ref_out):
+        """PROTO: correctness.reference_precision (version 14 on) -- the
+        reference run again, on a clone of the pristine inputs xs, with
+        PyTorch's TF32 switches off (torch.backends.cudnn.allow_tf32 and
+        torch.backends.cuda.matmul.allow_tf32, both on for convolutions by
+        PyTorch's default); its outputs, or None: no rule, the switches
+        already off, no floating output, or the runner's first set ran bit
+        for bit alike both ways (nothing the reference runs uses TF32: the
+        rerun is not made again).  The C side (ref_store) measures the
+        largest difference between the two runs of each output and allows
+        the protocol's factor times it on top of the dtype's tolerance: a
+        candidate more precise than the reference (full fp32 where cuDNN
+        runs TF32) matches it only to TF32's rounding.  The switches are
+        restored before anything else runs; no candidate code runs while
+        they are off."""
+        torch = self.torch
+        if self.rp_factor is None or self.rp_state is False:
+            return None
+        outs = [r for _, r in flatten(ref_out) if torch.is_tensor(r) and r.is_floating_point()]
+        b = torch.backends
+        was = (b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32)
+        if not outs or not any(was):
+            return None
+        xin = self.clone(xs)
+        try:
+            b.cudnn.allow_tf32 = False
+            b.cuda.matmul.allow_tf32 = False
+            out, error = self.run(self.reference, xin)
+        finally:
+            b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = was
+        if error is not None:
+            raise Failure("reference_failed", "the reference failed with TF32 off "
+                          "(PROTO: correctness.reference_precision): %s" % error)
+        if not self.aliases(out, xin):
+            self.wipe(xin)
+        del xin
+        if self.rp_state is None:
+            got, ref = flatten(out), flatten(ref_out)
+            same = len(got) == len(ref) and all(
+                torch.is_tensor(g) == torch.is_tensor(r) and (
+                    not torch.is_tensor(r) or (g.shape == r.shape and g.dtype == r.dtype and
+                                               torch.equal(self.bytes_of(g), self.bytes_of(r))))
+                for (_, g), (_, r) in zip(got, ref))
+            self.rp_state = not same
+            if same:
+                return None
+        return out
 
     def set_reference(self, seed, dist):
         with self.ph("check_other"):
@@ -855,10 +937,11 @@ class Session:
             if error is not None:
                 raise Failure("reference_failed",
                               "the reference failed on result-reuse inputs: %s" % error)
+            twin = self.precise_twin(in_b, ref_b)
             r = {"arm": arm, "in_b": in_b, "ref_b": ref_b, "a_buf": self.clone(c["xs"]),
                  "ref_b_host": {"slot": "refb", "copies": []}, "next": 0}
             c["reuse"] = r
-            return {"refs": self.own_copies(ref_b, r["ref_b_host"])}
+            return {"refs": self.own_copies(ref_b, r["ref_b_host"], twin)}
         r = c.get("reuse")
         if r is None or r["arm"] != arm or step != r["next"]:
             raise Failure("python", "result-reuse step %d of arm %d out of order"
@@ -1089,7 +1172,10 @@ class Session:
         t = self.timed
         t["ref_round"] = rnd
         t["ref_host"] = {"slot": "tref", "copies": []}
-        return {"refs": self.own_copies(out, t["ref_host"])}
+        # PROTO: correctness.reference_precision -- the seed's allowance from
+        # its set drawn from the task's own generator (no rerun inside a
+        # timed group)
+        return {"refs": self.own_copies(out, t["ref_host"], None, "take")}
 
     def timed_ref(self, rnd, out):
         with self.ph("timed_checks"):

@@ -245,6 +245,22 @@ static const struct field reduction_fields[] = {
 	END,
 };
 
+static enum atb_status ref_precision_after(struct vctx *c, struct fy_node *map, void *base,
+					   const char *path)
+{
+	(void)c;
+	(void)map;
+	(void)path;
+	((struct atb_protocol *)base)->correctness.reference_precision.has = 1;
+	return ATB_OK;
+}
+
+/* PROTO: correctness.reference_precision (version 14 on) */
+static const struct field ref_precision_fields[] = {
+	REAL("factor", correctness.reference_precision.factor, POS),
+	END,
+};
+
 static const struct field correctness_fields[] = {
 	INT("input_sets_per_seed", correctness.input_sets_per_seed, 1, 1000),
 	{.key = "poison", .kind = F_ENUM, .off = OFF(correctness.poison),
@@ -262,6 +278,10 @@ static const struct field correctness_fields[] = {
 	 * version 2 on (atbi_protocol_validate) */
 	{.key = "reduction_tolerance", .kind = F_MAP, .off = NOSTORE, .sub = reduction_fields,
 	 .after = reduction_after, .optional = 1},
+	/* optional in the table: versions 1 to 13 have no such key; required
+	 * from version 14 on (atbi_protocol_validate) */
+	{.key = "reference_precision", .kind = F_MAP, .off = NOSTORE,
+	 .sub = ref_precision_fields, .after = ref_precision_after, .optional = 1},
 	END,
 };
 
@@ -1027,6 +1047,9 @@ enum atb_status atbi_protocol_validate(const struct atbi_yaml *y, struct atb_pro
 	if (!st && p->version >= 13 && !(p->timing.round_trip_max_share_under >= 0))
 		return missing_since(y, "timing", "timing.round_trip.max_share_under",
 				     "max_share_under", 13, err);
+	if (!st && p->version >= 14 && !p->correctness.reference_precision.has)
+		return missing_since(y, "correctness", "correctness.reference_precision",
+				     "reference_precision", 14, err);
 	if (!st && p->version >= 8 && !p->correctness.input_chunk_elements)
 		return missing_since(y, "correctness", "correctness.input_chunk_elements",
 				     "input_chunk_elements", 8, err);

@@ -498,6 +498,18 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 				   "unknown growth '%s': expected sqrt_length or length", growth);
 		j->reduction_linear = !strcmp(growth, "length");
 	}
+	/* PROTO: correctness.reference_precision (version 14 on) */
+	t = json_object_get(o, "reference_precision");
+	if (t) {
+		if (!json_is_object(t))
+			return field_status(err, ATB_ERR_SCHEMA, "correctness",
+					    "reference_precision");
+		if (get_real(t, "factor", "", 1, &j->ref_precision_factor) ||
+		    !(j->ref_precision_factor > 0) || !isfinite(j->ref_precision_factor))
+			return bad(err, "correctness.reference_precision.factor",
+				   "bad '%s': expected a finite number > 0",
+				   "correctness.reference_precision.factor");
+	}
 	t = json_object_get(o, "tolerances");
 	if (t) {
 		if (!json_is_object(t))
@@ -1058,6 +1070,11 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 					json_pack("{s:f, s:s}", "factor",
 						  p->correctness.reduction.factor, "growth",
 						  p->correctness.reduction.growth));
+		/* PROTO: correctness.reference_precision (version 14 on) */
+		if (p->correctness.reference_precision.has)
+			bad_ |= set_new(c, "reference_precision",
+					json_pack("{s:f}", "factor",
+						  p->correctness.reference_precision.factor));
 		for (i = 0; !bad_ && i < p->correctness.ntolerances; i++) {
 			const struct atb_tolerance *x = &p->correctness.tolerances[i];
 			json_t *e = json_object();

@@ -34,6 +34,7 @@
 #define V11 SRC "/protocol/v11.yaml"
 #define V12 SRC "/protocol/v12.yaml"
 #define V13 SRC "/protocol/v13.yaml"
+#define V14 SRC "/protocol/v14.yaml"
 #define FIXTURES SRC "/tests/fixtures/protocol"
 
 static char *slurp(const char *path)
@@ -209,11 +210,14 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(atb_protocol_verify(SRC, &err), ATB_OK,
 		     "protocol/ does not match protocol.lock: %s", err.msg);
 	cr_assert_eq(atb_protocol_load_current(SRC, &p, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(atb_protocol_digest_file(V13, digest, &err), ATB_OK, "%s", err.msg);
-	cr_assert_eq(p->version, 13);
+	cr_assert_eq(atb_protocol_digest_file(V14, digest, &err), ATB_OK, "%s", err.msg);
+	cr_assert_eq(p->version, 14);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "14fb4990ada31b8d8277ec65935f6f80c11e26bc456981871540bb985d6bb59a");
+			 "b9c7f8eaca0762c8ae225c45a20b228c1111e4aa930c242e41186ad0a977f5cb");
+	/* version 14's key, as frozen (PROTO: correctness.reference_precision) */
+	cr_expect(p->correctness.reference_precision.has);
+	cr_expect_float_eq(p->correctness.reference_precision.factor, 4.0, 1e-15);
 	/* version 13's keys, as frozen (PROTO: timing.round_trip) */
 	cr_expect(p->timing.has_round_trip);
 	cr_expect_eq(p->timing.round_trip_every, 1);
@@ -221,6 +225,12 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_expect_float_eq(p->timing.round_trip_quantile, 0.5, 1e-15);
 	cr_expect_str_eq(p->timing.round_trip_position, "after_reference");
 	cr_expect_float_eq(p->timing.round_trip_max_share_under, 0.25, 1e-15);
+	atb_protocol_free(p);
+	/* version 13, as it was frozen: still loadable, no allowance */
+	cr_assert_eq(atb_protocol_load_version(SRC, 13, &p, &err), ATB_OK, "%s", err.msg);
+	cr_assert_str_eq(p->digest,
+			 "14fb4990ada31b8d8277ec65935f6f80c11e26bc456981871540bb985d6bb59a");
+	cr_expect(!p->correctness.reference_precision.has);
 	atb_protocol_free(p);
 	/* version 12, as it was frozen: still loadable, and its digest kept */
 	cr_assert_eq(atb_protocol_load_version(SRC, 12, &p, &err), ATB_OK, "%s", err.msg);
@@ -827,6 +837,49 @@ Test(protocol, round_trip_position_and_share_are_required_from_version_13, .fini
 	atb_free(text);
 }
 
+/* PROTO: correctness.reference_precision -- required from version 14, factor > 0 */
+Test(protocol, reference_precision_is_required_from_version_14, .fini = remove_home)
+{
+	static const struct {
+		const char *from, *to, *field, *msg;
+	} bad[] = {
+		{"  reference_precision:\n    factor: 4.0\n", "", "correctness.reference_precision",
+		 "missing field 'reference_precision' (required from version 14)"},
+		{"    factor: 4.0\n", "    factor: 0\n", "correctness.reference_precision.factor",
+		 NULL},
+		{"    factor: 4.0\n", "    factor: -2\n", "correctness.reference_precision.factor",
+		 NULL},
+		{"    factor: 4.0\n", "    factor: 4.0\n    slack: 1\n",
+		 "correctness.reference_precision.slack", NULL},
+	};
+	struct atb_error err;
+	struct atb_protocol *p = NULL;
+	char cand[512], *text, *t2;
+	size_t i;
+
+	copy_home();
+	snprintf(cand, sizeof(cand), "%s/candidate.yaml", home);
+	text = slurp(V14);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		t2 = replace(text, bad[i].from, bad[i].to);
+		cr_assert(strcmp(t2, text), "case %zu: '%s' not in v14.yaml", i, bad[i].from);
+		spit(cand, t2);
+		cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_ERR_SCHEMA, "case %zu", i);
+		cr_expect_str_eq(err.field, bad[i].field, "case %zu", i);
+		if (bad[i].msg)
+			cr_expect(strstr(err.msg, bad[i].msg), "case %zu: %s", i, err.msg);
+		atb_free(t2);
+	}
+	/* another factor loads, and is what the torch runner's job gets */
+	t2 = replace(text, "    factor: 4.0\n", "    factor: 2.5\n");
+	spit(cand, t2);
+	cr_assert_eq(atb_protocol_load_file(cand, &p, &err), ATB_OK, "%s", err.msg);
+	cr_expect_float_eq(p->correctness.reference_precision.factor, 2.5, 1e-15);
+	atb_protocol_free(p);
+	atb_free(t2);
+	atb_free(text);
+}
+
 /* ---- versions ---------------------------------------------------------- */
 
 Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
@@ -840,9 +893,9 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	copy_home();
 	cr_assert_eq(atb_protocol_digest_file(V1, v1digest, &err), ATB_OK);
-	/* the next version after the current one (13), one value changed */
-	text = slurp(V13);
-	t2 = replace(text, "\nversion: 13", "\nversion: 14");
+	/* the next version after the current one (14), one value changed */
+	text = slurp(V14);
+	t2 = replace(text, "\nversion: 14", "\nversion: 15");
 	atb_free(text);
 	text = replace(t2, "cv_cap: 0.05", "cv_cap: 0.04");
 	atb_free(t2);
@@ -852,7 +905,7 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, v6digest, &err), ATB_OK, "%s",
 		     err.msg);
-	cr_assert_eq(version, 14);
+	cr_assert_eq(version, 15);
 	cr_assert_str_neq(v6digest, v1digest);
 	/* PROTO: gates.clock, gates.timed_correctness (version 3 on), version 4's keys */
 	cr_assert_eq(atb_protocol_load_current(home, &p, &err), ATB_OK, "%s", err.msg);
@@ -864,7 +917,8 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	cr_expect(p->gates.has_clocks && p->gates.has_hang && p->gates.has_background);
 	cr_expect_str_eq(p->timing.placement, "keyed");
 	cr_expect_str_eq(p->timing.preemption, "none");
-	cr_assert_eq(p->version, 14);
+	cr_assert_eq(p->version, 15);
+	cr_assert(p->correctness.reference_precision.has);
 	cr_assert(p->timing.has_round_trip && p->timing.round_trip_subtract);
 	cr_assert_str_eq(p->timing.isolation, "process");
 	cr_assert_float_eq(p->stats.resolution_rel, 0.002, 1e-15);
@@ -885,35 +939,35 @@ Test(protocol, older_version_stays_loadable_after_freeze, .fini = remove_home)
 	atb_protocol_free(p);
 
 	cr_assert_eq(atb_protocol_frozen_list(home, &list, &n, &current, &err), ATB_OK);
-	cr_assert_eq(n, 14);
-	cr_assert_eq(current, 14);
+	cr_assert_eq(n, 15);
+	cr_assert_eq(current, 15);
 	cr_assert_eq(list[0].version, 1);
 	cr_assert_str_eq(list[0].digest, v1digest);
-	cr_assert_str_eq(list[13].digest, v6digest);
-	cr_assert(strstr(list[13].file, "/protocol/v14.yaml"));
-	cr_assert(strstr(list[13].canonical_json, "\"cv_cap\":0.040000000000000001"));
-	cr_assert(strstr(list[13].canonical_json, "\"timed_correctness\""));
+	cr_assert_str_eq(list[14].digest, v6digest);
+	cr_assert(strstr(list[14].file, "/protocol/v15.yaml"));
+	cr_assert(strstr(list[14].canonical_json, "\"cv_cap\":0.040000000000000001"));
+	cr_assert(strstr(list[14].canonical_json, "\"timed_correctness\""));
 	atb_protocol_frozen_free(list, n);
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_OK, "%s", err.msg);
 
 	/* freezing is append-only: the same file again, or a skipped version */
 	cr_assert_eq(atb_protocol_freeze(home, cand, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "the next version is 15"), "%s", err.msg);
-	edit_home_file("v14.yaml", "version: 14", "version: 16");
+	cr_assert(strstr(err.msg, "the next version is 16"), "%s", err.msg);
+	edit_home_file("v15.yaml", "version: 15", "version: 17");
 	cr_assert_eq(atb_protocol_verify(home, &err), ATB_ERR_PROTOCOL);
 }
 
 Test(protocol, freeze_refuses_schema_errors_and_wrong_version, .fini = remove_home)
 {
 	struct atb_error err;
-	int version = 14;
+	int version = 15;
 
 	copy_home();
 	cr_assert_eq(atb_protocol_freeze(home, FIXTURES "/bad-out-of-range.yaml", &version, NULL,
 					 &err), ATB_ERR_SCHEMA);
 	cr_assert_eq(version, 0);
 	cr_assert_eq(atb_protocol_freeze(home, V1, &version, NULL, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "as version 1: the next version is 14"), "%s", err.msg);
+	cr_assert(strstr(err.msg, "as version 1: the next version is 15"), "%s", err.msg);
 }
 
 Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
@@ -924,8 +978,8 @@ Test(protocol, lock_errors_are_protocol_errors, .fini = remove_home)
 	FILE *f;
 
 	copy_home();
-	cr_assert_eq(atb_protocol_load_version(home, 14, &p, &err), ATB_ERR_PROTOCOL);
-	cr_assert(strstr(err.msg, "version 14 is not frozen"), "%s", err.msg);
+	cr_assert_eq(atb_protocol_load_version(home, 15, &p, &err), ATB_ERR_PROTOCOL);
+	cr_assert(strstr(err.msg, "version 15 is not frozen"), "%s", err.msg);
 	cr_assert_eq(atb_protocol_load_digest(home, "00", &p, &err), ATB_ERR_PROTOCOL);
 
 	/* a file whose own version: disagrees with its lock entry */

@@ -236,6 +236,13 @@ Test(runner, job_refusals_name_the_field)
 	expect_refused("timing.ci_level", json_real(1.5), ATB_ERR_SCHEMA, "timing.ci_level");
 	expect_refused("timing.placement", json_string("random"), ATB_ERR_SCHEMA,
 		       "timing.placement");
+	/* PROTO: correctness.reference_precision -- a factor > 0, finite */
+	expect_refused("correctness.reference_precision", json_pack("{s:f}", "factor", 0.0),
+		       ATB_ERR_SCHEMA, "correctness.reference_precision.factor");
+	expect_refused("correctness.reference_precision", json_pack("{s:s}", "factor", "4"),
+		       ATB_ERR_SCHEMA, "correctness.reference_precision.factor");
+	expect_refused("correctness.reference_precision", json_integer(4), ATB_ERR_SCHEMA,
+		       "correctness.reference_precision");
 	expect_refused("timing.placement_key", json_string("00112233"), ATB_ERR_SCHEMA,
 		       "timing.placement_key");
 	expect_refused("timing.placement_key", json_string("00112233445566778899aabbccddeefg"),
@@ -334,6 +341,8 @@ Test(runner, job_sections_from_a_protocol)
 	snprintf(p.correctness.distributions[1].kind, 16, "normal");
 	p.correctness.distributions[1].stddev = 2;
 	p.correctness.input_sets_per_seed = 3;
+	p.correctness.reference_precision.has = 1;
+	p.correctness.reference_precision.factor = 4;
 
 	cr_assert_eq(atb_runner_job_set_protocol(o, &p, 8u << 20, &e), ATB_OK);
 	text = json_dumps(o, JSON_COMPACT);
@@ -356,6 +365,8 @@ Test(runner, job_sections_from_a_protocol)
 	cr_assert_float_eq(j->dists[1].stddev, 2.0, 1e-12);
 	/* PROTO: correctness.input_sets_per_seed */
 	cr_assert_eq(j->input_sets_per_seed, 3);
+	/* PROTO: correctness.reference_precision (version 14 on) */
+	cr_assert_float_eq(j->ref_precision_factor, 4.0, 1e-15);
 	atb_runner_job_free(j);
 }
 

@@ -1,0 +1,113 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The torch reference's own precision (protocol version 14,
+# correctness.reference_precision), on CPU tensors, driven as atb drives
+# the runner.  tests/fixtures/torch/tf32sim.py is a task whose reference is
+# only TF32-precise while torch.backends.cudnn.allow_tf32 is on (PyTorch's
+# default; cuDNN's convolutions on a GPU), as KernelBench's conv tasks are
+# on the GPU: a candidate computing in full fp32 is more precise than the
+# reference and was refused correctness under version 13; from version 14
+# the reference is run again with the switches off and each floating
+# output may differ from it by factor x the difference.  A bfloat16 cheat
+# (about 8 times TF32's rounding) is still refused, and a candidate that
+# turns a TF32 switch on to widen the allowance is refused tamper.  The GPU
+# half (a real cuDNN TF32 conv) is t4025.
+. "$(dirname "$0")/lib.sh"
+
+RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
+FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
+[ -x "$RUNNER" ] || skip_all "no atb-runner at $RUNNER"
+need_torch_cpu "$RUNNER"
+command -v jq >/dev/null || skip_all "jq not installed"
+
+"$PY" -c '
+import sys, os, sysconfig, json
+v = sysconfig.get_config_var
+lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
+       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
+print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
+                  "path": [p for p in sys.path if p]}))' >python.json ||
+	skip_all "cannot ask '$PY' about itself"
+
+RP='.correctness.reference_precision={"factor":4}'
+
+# run OUT TASK CANDIDATE [FILTER]: the relu01 job's settings with that task
+# and candidate (correctness only unless FILTER says), events in OUT.ev.
+run() {
+	jq -c --arg t "$FIX/$2.py" --arg c "$FIX/$2/$3/model_new.py" \
+		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
+		".arms[0].py=\$t | .arms[1].py=\$c | .torch.python=\$p[0] |
+		 .torch.module_path=\$m | ${4:-.}" "$FIX/relu01-job.json" >"$1.job" &&
+	{ "$RUNNER" <"$1.job" >"$1.ev" 2>"$1.err"; echo $? >"$1.rc"; }
+}
+
+# failures EV: the done event's correctness_failures (-1: no done event)
+failures() {
+	jq -se 'map(select(.event=="done"))[0].correctness_failures // -1' "$1"
+}
+
+test_expect "version 13 (no allowance): the honest full-fp32 candidate is refused correctness" '
+	run v13 tf32sim fp32 && [ "$(failures v13.ev)" -gt 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0] | has(\"reference_precision\") | not" v13.ev >/dev/null
+'
+
+test_expect "version 14: the copy, the full-fp32 and another TF32 rounding pass every check" '
+	for c in copy fp32 tf32_split; do
+		run $c tf32sim $c "$RP" && [ "$(cat $c.rc)" = 0 ] && [ "$(failures $c.ev)" = 0 ] ||
+			{ echo "# $c: $(failures $c.ev) failures"; tail -3 $c.err; return 1; }
+	done &&
+	jq -se "map(select(.event==\"done\"))[0].reference_precision |
+		.factor==4 and .differed>0 and .unbounded==0 and .largest_allowance>0" fp32.ev >/dev/null
+'
+
+test_expect "the allowance is in every compared buffer and grows with the inputs (large_magnitude)" '
+	jq -se "[.[]|select(.event==\"correctness\")|.buffers[]?] |
+		length>0 and all(.reference_allowance>0)" fp32.ev >/dev/null &&
+	jq -se "[.[]|select(.event==\"correctness\" and .input==\"large_magnitude\")|
+		.buffers[0].reference_allowance] as \$l |
+		[.[]|select(.event==\"correctness\" and .input==\"task\")|
+		.buffers[0].reference_allowance] as \$t |
+		(\$l|length)>0 and (\$t|length)>0 and (\$l|min) > 100*(\$t|max)" fp32.ev >/dev/null
+'
+
+test_expect "the result-reuse steps compare with the allowance too (B drawn afresh)" '
+	jq -se "[.[]|select(.event==\"correctness\")|.gates.result_reuse.follows_inputs] |
+		length>0 and all" fp32.ev >/dev/null
+'
+
+test_expect "cheat: operands rounded to bfloat16 (about 8x TF32): refused on every set" '
+	run bf16 tf32sim bf16 "$RP" &&
+	[ "$(jq -s "[.[]|select(.event==\"correctness\" and .pass==false and
+		(.input|test(\"tiny\")|not))]|length" bf16.ev)" -ge 4 ] &&
+	jq -se "[.[]|select(.event==\"correctness\" and (.input|test(\"tiny\")|not))|.pass]|
+		all|not" bf16.ev >/dev/null
+'
+
+# Timed checks as t4000 runs them (half the rounds, 30 s a seed at most).
+TIMED='.options.skip_timing=false | .timed_checks={"key":"0123456789abcdef","check_share":0.5} |
+	.timing.max_time_per_seed_s=30'
+
+test_expect "timed checks: the full-fp32 candidate passes them with the allowance of the seed" '
+	run timed tf32sim fp32 "$RP | $TIMED" && [ "$(cat timed.rc)" = 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0].timing==\"done\"" timed.ev >/dev/null &&
+	jq -se "[.[] | select(.event==\"samples\" and .arm==\"candidate\")] | length == 2 and
+		all(.timed_checks.rounds_checked >= 2 and .timed_checks.failed == 0)" timed.ev >/dev/null
+'
+
+test_expect "attack: TF32 for matmuls turned on at the import to widen the allowance: tamper" '
+	run widen tf32sim matmul_tf32_on "$RP" &&
+	jq -se "(map(select(.event==\"tamper\"))[0].changes[0].what |
+		test(\"allow_tf32|float32_matmul\")) and
+		(map(select(.event==\"error\"))[0].reason==\"tamper\")" widen.ev >/dev/null ||
+	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" widen.ev; false; }
+'
+
+test_expect "a reference that does not use TF32 (relu01): no allowance anywhere" '
+	run relu relu01 honest "$RP" && [ "$(failures relu.ev)" = 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0].reference_precision |
+		.differed==0 and .largest_allowance==0" relu.ev >/dev/null &&
+	jq -se "[.[]|select(.event==\"correctness\")|.buffers[]|has(\"reference_allowance\")]|
+		any|not" relu.ev >/dev/null
+'
+
+test_done
