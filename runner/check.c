@@ -2026,13 +2026,15 @@ int runner_time_and_done(const struct atb_runner_job *job, struct atb_timer *tim
 		goto nomem;
 	if (ev && d->ref_precision && d->ref_precision->factor > 0 &&
 	    json_object_set_new(ev, "reference_precision",
-				json_pack("{s:f, s:I, s:I, s:f, s:s, s:I}", "factor",
+				json_pack("{s:f, s:I, s:I, s:f, s:s, s:I, s:s?}", "factor",
 					  d->ref_precision->factor, "compared",
 					  (json_int_t)d->ref_precision->compared, "differed",
 					  (json_int_t)d->ref_precision->differed, "largest_allowance",
 					  d->ref_precision->largest, "largest_for",
 					  d->ref_precision->largest_of, "unbounded",
-					  (json_int_t)d->ref_precision->unbounded)))
+					  (json_int_t)d->ref_precision->unbounded, "unavailable",
+					  d->ref_precision->unavailable[0]
+						  ? d->ref_precision->unavailable : NULL)))
 		goto nomem;
 	if (ev && d->has_escapes &&
 	    json_object_set_new(ev, "side_stream_escapes", json_integer((json_int_t)d->escapes)))

@@ -569,6 +569,7 @@ struct runner_ref_precision {
 	double largest;       /* the largest allowance (factor x difference) */
 	char largest_of[64];  /* the reference slot it was for */
 	size_t unbounded;     /* non-finite differences: no allowance made */
+	char unavailable[240];  /* why the float64 reference could not be run; "" */
 };
 
 struct runner_done {

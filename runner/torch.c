@@ -1051,10 +1051,11 @@ static double slot_slack(const struct trt *rt, const char *name)
  * PROTO: correctness.reference_precision (version 14 on) -- the allowance
  * for the reference's own precision of output k (entry o of ref_store, its
  * copy at ref: device or host, n elements of dt): "ptr" (copied, what
- * every arm is compared with) is the reference run with PyTorch's TF32
- * switches as they are, o's "twin" the same run with them off
- * (Session.precise_twin); the allowance is the protocol's factor times the
- * largest |difference| between the two.  A NaN in one run and not the
+ * every arm is compared with) is the reference's output, o's "twin" the
+ * same output computed in float64 and rounded to dt (Session.precise_twin);
+ * the allowance is the protocol's factor times the largest |difference|
+ * between the two: how far the reference itself is from the float64 result
+ * (TF32 in cuDNN's convolutions, a long sum's rounding).  A NaN in one run and not the
  * other, or an infinite difference: none (the dtype's tolerance alone).
  * o's "task" (the set drawn from the task's own generator) keeps it for the
  * seed's timed checks, whose references (o's "slack": "task") take it.
@@ -1264,8 +1265,8 @@ static int compare_call(struct trt *rt, const json_t *call, json_t *arr,
 		}
 		runner_tolerance_for(job, dt, &atol, &rtol);
 		/* PROTO: correctness.reference_precision -- the reference copy's
-		   allowance for its own precision (0 but on version 14's torch
-		   references that TF32 moves) */
+		   allowance for its own error (version 14 on, torch: 0 where the
+		   reference matches its float64 result) */
 		slack = slot_slack(rt, json_string_value(json_object_get(o, "ref_slot")));
 		atol += slack;
 		t0 = atbi_monotonic_ns();
@@ -1565,6 +1566,10 @@ static int check_input_set(struct trt *rt, uint64_t seed, int dist, const char *
 		runner_emit_error("python", rt->msg);
 		return -1;
 	}
+	/* PROTO: correctness.reference_precision -- why there is no allowance */
+	if (json_is_string(json_object_get(refs, "twin_unavailable")) && !rt->rp.unavailable[0])
+		snprintf(rt->rp.unavailable, sizeof(rt->rp.unavailable), "%s",
+			 json_string_value(json_object_get(refs, "twin_unavailable")));
 	json_decref(refs);
 	for (ai = 0; ai < job->narms; ai++) {
 		struct runner_facts f = {.seed = seed, .arm = job->arms[ai].name, .set_index = 0,

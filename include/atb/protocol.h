@@ -166,10 +166,10 @@ struct atb_protocol {
 		} reduction;
 		/*
 		 * correctness.reference_precision (version 14 on; absent: has 0,
-		 * no rerun).  The torch backend runs each compared reference a
-		 * second time with PyTorch's TF32 switches off, and a floating
-		 * output may also differ from the reference by factor x the
-		 * largest |difference| between the two runs (docs/protocol.md).
+		 * no allowance).  The torch backend computes each compared
+		 * reference again in float64, and a floating output may also
+		 * differ from the reference by factor x the largest |difference|
+		 * between the two (docs/protocol.md).
 		 */
 		struct {
 			int has;

@@ -225,9 +225,9 @@ struct atb_runner_job {
 	double reduction_factor;
 	int reduction_linear;          /* growth "length" (K); 0: "sqrt_length" */
 	/* correctness.reference_precision.factor (version 14 on; 0: absent):
-	 * the torch backend's allowance for its reference's own precision,
-	 * factor x the largest difference between the reference's run with
-	 * PyTorch's TF32 switches as they are and with them off */
+	 * the torch backend's allowance for its reference's own error, factor
+	 * x the largest difference between the reference's output and the same
+	 * output computed in float64 */
 	double ref_precision_factor;
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */

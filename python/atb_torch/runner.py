@@ -17,6 +17,7 @@ tolerance rule every backend uses (runner/check.c).
 Does not: time anything, print anything the harness reads (fd 1 is stderr
 here), or write bytecode next to the task (the surface gate would see it).
 """
+import copy
 import gc
 import hashlib
 import importlib.util
@@ -164,6 +165,7 @@ class Session:
         self.rp_factor = float(rp["factor"]) if isinstance(rp, dict) and \
             rp.get("factor") else None
         self.rp_state = None
+        self.rp_why = None
         self.arms = job["arms"]
         self.reference = [a["name"] for a in self.arms].index(job.get("reference", "baseline"))
         seeds = job.get("seeds", [0])
@@ -697,23 +699,25 @@ class Session:
             return skip
         c = self.cur
         twin = self.precise_twin(c["xs"], c["ref_out"])
-        return {"refs": self.own_copies(c["ref_out"], c["ref_host"], twin,
-                                        "keep" if dist == -1 else None)}
+        res = {"refs": self.own_copies(c["ref_out"], c["ref_host"], twin,
+                                       "keep" if dist == -1 else None)}
+        if self.rp_why is not None:
+            res["twin_unavailable"] = self.rp_why
+        return res
 
     def own_copies(self, ref_out, ref_host, twin=None, task=None):
         """The entries the C side copies into its own memory (ref_store) for
         the reference's outputs ref_out, one slot per tensor output
         (ref_host["slot"] + k), recorded in ref_host["copies"] so that pairs()
-        sends the slots, not the tensors, from then on.  twin: the same
-        reference run with TF32 off (precise_twin), handed beside each
-        floating output ("twin") for the C side's allowance (PROTO:
+        sends the slots, not the tensors, from then on.  twin: the
+        reference's tensor outputs computed in float64 (precise_twin), handed
+        beside each floating output ("twin") for the C side's allowance (PROTO:
         correctness.reference_precision); task "keep": the set drawn from the
         task's own generator, whose allowance the seed's timed checks take
         ("take": theirs)."""
         refs = []
         ref_host["copies"] = []
-        twins = [t for _, t in flatten(twin) if self.torch.is_tensor(t)] \
-            if twin is not None else []
+        twins = twin or []
         for k, (name, r) in enumerate([e for e in flatten(ref_out)
                                        if self.torch.is_tensor(e[1])]):
             on_dev = self.compare_on_device and r.is_cuda
@@ -726,8 +730,9 @@ class Session:
             ref_host["copies"].append((rh, dt, on_dev))
             e = {"slot": "%s%d" % (ref_host["slot"], k), "dtype": dt,
                  "n": rh.numel(), "ptr": rh.data_ptr(), "on_device": on_dev}
-            # PROTO: correctness.reference_precision -- the same output with
-            # TF32 off, in the same form and on the same side as the copy
+            # PROTO: correctness.reference_precision -- the same output
+            # computed in float64 (rounded to its dtype), in the same form and
+            # on the same side as the copy
             t = twins[k] if k < len(twins) else None
             if t is not None and r.is_floating_point() and t.shape == r.shape and \
                     t.dtype == r.dtype:
@@ -752,51 +757,65 @@ class Session:
 
     def precise_twin(self, xs, ref_out):
         """PROTO: correctness.reference_precision (version 14 on) -- the
-        reference run again, on a clone of the pristine inputs xs, with
-        PyTorch's TF32 switches off (torch.backends.cudnn.allow_tf32 and
-        torch.backends.cuda.matmul.allow_tf32, both on for convolutions by
-        PyTorch's default); its outputs, or None: no rule, the switches
-        already off, no floating output, or the runner's first set ran bit
-        for bit alike both ways (nothing the reference runs uses TF32: the
-        rerun is not made again).  The C side (ref_store) measures the
-        largest difference between the two runs of each output and allows
-        the protocol's factor times it on top of the dtype's tolerance: a
-        candidate more precise than the reference (full fp32 where cuDNN
-        runs TF32) matches it only to TF32's rounding.  The switches are
-        restored before anything else runs; no candidate code runs while
-        they are off."""
+        reference computed again in float64: a deep copy of the reference
+        model in float64, on float64 copies of the pristine inputs xs (the
+        other inputs cloned), with float64 the default dtype while it runs;
+        its outputs rounded to the reference's dtypes.  A list beside the
+        reference's tensor outputs (None for one that is not floating), or
+        None: no rule, no floating output, the float64 run failed (out of
+        memory: no allowance for the rest of the runner, rp_why says why), or
+        the runner's first set matched the reference bit for bit (nothing it
+        computes rounds: not run again).  The C side (ref_store) measures
+        how far the reference is from it, output by output, and allows the
+        protocol's factor times that on top of the dtype's tolerance: the
+        reference's own error, where TF32 (cuDNN's convolutions by PyTorch's
+        default) or a long sum's rounding makes it large, is not held
+        against a candidate that is as precise or more.  No candidate code
+        runs in between; its cost is one float64 run of the reference per
+        compared set."""
         torch = self.torch
         if self.rp_factor is None or self.rp_state is False:
             return None
-        outs = [r for _, r in flatten(ref_out) if torch.is_tensor(r) and r.is_floating_point()]
-        b = torch.backends
-        was = (b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32)
-        if not outs or not any(was):
+        refs = [r for _, r in flatten(ref_out) if torch.is_tensor(r)]
+        if not any(r.is_floating_point() for r in refs):
             return None
-        xin = self.clone(xs)
+        dd = torch.get_default_dtype()
         try:
-            b.cudnn.allow_tf32 = False
-            b.cuda.matmul.allow_tf32 = False
-            out, error = self.run(self.reference, xin)
-        finally:
-            b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = was
-        if error is not None:
-            raise Failure("reference_failed", "the reference failed with TF32 off "
-                          "(PROTO: correctness.reference_precision): %s" % error)
-        if not self.aliases(out, xin):
-            self.wipe(xin)
-        del xin
+            with self.ph("reference_fp64"):
+                m = copy.deepcopy(self.models[self.reference]).double()
+                xin = [x.detach().to(torch.float64) if torch.is_tensor(x) and
+                       x.is_floating_point() else (x.clone() if torch.is_tensor(x) else x)
+                       for x in xs]
+                torch.set_default_dtype(torch.float64)
+                try:
+                    out = m(*xin)
+                finally:
+                    torch.set_default_dtype(dd)
+                del xin, m
+                got = [g for _, g in flatten(out) if torch.is_tensor(g)]
+                if len(got) != len(refs):
+                    raise ValueError("%d tensor outputs in float64, %d in the reference"
+                                     % (len(got), len(refs)))
+                twins = [g.detach().to(r.dtype) if r.is_floating_point() and
+                         g.is_floating_point() and g.shape == r.shape else None
+                         for r, g in zip(refs, got)]
+                del out, got
+                self.sync()
+        except Exception as e:
+            # no allowance from here on: the dtype's tolerance alone, as
+            # under version 13
+            self.rp_state = False
+            msg = str(e).strip()
+            self.rp_why = "the reference in float64 failed: %s%s" % (
+                type(e).__name__, ": " + msg.splitlines()[0][:200] if msg else "")
+            return None
         if self.rp_state is None:
-            got, ref = flatten(out), flatten(ref_out)
-            same = len(got) == len(ref) and all(
-                torch.is_tensor(g) == torch.is_tensor(r) and (
-                    not torch.is_tensor(r) or (g.shape == r.shape and g.dtype == r.dtype and
-                                               torch.equal(self.bytes_of(g), self.bytes_of(r))))
-                for (_, g), (_, r) in zip(got, ref))
+            same = all(t is None or torch.equal(self.bytes_of(t), self.bytes_of(r))
+                       for t, r in zip(twins, refs))
             self.rp_state = not same
             if same:
                 return None
-        return out
+        return twins
 
     def set_reference(self, seed, dist):
         with self.ph("check_other"):

@@ -1,17 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-3.0-or-later
-# The torch reference's own precision (protocol version 14,
+# The torch reference's own error (protocol version 14,
 # correctness.reference_precision), on CPU tensors, driven as atb drives
-# the runner.  tests/fixtures/torch/tf32sim.py is a task whose reference is
-# only TF32-precise while torch.backends.cudnn.allow_tf32 is on (PyTorch's
-# default; cuDNN's convolutions on a GPU), as KernelBench's conv tasks are
-# on the GPU: a candidate computing in full fp32 is more precise than the
-# reference and was refused correctness under version 13; from version 14
-# the reference is run again with the switches off and each floating
-# output may differ from it by factor x the difference.  A bfloat16 cheat
-# (about 8 times TF32's rounding) is still refused, and a candidate that
-# turns a TF32 switch on to widen the allowance is refused tamper.  The GPU
-# half (a real cuDNN TF32 conv) is t4025.
+# the runner: the reference of every compared set is computed again in
+# float64 and a floating output may differ from the reference by factor x
+# the reference's own difference from that float64 result, on top of the
+# dtype's tolerance.  tests/fixtures/torch/tf32sim.py is a task whose
+# reference is only TF32-precise while torch.backends.cudnn.allow_tf32 is
+# on (PyTorch's default; cuDNN's convolutions on a GPU), as KernelBench's
+# conv tasks are on the GPU: a candidate computing in full fp32, more
+# precise than the reference, was refused correctness under version 13.
+# tests/fixtures/torch/longsum.py is an fp32 GEMM with K = 8192 whose honest
+# split-K order was refused on large_magnitude inputs by summation order
+# alone.  bfloat16 cheats are still refused, and a candidate that turns a
+# TF32 switch on to widen the allowance is refused tamper.  The GPU half (a
+# real cuDNN TF32 conv) is t4025.
 . "$(dirname "$0")/lib.sh"
 
 RUNNER=${ATB_RUNNER:-$ATB_BUILD_DIR/atb-runner}
@@ -75,6 +78,17 @@ test_expect "the result-reuse steps compare with the allowance too (B drawn afre
 		length>0 and all" fp32.ev >/dev/null
 '
 
+test_expect "version 13: the honest split-K order of a long sum is refused on large_magnitude" '
+	run ls13 longsum split && [ "$(failures ls13.ev)" -gt 0 ] &&
+	jq -se "[.[]|select(.event==\"correctness\" and .pass==false)|.input]|
+		length>0 and all(.==\"large_magnitude\")" ls13.ev >/dev/null
+'
+
+test_expect "version 14: the split-K order passes every check; its bfloat16 cheat does not" '
+	run ls14 longsum split "$RP" && [ "$(failures ls14.ev)" = 0 ] &&
+	run lsbf longsum bf16 "$RP" && [ "$(failures lsbf.ev)" -ge 4 ]
+'
+
 test_expect "cheat: operands rounded to bfloat16 (about 8x TF32): refused on every set" '
 	run bf16 tf32sim bf16 "$RP" &&
 	[ "$(jq -s "[.[]|select(.event==\"correctness\" and .pass==false and
@@ -102,12 +116,20 @@ test_expect "attack: TF32 for matmuls turned on at the import to widen the allow
 	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" widen.ev; false; }
 '
 
-test_expect "a reference that does not use TF32 (relu01): no allowance anywhere" '
+test_expect "a reference that rounds nothing (relu01): matched bit for bit, no allowance anywhere" '
 	run relu relu01 honest "$RP" && [ "$(failures relu.ev)" = 0 ] &&
 	jq -se "map(select(.event==\"done\"))[0].reference_precision |
 		.differed==0 and .largest_allowance==0" relu.ev >/dev/null &&
 	jq -se "[.[]|select(.event==\"correctness\")|.buffers[]|has(\"reference_allowance\")]|
 		any|not" relu.ev >/dev/null
+'
+
+test_expect "a reference that cannot run in float64: no allowance, the reason said, the job goes on" '
+	run f64 fp32only copy "$RP" && [ "$(cat f64.rc)" = 0 ] && [ "$(failures f64.ev)" = 0 ] &&
+	jq -se "map(select(.event==\"done\"))[0].reference_precision |
+		(.unavailable|test(\"float64 failed: TypeError: this model runs in float32 only\")) and
+		.compared==0" f64.ev >/dev/null ||
+	{ jq -c "select(.event==\"done\")" f64.ev; false; }
 '
 
 test_done
