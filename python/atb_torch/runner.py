@@ -779,6 +779,24 @@ class Session:
         refs = [r for _, r in flatten(ref_out) if torch.is_tensor(r)]
         if not any(r.is_floating_point() for r in refs):
             return None
+        if self.device.type == "cuda":
+            # float64 copies of the inputs, and the outputs in float64 with
+            # a temporary each and their rounded copies: run only where the
+            # card has that free (counting PyTorch's cached free blocks), so
+            # that a large task is not pushed out of memory here (38_L1Norm:
+            # 8 GiB an input and an output)
+            def nbytes(ts):
+                return sum(t.numel() * t.element_size() for t in ts
+                           if torch.is_tensor(t) and t.is_floating_point())
+            need = int(1.1 * (2 * nbytes(xs) + 5 * nbytes(refs)))
+            free, _ = torch.cuda.mem_get_info(self.device)
+            avail = free + torch.cuda.memory_reserved(self.device) - \
+                torch.cuda.memory_allocated(self.device)
+            if need > avail:
+                self.rp_state = False
+                self.rp_why = ("the reference in float64 not run: about %.1f GiB needed, "
+                               "%.1f GiB free on the device" % (need / 2**30, avail / 2**30))
+                return None
         dd = torch.get_default_dtype()
         try:
             with self.ph("reference_fp64"):

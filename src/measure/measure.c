@@ -1716,6 +1716,16 @@ static json_t *stats_json(struct measure *m, const struct atb_paired_result *nai
 	json_object_set_new(o, "timed_checks",
 			    json_pack("{s:I, s:i}", "candidate_rounds_checked",
 				      (json_int_t)j1->timed_rounds, "failed", 0));
+	/* PROTO: correctness.reference_precision (version 14 on, torch) -- what
+	   the paired runner allowed for its reference's own error; and the
+	   reference outputs it compared from PyTorch's own tensor because its
+	   copy could not be made (absent: not a torch job) */
+	if (j1->done && json_object_get(j1->done, "reference_precision"))
+		json_object_set(o, "reference_precision",
+				json_object_get(j1->done, "reference_precision"));
+	if (j1->done && json_object_get(j1->done, "reference_copies_unprotected"))
+		json_object_set(o, "reference_copies_unprotected",
+				json_object_get(j1->done, "reference_copies_unprotected"));
 	json_object_set(o, "build", m->build_info);
 	if (m->cuda)
 		json_object_set_new(o, "gpu",

@@ -55,7 +55,12 @@ test_expect "a bad --device is refused (exit 2)" '
 test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI covering 1" '
 	expect_verdict ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
 		.ci_high>=1 and .speedup>0.9 and .speedup<1.1 and .floor_ns==0" \
-		"$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py"
+		"$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" &&
+	id=$(jq -r .result_id "$TRASH/out") &&
+	[ "$(sql "$ATB_DB" "SELECT json_extract(stats, '\$.reference_precision.factor'),
+		json_extract(stats, '\$.reference_precision.largest_allowance'),
+		json_extract(stats, '\$.reference_copies_unprotected') FROM result
+		WHERE id = $id")" = "4.0|0.0|0" ]
 '
 
 test_expect "the task folder is as it was (no bytecode, nothing written)" '
