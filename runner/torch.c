@@ -175,13 +175,14 @@ struct trt {
 	struct {
 		char name[24]; uint64_t d; void *h; size_t cap, bytes; int direct;
 		double slack;  /* PROTO: correctness.reference_precision -- its allowance */
-	} refs[32];
+	} refs[128];  /* ref*, refb* and tref*: 42 tensor outputs each */
 	size_t nrefs;
-	/* PROTO: correctness.reference_precision -- the allowance of each output
-	   (by index) of the current seed's set drawn from the task's own
-	   generator, for the timed checks' references; and what was allowed */
-	double task_slack[32];
-	size_t ntask_slack;
+	/* PROTO: correctness.reference_precision -- per seed, the allowance of
+	   each output (by index) of its set drawn from the task's own
+	   generator, for that seed's timed checks (every seed's sets are
+	   checked before any seed is timed); and what was allowed */
+	struct task_slack { uint64_t seed; size_t n; double v[42]; } *ts;
+	size_t nts;
 	struct runner_ref_precision rp;
 	size_t ref_direct;  /* reference copies that fell back to PyTorch's tensor */
 	char compare_why[256];       /* why not, on cuda ("" when they are) */
@@ -992,8 +993,9 @@ static int ref_slot(struct trt *rt, const char *name, int fresh, uint64_t src, s
 		}
 	}
 	if (fresh) {
+		/* its slack stays: a fresh copy here is of the same set's
+		   reference (ref_store, which sets the slack, begins a set) */
 		rt->refs[i].direct = 0;
-		rt->refs[i].slack = 0;  /* ref_store sets it, after the copy */
 		rt->refs[i].bytes = bytes;
 		if (bytes > rt->refs[i].cap) {
 			if (rt->refs[i].d)
@@ -1061,41 +1063,78 @@ static double slot_slack(const struct trt *rt, const char *name)
  * seed's timed checks, whose references (o's "slack": "task") take it.
  * 0, or -1 (the message in rt->msg).
  */
+static struct task_slack *task_slack_of(struct trt *rt, uint64_t seed, int make)
+{
+	struct task_slack *t;
+	size_t i;
+
+	for (i = 0; i < rt->nts; i++)
+		if (rt->ts[i].seed == seed)
+			return &rt->ts[i];
+	if (!make)
+		return NULL;
+	t = atb_realloc(rt->ts, (rt->nts + 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	rt->ts = t;
+	t = &rt->ts[rt->nts++];
+	memset(t, 0, sizeof(*t));
+	t->seed = seed;
+	return t;
+}
+
 static int ref_allowance(struct trt *rt, const json_t *o, size_t k, enum atb_dtype dt, size_t n,
 			 const void *ref_h, uint64_t ref_d, double *slack)
 {
 	const json_t *lo = json_object_get(o, "twin");
 	const char *from = json_string_value(json_object_get(o, "slack"));
 	const char *slot = json_string_value(json_object_get(o, "slot"));
-	struct runner_cmp c;
+	uint64_t seed = (uint64_t)json_integer_value(json_object_get(o, "seed"));
+	const size_t kmax = sizeof(rt->ts[0].v) / sizeof(rt->ts[0].v[0]);
+	struct task_slack *t;
+	struct runner_cmp c, back;
 
 	*slack = 0;
 	if (!(rt->job->ref_precision_factor > 0))
 		return 0;
 	if (from && !strcmp(from, "task")) {
-		*slack = k < rt->ntask_slack ? rt->task_slack[k] : 0;
+		t = task_slack_of(rt, seed, 0);
+		*slack = t && k < t->n ? t->v[k] : 0;
 		return 0;
 	}
 	if (json_is_object(lo) && (dt == ATB_DTYPE_FP32 || dt == ATB_DTYPE_FP64 ||
 				   dt == ATB_DTYPE_FP16 || dt == ATB_DTYPE_BF16)) {
 		uint64_t lp = (uint64_t)json_integer_value(json_object_get(lo, "ptr"));
 		int ldev = json_is_true(json_object_get(lo, "on_device"));
+		/* the largest magnitude of the float64 result (NaN: none) */
+		double tmax = json_is_number(json_object_get(lo, "max_abs"))
+				      ? json_number_value(json_object_get(lo, "max_abs")) : NAN;
 
 		runner_cmp_init(&c);
+		runner_cmp_init(&back);
 		if (ldev != (ref_h == NULL)) {
 			snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: its two runs "
 				 "on different sides");
 			return -1;
 		}
+		/* both ways: a NaN in the twin where the reference has none, and
+		   one in the reference where the twin has none */
 		if (ldev) {
-			if (compare_device(rt, ref_d, lp, dt, n, 0, 0, &c))
+			if (compare_device(rt, ref_d, lp, dt, n, 0, 0, &c) ||
+			    compare_device(rt, lp, ref_d, dt, n, 0, 0, &back))
 				return -1;
 		} else {
 			runner_compare_parallel(ref_h, (const void *)(uintptr_t)lp, dt, n, 0, 0,
 						NULL, &c);
+			runner_compare_parallel((const void *)(uintptr_t)lp, ref_h, dt, n, 0, 0,
+						NULL, &back);
 		}
 		rt->rp.compared++;
-		if (c.nnan || !isfinite(c.max_abs)) {
+		/* PROTO: correctness.reference_precision.max_relative -- a
+		   difference past it is not rounding's (a random draw, a jump):
+		   no allowance */
+		if (c.nnan || back.nnan || !isfinite(c.max_abs) || !(tmax >= 0) ||
+		    !isfinite(tmax) || c.max_abs > rt->job->ref_precision_max_rel * tmax) {
 			rt->rp.unbounded++;
 		} else if (c.max_abs > 0) {
 			rt->rp.differed++;
@@ -1107,12 +1146,16 @@ static int ref_allowance(struct trt *rt, const json_t *o, size_t k, enum atb_dty
 				 slot ? slot : "");
 		}
 	}
-	if (json_is_true(json_object_get(o, "task")) &&
-	    k < sizeof(rt->task_slack) / sizeof(rt->task_slack[0])) {
+	if (json_is_true(json_object_get(o, "task")) && k < kmax) {
+		t = task_slack_of(rt, seed, 1);
+		if (!t) {
+			snprintf(rt->msg, sizeof(rt->msg), "the reference's outputs: out of memory");
+			return -1;
+		}
 		if (k == 0)
-			rt->ntask_slack = 0;
-		rt->task_slack[k] = *slack;
-		rt->ntask_slack = k + 1;
+			t->n = 0;
+		t->v[k] = *slack;
+		t->n = k + 1;
 	}
 	return 0;
 }

@@ -174,6 +174,7 @@ struct atb_protocol {
 		struct {
 			int has;
 			double factor;
+			double max_relative;  /* no allowance past this x max|float64| */
 		} reference_precision;
 	} correctness;
 

@@ -229,6 +229,7 @@ struct atb_runner_job {
 	 * x the largest difference between the reference's output and the same
 	 * output computed in float64 */
 	double ref_precision_factor;
+	double ref_precision_max_rel;  /* .max_relative (0 with factor 0) */
 	int time_if_incorrect;         /* time even when correctness failed */
 	int skip_timing;               /* correctness only */
 	int skip_correctness;          /* timing only (the torch baseline-alone runner) */

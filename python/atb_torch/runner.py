@@ -17,7 +17,6 @@ tolerance rule every backend uses (runner/check.c).
 Does not: time anything, print anything the harness reads (fd 1 is stderr
 here), or write bytecode next to the task (the surface gate would see it).
 """
-import copy
 import gc
 import hashlib
 import importlib.util
@@ -207,6 +206,8 @@ class Session:
             if cls is None:
                 raise Failure("no_symbol", "no class '%s' in arm '%s' ('%s')" % (
                     cls_name, a["name"], path))
+            if i == self.reference:
+                self.ref_cls = cls  # PROTO: correctness.reference_precision (watched)
             # PROTO: the same seeded initialisation for every arm
             torch.manual_seed(self.init_seed)
             with ph("models"):
@@ -698,14 +699,14 @@ class Session:
         if skip is not None:
             return skip
         c = self.cur
-        twin = self.precise_twin(c["xs"], c["ref_out"])
+        twin = self.precise_twin(c["xs"], c["ref_out"], c["rng"])
         res = {"refs": self.own_copies(c["ref_out"], c["ref_host"], twin,
-                                       "keep" if dist == -1 else None)}
+                                       "keep" if dist == -1 else None, seed)}
         if self.rp_why is not None:
             res["twin_unavailable"] = self.rp_why
         return res
 
-    def own_copies(self, ref_out, ref_host, twin=None, task=None):
+    def own_copies(self, ref_out, ref_host, twin=None, task=None, seed=None):
         """The entries the C side copies into its own memory (ref_store) for
         the reference's outputs ref_out, one slot per tensor output
         (ref_host["slot"] + k), recorded in ref_host["copies"] so that pairs()
@@ -713,8 +714,8 @@ class Session:
         reference's tensor outputs computed in float64 (precise_twin), handed
         beside each floating output ("twin") for the C side's allowance (PROTO:
         correctness.reference_precision); task "keep": the set drawn from the
-        task's own generator, whose allowance the seed's timed checks take
-        ("take": theirs)."""
+        task's own generator, whose allowance the timed checks of seed take
+        ("take": theirs, seed the timing seed)."""
         refs = []
         ref_host["copies"] = []
         twins = twin or []
@@ -742,11 +743,17 @@ class Session:
                 if th is None and not on_dev:
                     th, _ = self.host(t)
                 if th is not None:
-                    e["twin"] = {"ptr": th.data_ptr(), "on_device": on_dev}
+                    # its largest magnitude (PROTO: .max_relative); NaN -> none
+                    lo, hi = self.torch.aminmax(t.detach().reshape(-1)) \
+                        if t.numel() else (t.new_zeros(()), t.new_zeros(()))
+                    mx = max(-float(lo), float(hi))
+                    e["twin"] = {"ptr": th.data_ptr(), "on_device": on_dev,
+                                 "max_abs": mx if mx == mx and mx != float("inf") else None}
             if task == "keep":
-                e["task"] = True  # the seed's timed checks take its allowance
+                # the seed's timed checks take its allowance
+                e["task"], e["seed"] = True, int(seed)
             elif task == "take":
-                e["slack"] = "task"
+                e["slack"], e["seed"] = "task", int(seed)
             refs.append(e)
         if self.pending:
             with self.ph("host_copy"):
@@ -755,24 +762,64 @@ class Session:
         ref_host["owned"] = True
         return refs
 
-    def precise_twin(self, xs, ref_out):
+    def rng_state(self):
+        """The global generators' state (CPU, and the job's cuda device):
+        taken right before a reference call whose float64 twin must draw
+        the same random numbers (dropout in training mode)."""
+        torch = self.torch
+        return (torch.get_rng_state(), torch.cuda.get_rng_state(self.device)
+                if self.device.type == "cuda" else None)
+
+    def ref64(self):
+        """The reference model in float64, made afresh from the reference's
+        class (kept before any candidate code was imported, and watched)
+        with the task's init inputs, its parameters and buffers then copied
+        from the reference itself (watched too) and its training flags set
+        as the reference's.  No object outlives the call: nothing the
+        candidate could find and change between two sets (an attribute, a
+        hook, a weight), and no copy machinery of Python's (copy.deepcopy,
+        Parameter.__deepcopy__: candidate code, a reviewer showed) runs."""
+        torch = self.torch
+        ref = self.models[self.reference]
+        if not isinstance(ref, torch.nn.Module):
+            raise TypeError("the reference is not a torch.nn.Module")
+        m = self.ref_cls(*self.init_inputs).to(self.device).double()
+        mine = dict(m.named_parameters())
+        mine.update(m.named_buffers())
+        theirs = list(ref.named_parameters()) + list(ref.named_buffers())
+        if len(theirs) != len(mine):
+            raise ValueError("%d parameters and buffers in float64, %d in the reference"
+                             % (len(mine), len(theirs)))
+        for name, t in theirs:
+            d = mine.get(name)
+            if d is None or tuple(d.shape) != tuple(t.shape):
+                raise ValueError("the reference's '%s' has no float64 counterpart" % name)
+            d.data.copy_(t.detach())
+        for a, b in zip(m.modules(), ref.modules()):
+            a.training = b.training
+        return m
+
+    def precise_twin(self, xs, ref_out, rng):
         """PROTO: correctness.reference_precision (version 14 on) -- the
-        reference computed again in float64: a deep copy of the reference
-        model in float64, on float64 copies of the pristine inputs xs (the
-        other inputs cloned), with float64 the default dtype while it runs;
-        its outputs rounded to the reference's dtypes.  A list beside the
-        reference's tensor outputs (None for one that is not floating), or
-        None: no rule, no floating output, the float64 run failed (out of
-        memory: no allowance for the rest of the runner, rp_why says why), or
-        the runner's first set matched the reference bit for bit (nothing it
-        computes rounds: not run again).  The C side (ref_store) measures
-        how far the reference is from it, output by output, and allows the
-        protocol's factor times that on top of the dtype's tolerance: the
-        reference's own error, where TF32 (cuDNN's convolutions by PyTorch's
-        default) or a long sum's rounding makes it large, is not held
-        against a candidate that is as precise or more.  No candidate code
-        runs in between; its cost is one float64 run of the reference per
-        compared set."""
+        reference computed again in float64 (ref64), on float64 copies of
+        the pristine inputs xs (the other inputs cloned), with float64 the
+        default dtype and the global generators where they were before the
+        reference's own call (rng: a dropout draws the same mask), the
+        collector off; its outputs rounded to the reference's dtypes.  A
+        list beside the reference's tensor outputs (None for one that is
+        not floating), or None: no rule, no floating output, the float64
+        run not possible (an error: no allowance for the rest of the
+        runner; out of device memory, or too little free to start: none for
+        this set), or the runner's first set matched the reference bit for
+        bit (nothing it computes rounds: not run again); rp_why says why.
+        The C side (ref_store) measures how far the reference is from it,
+        output by output, and allows the protocol's factor times that on
+        top of the dtype's tolerance: the reference's own error, where TF32
+        (cuDNN's convolutions by PyTorch's default) or a long sum's rounding
+        makes it large, is not held against a candidate that is as precise
+        or more.  Only trusted code runs (the task's own class, torch's
+        functions, both watched); its cost is one float64 run of the
+        reference per compared set."""
         torch = self.torch
         if self.rp_factor is None or self.rp_state is False:
             return None
@@ -784,7 +831,7 @@ class Session:
             # a temporary each and their rounded copies: run only where the
             # card has that free (counting PyTorch's cached free blocks), so
             # that a large task is not pushed out of memory here (38_L1Norm:
-            # 8 GiB an input and an output)
+            # 8 GiB an input and an output); this set only
             def nbytes(ts):
                 return sum(t.numel() * t.element_size() for t in ts
                            if torch.is_tensor(t) and t.is_floating_point())
@@ -793,17 +840,25 @@ class Session:
             avail = free + torch.cuda.memory_reserved(self.device) - \
                 torch.cuda.memory_allocated(self.device)
             if need > avail:
-                self.rp_state = False
-                self.rp_why = ("the reference in float64 not run: about %.1f GiB needed, "
-                               "%.1f GiB free on the device" % (need / 2**30, avail / 2**30))
+                self.rp_why = ("the reference in float64 not run on a set: about %.1f GiB "
+                               "needed, %.1f GiB free on the device"
+                               % (need / 2**30, avail / 2**30))
                 return None
         dd = torch.get_default_dtype()
+        gc_was = gc.isenabled()
+        devices = [self.device] if self.device.type == "cuda" else []
         try:
-            with self.ph("reference_fp64"):
-                m = copy.deepcopy(self.models[self.reference]).double()
-                xin = [x.detach().to(torch.float64) if torch.is_tensor(x) and
+            gc.disable()
+            with self.ph("reference_fp64"), torch.random.fork_rng(devices=devices):
+                m = self.ref64()
+                # a copy of every input, also one already in float64 (the
+                # reference may write its inputs; xs is every arm's source)
+                xin = [x.detach().to(torch.float64, copy=True) if torch.is_tensor(x) and
                        x.is_floating_point() else (x.clone() if torch.is_tensor(x) else x)
                        for x in xs]
+                torch.set_rng_state(rng[0])
+                if rng[1] is not None:
+                    torch.cuda.set_rng_state(rng[1], self.device)
                 torch.set_default_dtype(torch.float64)
                 try:
                     out = m(*xin)
@@ -819,6 +874,13 @@ class Session:
                          for r, g in zip(refs, got)]
                 del out, got
                 self.sync()
+        except (getattr(torch, "OutOfMemoryError", None) or
+                torch.cuda.OutOfMemoryError) as e:
+            # this set only: another may fit (fewer tensors alive)
+            msg = str(e).strip()
+            self.rp_why = "the reference in float64 ran out of memory on a set: %s" % (
+                msg.splitlines()[0][:200] if msg else "")
+            return None
         except Exception as e:
             # no allowance from here on: the dtype's tolerance alone, as
             # under version 13
@@ -827,6 +889,9 @@ class Session:
             self.rp_why = "the reference in float64 failed: %s%s" % (
                 type(e).__name__, ": " + msg.splitlines()[0][:200] if msg else "")
             return None
+        finally:
+            if gc_was:
+                gc.enable()
         if self.rp_state is None:
             same = all(t is None or torch.equal(self.bytes_of(t), self.bytes_of(r))
                        for t, r in zip(twins, refs))
@@ -858,6 +923,7 @@ class Session:
                     self.watch.inputs_set(None)
             xs = self.gen(seed, dist, STREAM_CHECK)
             ref_in = self.clone(xs)
+            rng = self.rng_state()  # PROTO: correctness.reference_precision
             ref_out, error = self.run(self.reference, ref_in)
             if error is not None:
                 raise Failure("reference_failed", "the reference failed on input set %s: %s"
@@ -885,7 +951,7 @@ class Session:
             if not aliased:
                 self.wipe(ref_in)
                 ref_in = None
-            self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out,
+            self.cur = {"key": key, "xs": xs, "ref_in": ref_in, "ref_out": ref_out, "rng": rng,
                         "aliased": aliased, "ref_host": {"slot": "ref", "copies": []}}
         return None
 
@@ -970,11 +1036,12 @@ class Session:
             # would outlive the check by the seed's other sets, one input
             # set more on the card)
             self.bases.pop((seed, STREAM_REUSE), None)
+            rng = self.rng_state()  # PROTO: correctness.reference_precision
             ref_b, error = self.run(self.reference, self.clone(in_b))
             if error is not None:
                 raise Failure("reference_failed",
                               "the reference failed on result-reuse inputs: %s" % error)
-            twin = self.precise_twin(in_b, ref_b)
+            twin = self.precise_twin(in_b, ref_b, rng)
             r = {"arm": arm, "in_b": in_b, "ref_b": ref_b, "a_buf": self.clone(c["xs"]),
                  "ref_b_host": {"slot": "refb", "copies": []}, "next": 0}
             c["reuse"] = r
@@ -1212,7 +1279,8 @@ class Session:
         # PROTO: correctness.reference_precision -- the seed's allowance from
         # its set drawn from the task's own generator (no rerun inside a
         # timed group)
-        return {"refs": self.own_copies(out, t["ref_host"], None, "take")}
+        return {"refs": self.own_copies(out, t["ref_host"], None, "take",
+                                        self.timing_seed)}
 
     def timed_ref(self, rnd, out):
         with self.ph("timed_checks"):

@@ -266,7 +266,10 @@ class Watch:
         classes = [("torch.Tensor", torch.Tensor), ("torch._C.TensorBase",
                    getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase")),
                    ("torch._C._VariableFunctions", type(torch._C._VariableFunctions)),
-                   ("torch.nn.Module", nn.Module)]
+                   ("torch.nn.Module", nn.Module),
+                   # a Parameter's own methods run in every reference call
+                   # that reads a weight (and in its float64 twin's making)
+                   ("torch.nn.Parameter", nn.Parameter)]
         if device.type == "cuda":
             classes += [("torch.cuda.Stream", torch.cuda.Stream),
                         ("torch.cuda.Event", torch.cuda.Event)]
@@ -322,7 +325,7 @@ class Watch:
         # more after its construction (fix_session); timing inputs per seed
         self.fixed = {}
         self.fix_session(("reference", "arms", "dists", "task", "device", "stream",
-                          "init_seed", "init_inputs", "torch", "ph"))
+                          "init_seed", "init_inputs", "torch", "ph", "ref_cls"))
         self.inputs = None
 
     def _space(self, label, obj, strict, cls=False):

@@ -258,6 +258,8 @@ static enum atb_status ref_precision_after(struct vctx *c, struct fy_node *map, 
 /* PROTO: correctness.reference_precision (version 14 on) */
 static const struct field ref_precision_fields[] = {
 	REAL("factor", correctness.reference_precision.factor, POS),
+	REAL("max_relative", correctness.reference_precision.max_relative,
+	     (R_LO | R_LO_OPEN | R_HI), 0, 1),
 	END,
 };
 

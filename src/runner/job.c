@@ -509,6 +509,11 @@ static enum atb_status parse_correctness(const json_t *o, struct atb_runner_job 
 			return bad(err, "correctness.reference_precision.factor",
 				   "bad '%s': expected a finite number > 0",
 				   "correctness.reference_precision.factor");
+		if (get_real(t, "max_relative", "", 1, &j->ref_precision_max_rel) ||
+		    !(j->ref_precision_max_rel > 0) || !(j->ref_precision_max_rel <= 1))
+			return bad(err, "correctness.reference_precision.max_relative",
+				   "bad '%s': expected a number in (0, 1]",
+				   "correctness.reference_precision.max_relative");
 	}
 	t = json_object_get(o, "tolerances");
 	if (t) {
@@ -1073,8 +1078,10 @@ enum atb_status atb_runner_job_set_protocol(json_t *job, const struct atb_protoc
 		/* PROTO: correctness.reference_precision (version 14 on) */
 		if (p->correctness.reference_precision.has)
 			bad_ |= set_new(c, "reference_precision",
-					json_pack("{s:f}", "factor",
-						  p->correctness.reference_precision.factor));
+					json_pack("{s:f, s:f}", "factor",
+						  p->correctness.reference_precision.factor,
+						  "max_relative",
+						  p->correctness.reference_precision.max_relative));
 		for (i = 0; !bad_ && i < p->correctness.ntolerances; i++) {
 			const struct atb_tolerance *x = &p->correctness.tolerances[i];
 			json_t *e = json_object();

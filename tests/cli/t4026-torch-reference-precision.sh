@@ -32,7 +32,7 @@ print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
                   "path": [p for p in sys.path if p]}))' >python.json ||
 	skip_all "cannot ask '$PY' about itself"
 
-RP='.correctness.reference_precision={"factor":4}'
+RP='.correctness.reference_precision={"factor":4,"max_relative":0.0078125}'
 
 # run OUT TASK CANDIDATE [FILTER]: the relu01 job's settings with that task
 # and candidate (correctness only unless FILTER says), events in OUT.ev.
@@ -122,6 +122,46 @@ test_expect "a reference that rounds nothing (relu01): matched bit for bit, no a
 		.differed==0 and .largest_allowance==0" relu.ev >/dev/null &&
 	jq -se "[.[]|select(.event==\"correctness\")|.buffers[]|has(\"reference_allowance\")]|
 		any|not" relu.ev >/dev/null
+'
+
+# A reviewer's attacks and honest cases (session 29), each passed or refused
+# wrongly by the first form of the rule.
+test_expect "attack: copy.deepcopy replaced at the import (it made the twin): bfloat16 refused" '
+	run dcbf longsum deepcopy_bf16 "$RP" && [ "$(failures dcbf.ev)" -ge 4 ] &&
+	! jq -e "select(.event==\"tamper\")" dcbf.ev >/dev/null
+'
+
+test_expect "attack: torch.nn.Parameter.__deepcopy__ replaced at the import: tamper" '
+	run pdc linear param_deepcopy "$RP" &&
+	jq -se "(map(select(.event==\"tamper\"))[0].changes[0].what |
+		test(\"Parameter.__deepcopy__\")) and
+		(map(select(.event==\"error\"))[0].reason==\"tamper\")" pdc.ev >/dev/null ||
+	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" pdc.ev; false; }
+'
+
+# (An honest copy of a reference that draws random numbers is not matched
+# either way: each arm draws from the generator where the call before it
+# left it; docs/torch.md, Known limits.)
+test_expect "dropout in the reference: the float64 twin draws the same mask, junk is refused" '
+	run dnod dropout nodrop "$RP" && [ "$(failures dnod.ev)" -ge 4 ] &&
+	jq -se "map(select(.event==\"done\"))[0].reference_precision.largest_allowance < 1e-3" \
+		dnod.ev >/dev/null
+'
+
+test_expect "a float64 input the reference writes: the twin writes its own copy (honest passes)" '
+	run inpl f64inplace outofplace "$RP" && [ "$(cat inpl.rc)" = 0 ] &&
+	[ "$(failures inpl.ev)" = 0 ]
+'
+
+test_expect "max_relative: a float64 run off by a jump gives no allowance (copy passes, off by 0.5 refused)" '
+	run jcopy f64jump copy "$RP" && [ "$(failures jcopy.ev)" = 0 ] &&
+	run joff f64jump off "$RP" && [ "$(failures joff.ev)" -ge 4 ] &&
+	jq -se "map(select(.event==\"done\"))[0].reference_precision |
+		.unbounded>0 and .largest_allowance==0" joff.ev >/dev/null
+'
+
+test_expect "17 tensor outputs: every reference copy has a slot (honest copy passes)" '
+	run many many copy "$RP" && [ "$(failures many.ev)" = 0 ]
 '
 
 test_expect "a reference that cannot run in float64: no allowance, the reason said, the job goes on" '

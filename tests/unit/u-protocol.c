@@ -214,10 +214,11 @@ Test(protocol, shipped_lock_matches_shipped_files)
 	cr_assert_eq(p->version, 14);
 	cr_assert_str_eq(p->digest, digest);
 	cr_assert_str_eq(p->digest,
-			 "b9c7f8eaca0762c8ae225c45a20b228c1111e4aa930c242e41186ad0a977f5cb");
+			 "cfa8887c47090287e2a93494610c41f3360406406438b20fff3b2d1046292e0e");
 	/* version 14's key, as frozen (PROTO: correctness.reference_precision) */
 	cr_expect(p->correctness.reference_precision.has);
 	cr_expect_float_eq(p->correctness.reference_precision.factor, 4.0, 1e-15);
+	cr_expect_float_eq(p->correctness.reference_precision.max_relative, 0.0078125, 1e-15);
 	/* version 13's keys, as frozen (PROTO: timing.round_trip) */
 	cr_expect(p->timing.has_round_trip);
 	cr_expect_eq(p->timing.round_trip_every, 1);
@@ -843,8 +844,15 @@ Test(protocol, reference_precision_is_required_from_version_14, .fini = remove_h
 	static const struct {
 		const char *from, *to, *field, *msg;
 	} bad[] = {
-		{"  reference_precision:\n    factor: 4.0\n", "", "correctness.reference_precision",
+		{"  reference_precision:\n    factor: 4.0\n    max_relative: 0.0078125    # 2^-7\n",
+		 "", "correctness.reference_precision",
 		 "missing field 'reference_precision' (required from version 14)"},
+		{"    max_relative: 0.0078125    # 2^-7\n", "",
+		 "correctness.reference_precision.max_relative", NULL},
+		{"max_relative: 0.0078125", "max_relative: 0", "correctness.reference_precision.max_relative",
+		 NULL},
+		{"max_relative: 0.0078125", "max_relative: 1.5",
+		 "correctness.reference_precision.max_relative", NULL},
 		{"    factor: 4.0\n", "    factor: 0\n", "correctness.reference_precision.factor",
 		 NULL},
 		{"    factor: 4.0\n", "    factor: -2\n", "correctness.reference_precision.factor",

@@ -237,10 +237,17 @@ Test(runner, job_refusals_name_the_field)
 	expect_refused("timing.placement", json_string("random"), ATB_ERR_SCHEMA,
 		       "timing.placement");
 	/* PROTO: correctness.reference_precision -- a factor > 0, finite */
-	expect_refused("correctness.reference_precision", json_pack("{s:f}", "factor", 0.0),
+	expect_refused("correctness.reference_precision",
+		       json_pack("{s:f, s:f}", "factor", 0.0, "max_relative", 0.01),
 		       ATB_ERR_SCHEMA, "correctness.reference_precision.factor");
-	expect_refused("correctness.reference_precision", json_pack("{s:s}", "factor", "4"),
+	expect_refused("correctness.reference_precision",
+		       json_pack("{s:s, s:f}", "factor", "4", "max_relative", 0.01),
 		       ATB_ERR_SCHEMA, "correctness.reference_precision.factor");
+	expect_refused("correctness.reference_precision", json_pack("{s:f}", "factor", 4.0),
+		       ATB_ERR_SCHEMA, "correctness.reference_precision.max_relative");
+	expect_refused("correctness.reference_precision",
+		       json_pack("{s:f, s:f}", "factor", 4.0, "max_relative", 2.0),
+		       ATB_ERR_SCHEMA, "correctness.reference_precision.max_relative");
 	expect_refused("correctness.reference_precision", json_integer(4), ATB_ERR_SCHEMA,
 		       "correctness.reference_precision");
 	expect_refused("timing.placement_key", json_string("00112233"), ATB_ERR_SCHEMA,
@@ -343,6 +350,7 @@ Test(runner, job_sections_from_a_protocol)
 	p.correctness.input_sets_per_seed = 3;
 	p.correctness.reference_precision.has = 1;
 	p.correctness.reference_precision.factor = 4;
+	p.correctness.reference_precision.max_relative = 0.0078125;
 
 	cr_assert_eq(atb_runner_job_set_protocol(o, &p, 8u << 20, &e), ATB_OK);
 	text = json_dumps(o, JSON_COMPACT);
@@ -367,6 +375,7 @@ Test(runner, job_sections_from_a_protocol)
 	cr_assert_eq(j->input_sets_per_seed, 3);
 	/* PROTO: correctness.reference_precision (version 14 on) */
 	cr_assert_float_eq(j->ref_precision_factor, 4.0, 1e-15);
+	cr_assert_float_eq(j->ref_precision_max_rel, 0.0078125, 1e-15);
 	atb_runner_job_free(j);
 }
 
