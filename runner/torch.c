@@ -1679,24 +1679,38 @@ struct timing_ctx {
 /*
  * One timed call: Session.call(arm), prepared; on cuda it only launches.
  * Its output is dropped here, inside the window, as it always was; with
- * timed checks the arm's previous output is dropped instead and this one
- * kept for the checks: still one output released per call, on every round.
+ * timed checks this one is kept for the checks and the arm's previous
+ * output dropped instead, inside the window too, right before the call:
+ * still one output released per call, on every round, as in the
+ * baseline-alone runner (no checks), and the call's own output may take
+ * the block its previous one held there too.  Dropped after the call (as
+ * until session 29), one output per arm was alive while every arm ran:
+ * on KernelBench 38_L1Norm (8 GiB an output) a copy's timed call ran an
+ * 80 GB H100 out of memory (56 GiB allocated by PyTorch).  Dropped
+ * between rounds, outside the windows, the paired runner's baseline read
+ * up to 1.39x its time alone on the CPU (relu01, t4010): no free in its
+ * windows, one in the alone runner's.
  */
 static int timed_call(void *ctx, size_t arm)
 {
 	struct timing_ctx *t = ctx;
-	void *r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]), *old = r;
+	void *r, *old = NULL;
 
+	if (t->keep) {
+		old = t->held[arm];
+		t->held[arm] = NULL;
+		if (old)
+			py.Py_DecRef(old);
+	}
+	r = py.PyObject_CallObject(t->rt->call, t->rt->arm_args[t->map[arm]]);
 	if (!r) {
 		py.PyErr_Print();
 		return 1;
 	}
-	if (t->keep) {
-		old = t->held[arm];
+	if (t->keep)
 		t->held[arm] = r;
-	}
-	if (old)
-		py.Py_DecRef(old);
+	else
+		py.Py_DecRef(r);
 	return 0;
 }
 
@@ -1903,26 +1917,11 @@ static int torch_timed_after(void *ctx, int round)
 	struct torch_timed *x = ctx;
 	int64_t t0 = atbi_monotonic_ns(), c0 = x->rt->compare_ns;
 	int rc = 0;
-	size_t g;
 
 	if (x->t.ref < x->np && runner_timed_plan_is_check(&x->t.plan, round)) {
 		rc = torch_timed_check(x, round);
 		/* the compare inside is in hooks_ns, not in compare (counted once) */
 		x->rt->compare_ns = c0;
-	}
-	/* The round's outputs are dead once it is checked (or not): released
-	   here, between rounds, not at each arm's next call.  Held to the next
-	   call, one output per arm was alive while every other arm ran: on
-	   KernelBench 38_L1Norm (8 GiB an output) a copy's timed call ran an
-	   80 GB H100 out of memory (56 GiB allocated by PyTorch: two arms'
-	   inputs, the master copy, two held outputs, the call's own output and
-	   temporary).  Now only the outputs of the arms before it in the round
-	   are alive while an arm runs, and timed_call releases nothing inside a
-	   window while outputs are kept. */
-	for (g = 0; g < x->np; g++) {
-		if (x->tc->held[g])
-			py.Py_DecRef(x->tc->held[g]);
-		x->tc->held[g] = NULL;
 	}
 	x->rt->hooks_ns += atbi_monotonic_ns() - t0;
 	return rc;
