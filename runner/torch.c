@@ -1049,20 +1049,8 @@ static double slot_slack(const struct trt *rt, const char *name)
 	return i == SIZE_MAX ? 0 : rt->refs[i].slack;
 }
 
-/*
- * PROTO: correctness.reference_precision (version 14 on) -- the allowance
- * for the reference's own precision of output k (entry o of ref_store, its
- * copy at ref: device or host, n elements of dt): "ptr" (copied, what
- * every arm is compared with) is the reference's output, o's "twin" the
- * same output computed in float64 and rounded to dt (Session.precise_twin);
- * the allowance is the protocol's factor times the largest |difference|
- * between the two: how far the reference itself is from the float64 result
- * (TF32 in cuDNN's convolutions, a long sum's rounding).  A NaN in one run and not the
- * other, or an infinite difference: none (the dtype's tolerance alone).
- * o's "task" (the set drawn from the task's own generator) keeps it for the
- * seed's timed checks, whose references (o's "slack": "task") take it.
- * 0, or -1 (the message in rt->msg).
- */
+/* The allowances kept for seed's timed checks; made when make (NULL: out of
+ * memory, or none kept for seed). */
 static struct task_slack *task_slack_of(struct trt *rt, uint64_t seed, int make)
 {
 	struct task_slack *t;
@@ -1083,6 +1071,22 @@ static struct task_slack *task_slack_of(struct trt *rt, uint64_t seed, int make)
 	return t;
 }
 
+/*
+ * PROTO: correctness.reference_precision (version 14 on) -- the allowance
+ * for the reference's own precision of output k (entry o of ref_store, its
+ * copy at ref: device or host, n elements of dt): "ptr" (copied, what
+ * every arm is compared with) is the reference's output, o's "twin" the
+ * same output computed in float64 and rounded to dt (Session.precise_twin);
+ * the allowance is the protocol's factor times the largest |difference|
+ * between the two: how far the reference itself is from the float64 result
+ * (TF32 in cuDNN's convolutions, a long sum's rounding).  None (the dtype's
+ * tolerance alone) where a NaN is in one and not the other, or where the
+ * difference is infinite or over max_relative x the float64 result's
+ * largest magnitude (o's twin "max_abs").
+ * o's "task" (the set drawn from the task's own generator) keeps it for the
+ * seed's timed checks, whose references (o's "slack": "task") take it.
+ * 0, or -1 (the message in rt->msg).
+ */
 static int ref_allowance(struct trt *rt, const json_t *o, size_t k, enum atb_dtype dt, size_t n,
 			 const void *ref_h, uint64_t ref_d, double *slack)
 {
@@ -2685,6 +2689,7 @@ int runner_torch_run(const char *text, size_t len)
 	json_decref(rt->compile_failed);
 	json_decref(rt->raw);
 	atb_runner_job_free(job);
+	atb_free(rt->ts);
 	atb_free(rt);
 	return rc;
 }
