@@ -166,6 +166,20 @@ need_torch_cpu() {
 		skip_all "no python with torch at '$PY' (scripts/install-torch.sh installs one)"
 }
 
+# python_json FILE: into FILE, what atb_task_load_kernelbench asks $PY about
+# itself (its libpython, home and sys.path) as the torch runner's job JSON
+# wants it under "torch": {"python": ...}; skip_all where $PY cannot say.
+python_json() {
+	"$PY" -c '
+import sys, os, sysconfig, json
+v = sysconfig.get_config_var
+lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
+       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
+print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
+                  "path": [p for p in sys.path if p]}))' >"$1" ||
+		skip_all "cannot ask '$PY' about itself"
+}
+
 # sql DB QUERY: QUERY's rows on the store DB as the sqlite3 shell prints
 # them in its default list mode (columns joined by '|', NULL as nothing,
 # one row a line; several statements run in turn), waiting up to 10 s for

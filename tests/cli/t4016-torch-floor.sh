@@ -26,14 +26,7 @@ need_torch_cpu "$RUNNER"
 export ATB_PYTHON=$PY ATB_TORCH_DEVICE=cpu
 export ATB_DB=$TRASH/atb.db
 
-"$PY" -c '
-import sys, os, sysconfig, json
-v = sysconfig.get_config_var
-lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
-       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
-print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
-                  "path": [p for p in sys.path if p]}))' >python.json ||
-	skip_all "cannot ask '$PY' about itself"
+python_json python.json
 
 # run TASK CANDIDATE: the relu01 job shape on TASK with CANDIDATE, timed.
 run() {

@@ -22,14 +22,7 @@ FIX=$ATB_SOURCE_DIR/tests/fixtures/torch
 need_torch_cpu "$RUNNER"
 command -v jq >/dev/null || skip_all "jq not installed"
 
-"$PY" -c '
-import sys, os, sysconfig, json
-v = sysconfig.get_config_var
-lib = [os.path.join(d, n) for n in (v("INSTSONAME"), v("LDLIBRARY")) if n and ".so" in n
-       for d in (v("LIBDIR") or "", os.path.join(sys.base_prefix, "lib")) if os.path.exists(os.path.join(d, n))]
-print(json.dumps({"library": lib[0] if lib else "", "home": sys.base_prefix,
-                  "path": [p for p in sys.path if p]}))' >python.json ||
-	skip_all "cannot ask '$PY' about itself"
+python_json python.json
 
 # run CANDIDATE [TASK]: the relu01 job on TASK (relu01) with that candidate
 # (TASK/CANDIDATE), timed; events in CANDIDATE.ev (TASK.CANDIDATE.ev for
