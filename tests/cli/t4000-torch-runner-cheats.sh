@@ -98,11 +98,15 @@ test_expect "result reuse through the allocator: empty_like after the reference 
 	! cut -f2 f | grep -q true
 '
 
+# The check may run on a tiny_magnitude set (when an earlier set of the seed
+# failed: the cache hit an address the allocator handed out again), whose
+# stale answer is off by ~1e-3 only: any element off is the finding (CI saw
+# 0.000999 against an old "> 0.01" here).
 test_expect "result reuse: a cache keyed on the input address fails same_buffers_new_inputs" '
 	run cache && facts cache.ev >f &&
 	grep -q "^task	true		same_buffers_new_inputs	" f &&
 	jq -se "[.[]|select(.event==\"correctness\" and .gates.result_reuse.checked)|
-		.gates.result_reuse.failed_step_error|.bad_count > 0 and .max_abs_err > 0.01]|
+		.gates.result_reuse.failed_step_error|.bad_count > 0 and .max_abs_err > 0]|
 		length > 0 and all" cache.ev >/dev/null
 '
 
