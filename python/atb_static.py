@@ -216,7 +216,16 @@ def module_root(name):
 def hidden_code_findings(tree):
     """dynamic_code and reflection findings: (kind, line, detail)."""
     out = []
-    sys_names = set()   # names bound to the sys module (import sys [as s])
+    # names bound to the sys module (import sys [as s]), wherever the import
+    # is (a function's import is deeper in the walk than a use elsewhere)
+    sys_names = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.Import) for a in n.names if module_root(a.name) == "sys"}
+    # the sys module may only be read as sys.NAME: taken as a value (an
+    # alias, a list, an argument) its attributes are out of the rule below's
+    # sight ([sys][0].modules["gc"] reached the runner's Session through the
+    # collector, past this checker: review of session 30)
+    sys_reads = {id(n.value) for n in ast.walk(tree)
+                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 1)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -239,10 +248,6 @@ def hidden_code_findings(tree):
                         for a in node.names:
                             if a.name in SYS_REFLECTION or a.name == "*":
                                 out.append(("reflection", line, "imports sys.%s" % a.name))
-                    else:
-                        for a in node.names:
-                            if module_root(a.name) == "sys":
-                                sys_names.add((a.asname or a.name).split(".")[0])
                 elif root in REFLECTION_MODULES:
                     out.append(("reflection", line, "imports %s, which reaches objects the "
                                 "candidate did not make" % mod))
@@ -262,6 +267,9 @@ def hidden_code_findings(tree):
                 out.append(("reflection", line, "uses %s" % node.id))
             elif node.id in ATTR_BUILTINS and not isinstance(node.ctx, ast.Load):
                 out.append(("reflection", line, "rebinds %s" % node.id))
+            elif node.id in sys_names and id(node) not in sys_reads:
+                out.append(("reflection", line, "uses the module sys as a value (only "
+                            "sys.NAME is read)"))
         elif isinstance(node, ast.Attribute):
             if node.attr in REFLECTION_ATTRS:
                 out.append(("reflection", line, "reads the attribute %s" % node.attr))
@@ -286,13 +294,22 @@ def hidden_code_findings(tree):
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                 out.append(("reflection", line, "calls %s with a name that is not a string "
                             "literal" % node.func.id))
-            elif name.value in REFLECTION_ATTRS or name.value == "Model":
+            elif name.value in REFLECTION_ATTRS or name.value == "Model" or \
+                    name.value in REFLECTION_MODULES or name.value in HOOK_MODULES or \
+                    name.value in DYNAMIC_MODULES or name.value in SYS_REFLECTION:
                 out.append(("reflection", line, "calls %s(..., %r)" % (node.func.id,
                                                                       name.value)))
             elif node.func.id in ("setattr", "delattr") and node.args and \
                     root_name(node.args[0]) in TORCH_ROOTS:
                 out.append(("reflection", line, "calls %s on %s: it patches what the "
                             "reference runs on" % (node.func.id, root_name(node.args[0]))))
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
+                isinstance(node.slice.value, str) and \
+                module_root(node.slice.value) in (REFLECTION_MODULES | HOOK_MODULES |
+                                                 DYNAMIC_MODULES):
+            # x["gc"]: a module looked up by its name in some table of
+            # modules (sys.modules however it was reached)
+            out.append(("reflection", line, "looks up %r by name" % node.slice.value))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             for tok in CXX_INTO_PYTHON:
                 if tok in node.value:

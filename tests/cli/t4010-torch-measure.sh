@@ -49,13 +49,19 @@ test_expect "a bad --device is refused (exit 2)" '
 '
 
 # A copy's 95% interval misses 1 one time in 20 by design, and the box can
-# refuse a try (baseline_drift, noise: the CPU torch baseline read 0.88x
-# beside / alone under ctest -j2 with other torch tests): expect_verdict
-# gives such a try an independent successor (lib.sh); a bias fails them all.
+# refuse a try (baseline_drift, noise): expect_verdict gives such a try an
+# independent successor (lib.sh); a bias fails them all.  The task is
+# relu_spin (ReLU, then a 1 ms wait on Python's clock), not relu01: a
+# call of relu01 is 60-100 us of CPU torch, whose per-seed medians varied
+# by 20-38% on a loaded 2-core box (all 3 tries refused noise, correctly,
+# in a clean clone's make test, session 30): what is tested here is that a
+# copy is admitted at 1 where the box can judge, not that this box can
+# judge 60 us.  A wait until a deadline keeps its calls' length when the
+# thread is switched out inside it.
 test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI covering 1" '
 	expect_verdict ".verdict==\"admitted\" and .result_id>0 and .seeds==8 and .ci_low<=1 and
 		.ci_high>=1 and .speedup>0.9 and .speedup<1.1 and .floor_ns==0" \
-		"$ATB" measure --json "$FIX/relu01.py" "$FIX/relu01/honest/model_new.py" &&
+		"$ATB" measure --json "$FIX/relu_spin.py" "$FIX/relu_spin/honest/model_new.py" &&
 	id=$(jq -r .result_id "$TRASH/out") &&
 	sql "$ATB_DB" "SELECT stats FROM result WHERE id = $id" |
 		jq -e ".reference_precision.factor==4 and .reference_precision.largest_allowance==0

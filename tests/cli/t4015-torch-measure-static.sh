@@ -7,7 +7,8 @@
 # sys.modules, __import__, importlib, exec, gc, traceback frames, a star
 # import and globals(), a fullwidth "Ｍodel", __builtins__, a C++ source
 # calling back into Python, a file too deep to parse, setattr on torch,
-# sys reached as os.sys, a signal handler armed on a timer --
+# sys reached as os.sys, a signal handler armed on a timer, sys taken as a
+# value ([sys][0].modules) or reached as getattr(os, "sys") --
 # and the suite's planted ones (subclass, try/except fallback, no ModelNew,
 # syntax error) are refused by `atb measure` at gate static, the reason
 # naming the file, the line and the rule, stored as gate:static with the
@@ -42,10 +43,20 @@ for fx in getattr:reflection:13 sys_modules:reflection:14 import:dynamic_code:8 
 	  importlib:dynamic_code:8 exec:dynamic_code:9 gc:reflection:8 frames:reflection:15 \
 	  star:reflection:9 unicode:fallback_to_reference:8 builtins:reflection:9 \
 	  cxx:dynamic_code:13 deep:unanalysable:1 setattr:reflection:12 os_sys:reflection:14 \
-	  signal:reflection:11; do
+	  signal:reflection:11 sys_alias:reflection:14 getattr_module:reflection:12; do
 	IFS=: read -r c rule line <<<"$fx"
 	test_expect "atb measure refuses static_$c at gate static ($rule, line $line)" '
 		refused "$FIX/relu01.py" "$FIX/relu01/static_'"$c"'/model_new.py" '"$rule $line"'
+	'
+done
+
+# The review of session 30: the runner's Session reached through
+# [sys][0].modules["gc"] (an alias of sys), its init inputs and the
+# reference's scale rewritten (t4070 runs them in a bare runner)
+for c in initlist_bf16:16 refattr_zero:14; do
+	IFS=: read -r c line <<<"$c"
+	test_expect "atb measure refuses scalelin/$c at gate static (reflection, line $line)" '
+		refused "$FIX/scalelin.py" "$FIX/scalelin/'"$c"'/model_new.py" reflection '"$line"'
 	'
 done
 
@@ -69,13 +80,13 @@ done
 
 test_expect "the refusals are in the store as gate:static, the findings in the audit chain" '
 	n=$(sql "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
-	test "$n" = 22 &&
+	test "$n" = 26 &&
 	test "$(sql "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
 	sql "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
 	jq -e ".rule==\"reflection\" and .line==8 and (.file|endswith(\"static_gc/model_new.py\")) and
 		.checker.sandbox != null" gc.detail >/dev/null &&
 	"$ATB" audit show --json >audit.json &&
-	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 22 &&
+	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 26 &&
 	"$ATB" db check >/dev/null && "$ATB" audit verify >/dev/null
 '
 
@@ -86,7 +97,8 @@ test_expect "honest candidates have no refusing finding (calls_replaced_op only 
 			{ echo "refused: $c"; exit 1; }
 	done &&
 	for c in relu01/honest relu01/clamp relu01/tamper_hook softmax/copy matmul/copy linear/honest \
-		 relu_floor/honest relu_floor/cache rowsum/honest; do
+		 relu_floor/honest relu_floor/cache rowsum/honest scalelin/honest counter/honest \
+		 relu_spin/honest; do
 		t=${c%%/*}
 		python3 "$ATB_SOURCE_DIR/python/atb_static.py" --reference "$FIX/$t.py" "$FIX/$c/model_new.py" |
 			jq -e "[.findings[].kind | select(. != \"calls_replaced_op\")] | length == 0" >/dev/null ||

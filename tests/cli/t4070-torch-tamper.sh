@@ -77,6 +77,37 @@ test_expect "a write into the reference's BatchNorm weight is still refused, nex
 AT_IMPORT="the import of arm 'candidate'"
 AT_BUILD="the construction of arm 'candidate'"
 GLOBAL_TORCH="the task module's global 'torch' replaced"
+INIT_CHANGED="atb_torch's Session.init_inputs changed (the task's init inputs, from which the float64 reference is built)"
+ATTR_CHANGED="the reference's (the model): its attribute scaling_factor changed"
+
+# The review of session 30: through gc (reached past the static check, t4015)
+# a candidate rewrote what the watch compared by identity only: the task's
+# init inputs in place (the float64 reference, built from them, 0.7% off:
+# a bfloat16 GEMM inside the allowance, admitted) and a plain attribute of
+# the reference (its scale set to 0: a candidate returning zeros matched).
+test_expect "scalelin: the honest copy, timed, no change seen; the bfloat16 GEMM refused correctness" '
+	run honest scalelin && [ "$(cat scalelin.honest.rc)" = 0 ] &&
+	jq -se "(map(select(.event==\"tamper\"))|length==0) and
+		(map(select(.event==\"done\"))[0] | .timing==\"done\" and .correctness_failures==0)" \
+		scalelin.honest.ev >/dev/null &&
+	run bf16 scalelin &&
+	jq -se "map(select(.event==\"done\"))[0].correctness_failures > 0" scalelin.bf16.ev >/dev/null
+'
+
+test_expect "the task's init inputs rewritten in place (Session.init_inputs) are named" '
+	refused initlist_bf16 "$INIT_CHANGED" "" scalelin
+'
+
+test_expect "a plain attribute of the reference set to 0 (its scale) is named" '
+	refused refattr_zero "$ATTR_CHANGED" "" scalelin
+'
+
+test_expect "a reference that sets a plain attribute in its own calls (a counter): the honest copy, timed, no change seen" '
+	run honest counter && [ "$(cat counter.honest.rc)" = 0 ] &&
+	jq -se "(map(select(.event==\"tamper\"))|length==0) and
+		(map(select(.event==\"done\"))[0].timing==\"done\")" counter.honest.ev >/dev/null ||
+	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" counter.honest.ev; false; }
+'
 
 test_expect "a global forward pre-hook that slows the reference is seen at the import" '
 	refused tamper_hook "a global forward pre-hook was registered" "$AT_IMPORT"
