@@ -213,6 +213,23 @@ def module_root(name):
     return (name or "").split(".")[0]
 
 
+# modules that other modules keep under a private name
+MODULE_ALIASES = {"bltns": "builtins"}
+
+
+def module_alias(name):
+    """The reflective, hook or code-running module NAME stands for (gc,
+    _sys -> sys, bltns -> builtins, pickle), or None.  Not "code": an
+    attribute of that name is common and means something else."""
+    root = module_root(name)
+    root = MODULE_ALIASES.get(root, root)
+    for cand in (root, root.lstrip("_")):
+        if cand in REFLECTION_MODULES or cand in HOOK_MODULES or \
+                (cand in DYNAMIC_MODULES and cand not in ("code", "imp")):
+            return cand
+    return None
+
+
 def hidden_code_findings(tree):
     """dynamic_code and reflection findings: (kind, line, detail)."""
     out = []
@@ -273,11 +290,14 @@ def hidden_code_findings(tree):
         elif isinstance(node, ast.Attribute):
             if node.attr in REFLECTION_ATTRS:
                 out.append(("reflection", line, "reads the attribute %s" % node.attr))
-            elif node.attr in REFLECTION_MODULES or node.attr in HOOK_MODULES:
+            elif module_alias(node.attr):
                 # os.sys.setprofile, torch.x.gc.callbacks: the module through
-                # another module that imported it
+                # another module that imported it, under its name or a private
+                # alias (collections._sys, argparse._sys, enum.bltns,
+                # torch.serialization.pickle: session 30's second review)
                 out.append(("reflection", line, "reads the attribute %s (the module %s "
-                            "through another module)" % (node.attr, node.attr)))
+                            "through another module)" % (node.attr,
+                                                         module_alias(node.attr))))
             elif node.attr in DYNAMIC_NAMES and isinstance(node.value, ast.Name) and \
                     node.value.id in ("builtins", "__builtins__"):
                 out.append(("dynamic_code", line, "uses builtins.%s" % node.attr))
@@ -288,6 +308,16 @@ def hidden_code_findings(tree):
                 out.append(("reflection", line, "assigns to %s: it patches what the "
                             "reference runs on" % (ast.unparse(node) if hasattr(ast, "unparse")
                                                    else node.attr)))
+        elif isinstance(node, ast.Call) and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and
+                module_alias(a.value) for a in node.args) and not (
+                isinstance(node.func, ast.Name) and node.func.id in ATTR_BUILTINS):
+            # modules.get("gc"), sys.modules.pop("inspect"): a module looked
+            # up by its name in a table of modules however it was reached
+            name = next(a.value for a in node.args if isinstance(a, ast.Constant) and
+                        isinstance(a.value, str) and module_alias(a.value))
+            out.append(("reflection", line, "passes the name of the module %s" %
+                        module_alias(name)))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ATTR_BUILTINS:
             name = node.args[1] if len(node.args) > 1 else None
@@ -304,9 +334,7 @@ def hidden_code_findings(tree):
                 out.append(("reflection", line, "calls %s on %s: it patches what the "
                             "reference runs on" % (node.func.id, root_name(node.args[0]))))
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and \
-                isinstance(node.slice.value, str) and \
-                module_root(node.slice.value) in (REFLECTION_MODULES | HOOK_MODULES |
-                                                 DYNAMIC_MODULES):
+                isinstance(node.slice.value, str) and module_alias(node.slice.value):
             # x["gc"]: a module looked up by its name in some table of
             # modules (sys.modules however it was reached)
             out.append(("reflection", line, "looks up %r by name" % node.slice.value))

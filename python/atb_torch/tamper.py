@@ -55,6 +55,7 @@ differs.  Measured in bench/ and docs/internals/torch.md.
 """
 import builtins
 import gc
+import hashlib
 import json
 import math
 import operator
@@ -66,6 +67,9 @@ import types
 from itertools import repeat
 
 _MISSING = object()
+# taken when this module is imported, before any candidate code: the
+# parameters' contents are hashed with it (Watch._contents)
+_sha256 = hashlib.sha256
 _DATA = (bool, int, float, complex, str, bytes, tuple, type(None))
 _code = operator.attrgetter("__code__")
 _defaults = operator.attrgetter("__defaults__")
@@ -98,6 +102,10 @@ def _plain(v, depth=0):
         items = tuple(_plain(x, depth + 1) for x in v)
         if all(x is not _MISSING for x in items):
             return (type(v).__name__, items)
+    if type(v) is dict and depth < 4 and len(v) <= 64 and all(type(k) is str for k in v):
+        items = tuple(sorted((k, _plain(x, depth + 1)) for k, x in v.items()))
+        if all(x is not _MISSING for _, x in items):
+            return ("dict", items)
     return _MISSING
 
 
@@ -335,6 +343,15 @@ class Watch:
         # twin off by 0.7%, a bfloat16 GEMM inside 4 times that; review of
         # session 30)
         self.init_value = _plain(getattr(session, "init_inputs", None))
+        # the protocol's input distributions by value (Session.dists, fixed by
+        # identity, was rewritten in place to draw from [0, 1): the ReLU
+        # identity passed every set; session 30's second review)
+        self.dists_value = _plain(getattr(session, "dists", None))
+        # the bytes of the reference's parameters and buffers (a write through
+        # .data keeps the Parameter's version counter: its weights zeroed
+        # unseen, a candidate returning zeros matched; session 30's second
+        # review), compared at every check but the timed trials' own
+        self.contents = self._contents()
         self.flags = self._flags()
         self.threads = set(sys._current_frames())
         lib = getattr(torch, "library", None)
@@ -378,9 +395,12 @@ class Watch:
             tens = []
             for k in ("_parameters", "_buffers"):
                 for n, t in d.get(k, {}).items():
+                    # its class too: a Parameter's __class__ set to a subclass
+                    # runs its __torch_function__ in every op the reference
+                    # makes on it (session 30's second review)
                     tens.append((k, n, id(t)) + (
                         (t.data_ptr(), None if (label, k, n) in own else t._version,
-                         tuple(t.shape)) if t is not None else ()))
+                         tuple(t.shape), id(type(t))) if t is not None else ()))
             hooks = tuple((k, len(v)) for k, v in sorted(d.items())
                           if "hook" in k and isinstance(v, dict))
             calls = tuple(sorted(k for k, v in d.items() if callable(v) and
@@ -393,6 +413,30 @@ class Watch:
                        tuple(map(id, d.get("_modules", {}).values())), tuple(tens), hooks,
                        calls, sub.training, data))
         return st
+
+    def _contents(self, kinds=("_parameters", "_buffers")):
+        """{(submodule, "_parameters" or "_buffers", name): SHA-256 of the
+        tensor's bytes} of the reference's parameters and buffers (kinds),
+        but those the reference writes itself (self_written)."""
+        torch = self.torch
+        m = self.reference
+        if not isinstance(m, torch.nn.Module):
+            return {}
+        out = {}
+        for path, sub in m.named_modules():
+            for k in kinds:
+                for n, t in vars(sub).get(k, {}).items():
+                    key = (path or "(the model)", k, n)
+                    if t is None or key in self.self_written:
+                        continue
+                    with torch.no_grad():
+                        b = torch.Tensor.detach(t).reshape(-1)
+                        if b.numel():
+                            b = b.contiguous().view(torch.uint8).cpu()
+                            out[key] = _sha256(b.numpy()).hexdigest()
+                        else:
+                            out[key] = ""
+        return out
 
     def _ref_attrs(self):
         """{(submodule, attribute): value snapshot} of the reference's plain
@@ -532,6 +576,21 @@ class Watch:
             out.append("atb_torch's Session.init_inputs changed (the task's init inputs, "
                        "from which the float64 reference is built)")
             self.init_value = cur_init
+        cur_dists = _plain(sd.get("dists"))
+        if cur_dists != self.dists_value:
+            out.append("atb_torch's Session.dists changed (the protocol's input "
+                       "distributions)")
+            self.dists_value = cur_dists
+        if not where.startswith("a timed trial"):
+            cur_c = self._contents()
+            if cur_c != self.contents:
+                for key in sorted(set(cur_c) | set(self.contents)):
+                    if key in self.contents and key in cur_c and \
+                            cur_c[key] != self.contents[key]:
+                        out.append("the reference's %s: the contents of %s changed (a "
+                                   "write its version counter did not count)"
+                                   % (key[0], key[2]))
+                self.contents = cur_c
         if self.inputs is not None:
             xs, objs, vers = self.inputs
             cur_in = self.session.timing_inputs
@@ -628,7 +687,7 @@ class Watch:
                  for path, sub in m.named_modules()
                  for k in ("_parameters", "_buffers")
                  for n, t in vars(sub).get(k, {}).items() if t is not None],
-                self._ref_attrs())
+                self._ref_attrs(), self._contents(("_buffers",)))
 
     def ref_ran(self, before):
         """After the runner's call of the reference (before: ref_versions()
@@ -642,7 +701,7 @@ class Watch:
         after = self.ref_versions()
         if before is None or after is None:
             return
-        (before, attrs0), (after, attrs1) = before, after
+        (before, attrs0, bufs0), (after, attrs1, bufs1) = before, after
         # plain attributes the reference sets itself (a call counter, a
         # cache of a shape): not compared from now on
         moved = {k for k in set(attrs0) | set(attrs1)
@@ -655,6 +714,9 @@ class Watch:
         old = dict(before)
         new = {key for key, v in after
                if key in old and old[key] != v and key not in self.self_written}
+        # buffers written without a version bump (BatchNorm's running_mean
+        # and running_var, updated inside the native kernel): by their bytes
+        new |= {key for key, h in bufs1.items() if bufs0.get(key, h) != h} - self.self_written
         if not new:
             return
         self.self_written |= new

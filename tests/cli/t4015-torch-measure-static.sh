@@ -52,11 +52,15 @@ done
 
 # The review of session 30: the runner's Session reached through
 # [sys][0].modules["gc"] (an alias of sys), its init inputs and the
-# reference's scale rewritten (t4070 runs them in a bare runner)
-for c in initlist_bf16:16 refattr_zero:14; do
+# reference's scale rewritten (t4070 runs them in a bare runner); and the
+# second review's doors: other modules' private names for sys, builtins and
+# inspect (collections._sys, pprint._sys, argparse._sys, enum.bltns,
+# torch.foreach._inspect) and modules.get("gc")
+for c in scalelin/initlist_bf16:16 scalelin/refattr_zero:14 scalelin/data_zero:16 \
+	 scalelin/class_swap:19 relu01/dists:13 linear/data_zero:16 pscale/data_zero:16; do
 	IFS=: read -r c line <<<"$c"
-	test_expect "atb measure refuses scalelin/$c at gate static (reflection, line $line)" '
-		refused "$FIX/scalelin.py" "$FIX/scalelin/'"$c"'/model_new.py" reflection '"$line"'
+	test_expect "atb measure refuses $c at gate static (reflection, line $line)" '
+		refused "$FIX/'"${c%%/*}"'.py" "$FIX/'"$c"'/model_new.py" reflection '"$line"'
 	'
 done
 
@@ -80,13 +84,13 @@ done
 
 test_expect "the refusals are in the store as gate:static, the findings in the audit chain" '
 	n=$(sql "$ATB_DB" "SELECT count(*) FROM rejection WHERE rule = '"'"'gate:static'"'"'") &&
-	test "$n" = 26 &&
+	test "$n" = 31 &&
 	test "$(sql "$ATB_DB" "SELECT count(*) FROM result")" = 0 &&
 	sql "$ATB_DB" "SELECT detail FROM rejection WHERE reason LIKE '"'"'%static_gc%'"'"'" >gc.detail &&
 	jq -e ".rule==\"reflection\" and .line==8 and (.file|endswith(\"static_gc/model_new.py\")) and
 		.checker.sandbox != null" gc.detail >/dev/null &&
 	"$ATB" audit show --json >audit.json &&
-	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 26 &&
+	test "$(jq "[.[] | select(.kind==\"measure.static\")] | length" audit.json)" = 31 &&
 	"$ATB" db check >/dev/null && "$ATB" audit verify >/dev/null
 '
 
@@ -98,7 +102,7 @@ test_expect "honest candidates have no refusing finding (calls_replaced_op only 
 	done &&
 	for c in relu01/honest relu01/clamp relu01/tamper_hook softmax/copy matmul/copy linear/honest \
 		 relu_floor/honest relu_floor/cache rowsum/honest scalelin/honest counter/honest \
-		 relu_spin/honest; do
+		 relu_spin/honest pscale/honest; do
 		t=${c%%/*}
 		python3 "$ATB_SOURCE_DIR/python/atb_static.py" --reference "$FIX/$t.py" "$FIX/$c/model_new.py" |
 			jq -e "[.findings[].kind | select(. != \"calls_replaced_op\")] | length == 0" >/dev/null ||

@@ -109,6 +109,28 @@ test_expect "a reference that sets a plain attribute in its own calls (a counter
 	{ jq -c "select(.event==\"tamper\" or .event==\"error\")" counter.honest.ev; false; }
 '
 
+# The second review of session 30 went past the static check through other
+# modules' private names for sys, builtins and inspect (collections._sys,
+# enum.bltns, torch.foreach._inspect; t4015 refuses those now) and changed
+# what the watch did not compare: the reference's weights written through
+# .data (same storage, same version counter), a weight's class set to a
+# Parameter subclass whose __torch_function__ zeroes the reference's result,
+# and the protocol's distributions rewritten in place to [0, 1) (the ReLU
+# identity was admitted by atb measure).  Each is named now.
+test_expect "the reference's weights zeroed through .data are named (their contents)" '
+	refused data_zero "the reference'"'"'s linear: the contents of bias changed (a write its version counter did not count)" "$AT_BUILD" scalelin &&
+	refused data_zero "the reference'"'"'s fc: the contents of bias changed (a write its version counter did not count)" "$AT_BUILD" linear &&
+	refused data_zero "the reference'"'"'s (the model): the contents of scale changed (a write its version counter did not count)" "$AT_BUILD" pscale
+'
+
+test_expect "a reference weight's class swapped for a Parameter subclass is named" '
+	refused class_swap "the reference'"'"'s linear: parameters or buffers changed" "$AT_BUILD" scalelin
+'
+
+test_expect "the protocol's distributions rewritten in place (Session.dists) are named" '
+	refused dists "atb_torch'"'"'s Session.dists changed (the protocol'"'"'s input distributions)" "$AT_BUILD"
+'
+
 test_expect "a global forward pre-hook that slows the reference is seen at the import" '
 	refused tamper_hook "a global forward pre-hook was registered" "$AT_IMPORT"
 '
