@@ -18,6 +18,28 @@ cd "$TRASH" || exit 1
 tests_run=0
 tests_failed=0
 
+# jq -e as jq 1.7 means it: no value read at all is a failure (exit 4).
+# Debian 12's jq 1.6 exits 0 there, so `jq -e FILTER out.json` passed on
+# an empty out.json -- a command that failed before printing its JSON (t4015's
+# static refusals passed while atb refused to start on a stale manifest,
+# session 30).  With -e (alone or among short flags: -se, -ne) the output
+# is read here first; a run that printed nothing and exited 0 exits 4.
+jq() {
+	local a e=0 out rc
+	for a in "$@"; do
+		case $a in
+		--exit-status) e=1 ;;
+		--*) ;;
+		-*e*) [[ $a =~ ^-[a-zA-Z]+$ ]] && e=1 ;;
+		esac
+	done
+	[ $e = 1 ] || { command jq "$@"; return; }
+	out=$(command jq "$@") && rc=0 || rc=$?
+	[ -z "$out" ] || printf '%s\n' "$out"
+	[ $rc = 0 ] && [ -z "$out" ] && return 4
+	return $rc
+}
+
 # test_expect NAME CMD...: run CMD (a shell snippet) and count failures.
 test_expect() {
 	local name=$1; shift
