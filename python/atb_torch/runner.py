@@ -1274,6 +1274,13 @@ class Session:
         not the runner's copy that _timed_after compares with."""
         self.begin()
         t = self.timed
+        # PROTO: gates tamper -- the reference as it was in this call: its
+        # weights' bytes (the checks before timed trials skip them), so that
+        # a candidate cannot change them for the checked rounds' reference
+        # calls alone and put them back before the group's end (a check
+        # after the round would be too late: an arm after the reference in
+        # the round can undo it)
+        self.tamper_check("a timed check of seed %s" % self.timing_seed)
         t["ref_round"] = rnd
         t["ref_host"] = {"slot": "tref", "copies": []}
         # PROTO: correctness.reference_precision -- the seed's allowance from

@@ -131,6 +131,26 @@ test_expect "the protocol's distributions rewritten in place (Session.dists) are
 	refused dists "atb_torch'"'"'s Session.dists changed (the protocol'"'"'s input distributions)" "$AT_BUILD"
 '
 
+# Cheap only while timed (the collector off: a timed group), with the
+# reference's weight zeroed through .data so that the timed checks' two
+# calls of a round agree; before session 30 it passed all 8 checked rounds of
+# each seed, no change seen.  The check right after the reference's call in a
+# checked round hashes the weights.
+test_expect "a weight zeroed for the timed group alone is named at the first checked round" '
+	jq -c --arg t "$FIX/scalelin.py" --arg c "$FIX/scalelin/timed_zero/model_new.py" \
+		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
+		".arms[0].py=\$t | .arms[1].py=\$c | .torch.python=\$p[0] | .torch.module_path=\$m |
+		 .options.skip_timing=false | .timing.max_time_per_seed_s=30 |
+		 .timed_checks={\"key\":\"0123456789abcdef\",\"check_share\":0.5}" \
+		"$FIX/relu01-job.json" >tz.job &&
+	{ "$RUNNER" <tz.job >tz.ev 2>tz.err || true; } &&
+	jq -se "(map(select(.event==\"tamper\")) | length==1 and
+		 .[0].changes[0].where==\"a timed check of seed 1\" and
+		 .[0].changes[0].what==\"the reference'"'"'s linear: the contents of weight changed (a write its version counter did not count)\") and
+		(map(select(.event==\"done\")) | length==0)" tz.ev >/dev/null ||
+	{ jq -c "select(.event==\"tamper\" or .event==\"error\" or .event==\"done\")" tz.ev; false; }
+'
+
 test_expect "a global forward pre-hook that slows the reference is seen at the import" '
 	refused tamper_hook "a global forward pre-hook was registered" "$AT_IMPORT"
 '
