@@ -12,7 +12,8 @@ usage: bench-torch-tamper.py [--device cpu|cuda] [TASK.py CANDIDATE.py]
 
 Prints the saved keys and functions, the snapshot's time (median of 5),
 a check's time (the median and the best of 30 blocks of 20: on a loaded
-box the best is the cost, the median the cost plus the load), and the
+box the best is the cost, the median the cost plus the load), a check's
+between input sets (which hashes the reference's weights too), and the
 calls' median times.  Exit 0, or 2 when it cannot run.
 """
 import json
@@ -61,6 +62,17 @@ def main():
         for _ in range(20):
             s.tamper_trial()
         blocks.append((time.perf_counter() - t0) / 20)
+    # a check between input sets and around each seed's group, which also
+    # hashes the reference's parameters and buffers (session 30)
+    sets = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            s.tamper_check("an input set (bench)")
+        sets.append((time.perf_counter() - t0) / 5)
+    nbytes = sum(t.numel() * t.element_size() for t in
+                 list(s.models[s.reference].parameters()) + list(s.models[s.reference].buffers())) \
+        if isinstance(s.models[s.reference], s.torch.nn.Module) else 0
     calls = {}
     for arm in (0, 1):
         ts = []
@@ -77,6 +89,8 @@ def main():
     print("snapshot: %.2f ms (median of 5)" % (1e3 * statistics.median(snaps)))
     print("check: %.0f us median, %.0f us best (30 blocks of 20)" % (
         1e6 * statistics.median(blocks), 1e6 * min(blocks)))
+    print("check between sets (the reference's %d bytes of weights hashed): %.0f us median, "
+          "%.0f us best (10 blocks of 5)" % (nbytes, 1e6 * statistics.median(sets), 1e6 * min(sets)))
     print("one call (and sync): reference %.0f us, candidate %.0f us" % (
         1e6 * calls[0], 1e6 * calls[1]))
     print("changes seen: %s" % (changes or "none"))
