@@ -223,6 +223,12 @@ class Session:
                 with ph("tamper"):
                     self.watch = tamper.Watch(torch, self.task, self.models[self.reference],
                                               self, self.device)
+                # PROTO: gates tamper -- before any candidate code: the
+                # collector's lists refused for good ("torch": {"gc_guard":
+                # true}, which atb measure sends)
+                if t.get("gc_guard"):
+                    tamper.guard_gc(self.watch)
+                self.gc_guard = bool(t.get("gc_guard"))
             elif self.watch is not None:
                 where = "the construction of arm '%s'" % a["name"]
                 self.watch.models_set(where)
@@ -677,7 +683,8 @@ class Session:
              "init_seed": self.init_seed, "inputs": len(self.input_names),
              "inputs_on": self.device.type if self.inputs_on_device else "cpu",
              "inputs_why": self.inputs_why,
-             "trusted_threads": sorted(self.trusted_threads)}
+             "trusted_threads": sorted(self.trusted_threads),
+             "gc_guard": getattr(self, "gc_guard", False)}
         if self.compile_mode is not None:
             e["compile_mode"] = self.compile_mode
         if self.device.type == "cuda":

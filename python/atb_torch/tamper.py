@@ -109,6 +109,28 @@ def _plain(v, depth=0):
     return _MISSING
 
 
+# The collector's lists of objects: every object in the interpreter, the
+# runner's Session and the reference among them.  Every door the static check
+# missed (sys under another module's private name, builtins' eval, ...) led
+# to one of these in the reviews of session 30; the runner never calls them.
+_GC_EVENTS = frozenset(("gc.get_objects", "gc.get_referrers", "gc.get_referents"))
+
+
+def guard_gc(watch):
+    """PROTO: gates tamper -- an audit hook (it cannot be removed) that
+    refuses the collector's object lists from now on: the call raises, so
+    the caller never holds the objects, and the watch names it at its next
+    check.  Installed after the snapshot, before the candidate's import."""
+    seen = watch.gc_calls
+
+    def hook(event, args, _events=_GC_EVENTS, _seen=seen):
+        if event in _events:
+            _seen.append(event)
+            raise RuntimeError("%s is refused inside atb's runner" % event)
+
+    sys.addaudithook(hook)
+
+
 def _relevant(old, new, strict):
     """A rebinding the reference can feel: in a strict space any, elsewhere
     not plain data (numbers, strings, tuples) replaced by plain data:
@@ -342,6 +364,8 @@ class Watch:
         # from them (an identity check left a rewritten scale unseen: the
         # twin off by 0.7%, a bfloat16 GEMM inside 4 times that; review of
         # session 30)
+        self.gc_calls = []  # guard_gc's hook: the refused calls
+        self.gc_reported = 0
         self.init_value = _plain(getattr(session, "init_inputs", None))
         # the protocol's input distributions by value (Session.dists, fixed by
         # identity, was rewritten in place to draw from [0, 1): the ReLU
@@ -576,6 +600,11 @@ class Watch:
             out.append("atb_torch's Session.init_inputs changed (the task's init inputs, "
                        "from which the float64 reference is built)")
             self.init_value = cur_init
+        if len(self.gc_calls) > self.gc_reported:
+            for ev in sorted(set(self.gc_calls[self.gc_reported:])):
+                out.append("%s was called (refused: the collector's lists reach the "
+                           "runner and the reference)" % ev)
+            self.gc_reported = len(self.gc_calls)
         cur_dists = _plain(sd.get("dists"))
         if cur_dists != self.dists_value:
             out.append("atb_torch's Session.dists changed (the protocol's input "

@@ -420,9 +420,12 @@ static enum atb_status torch_job(struct measure *m, json_t *job, int alone,
 				     m->task->name);
 	snprintf(mod, sizeof(mod), "%s/python", home);
 	if (json_object_set_new(job, "backend", json_string("torch")) ||
-	    json_object_set_new(job, "torch", json_pack("{s:o, s:s, s:s}", "python", info,
+	    json_object_set_new(job, "torch", json_pack("{s:o, s:s, s:s, s:b}", "python", info,
 							"module_path", mod, "device",
-							dev && *dev ? dev : "auto")))
+							dev && *dev ? dev : "auto",
+							/* PROTO: gates tamper -- the
+							   collector's lists refused */
+							"gc_guard", 1)))
 		return atb_error_set(err, ATB_ERR_NOMEM, "cannot build the runner job: out of memory");
 	/* the compiled reference rides in the paired runner only */
 	if (m->with_compile && !alone &&

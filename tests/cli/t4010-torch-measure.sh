@@ -65,7 +65,8 @@ test_expect "copy of the reference, given as a file: admitted at ~1.00x, CI cove
 	id=$(jq -r .result_id "$TRASH/out") &&
 	sql "$ATB_DB" "SELECT stats FROM result WHERE id = $id" |
 		jq -e ".reference_precision.factor==4 and .reference_precision.largest_allowance==0
-			and .reference_copies_unprotected==0" >/dev/null
+			and .reference_copies_unprotected==0 and .runner.torch.gc_guard==true
+			and .runner_alone.torch.gc_guard==true" >/dev/null
 '
 
 test_expect "the task folder is as it was (no bytecode, nothing written)" '

@@ -24,16 +24,16 @@ command -v jq >/dev/null || skip_all "jq not installed"
 
 python_json python.json
 
-# run CANDIDATE [TASK]: the relu01 job on TASK (relu01) with that candidate
-# (TASK/CANDIDATE), timed; events in CANDIDATE.ev (TASK.CANDIDATE.ev for
-# another task).
+# run CANDIDATE [TASK [FILTER]]: the relu01 job on TASK (relu01) with that
+# candidate (TASK/CANDIDATE), timed, FILTER applied to the job; events in
+# CANDIDATE.ev (TASK.CANDIDATE.ev for another task).
 run() {
 	local task=${2:-relu01} o=$1
 	[ "$task" = relu01 ] || o=$task.$1
 	jq -c --arg t "$FIX/$task.py" --arg c "$FIX/$task/$1/model_new.py" \
 		--arg m "$ATB_SOURCE_DIR/python" --slurpfile p python.json \
 		'.arms[0].py=$t | .arms[1].py=$c | .torch.python=$p[0] |
-		 .torch.module_path=$m | .options.skip_timing=false' "$FIX/relu01-job.json" >"$o.job" &&
+		 .torch.module_path=$m | .options.skip_timing=false | '"${3:-.}" "$FIX/relu01-job.json" >"$o.job" &&
 	{ "$RUNNER" <"$o.job" >"$o.ev" 2>"$o.err"; echo $? >"$o.rc"; }
 }
 
@@ -149,6 +149,27 @@ test_expect "a weight zeroed for the timed group alone is named at the first che
 		 .[0].changes[0].what==\"the reference'"'"'s linear: the contents of weight changed (a write its version counter did not count)\") and
 		(map(select(.event==\"done\")) | length==0)" tz.ev >/dev/null ||
 	{ jq -c "select(.event==\"tamper\" or .event==\"error\" or .event==\"done\")" tz.ev; false; }
+'
+
+# The collector's object lists, refused for good by an audit hook installed
+# before the candidate's import ("gc_guard": true, which atb measure sends:
+# t4010): every door the two reviews of session 30 found past the static
+# check ended in gc.get_objects.  Without the guard (the jobs above) the
+# deeper layers are what these fixtures test.
+test_expect "gc_guard: gc.get_objects refused and named; the honest copy, timed, unaffected" '
+	for c in static_gc overwrite_ref_gc; do
+		run $c "" ".torch.gc_guard=true" &&
+		jq -se "(map(select(.event==\"tamper\")) | length==1 and
+			 (.[0].changes[0].what | startswith(\"gc.get_objects was called (refused\"))) and
+			(map(select(.event==\"done\")) | length==0)" $c.ev >/dev/null ||
+		{ jq -c "select(.event==\"tamper\" or .event==\"error\")" $c.ev; return 1; }
+	done &&
+	run honest "" ".torch.gc_guard=true" && [ "$(cat honest.rc)" = 0 ] &&
+	jq -se "(map(select(.event==\"tamper\"))|length==0) and
+		(map(select(.event==\"env\"))[0].torch.gc_guard==true) and
+		(map(select(.event==\"done\"))[0].timing==\"done\")" honest.ev >/dev/null &&
+	run dists "" ".torch.gc_guard=true" &&
+	jq -se "map(select(.event==\"done\")) | length==0" dists.ev >/dev/null
 '
 
 test_expect "a global forward pre-hook that slows the reference is seen at the import" '
