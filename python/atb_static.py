@@ -230,6 +230,12 @@ def module_alias(name):
     return None
 
 
+def literal_modules(call):
+    """The modules a call's string-literal arguments name (module_alias)."""
+    return [m for m in (module_alias(a.value) for a in call.args
+                        if isinstance(a, ast.Constant) and isinstance(a.value, str)) if m]
+
+
 def hidden_code_findings(tree):
     """dynamic_code and reflection findings: (kind, line, detail)."""
     out = []
@@ -308,16 +314,12 @@ def hidden_code_findings(tree):
                 out.append(("reflection", line, "assigns to %s: it patches what the "
                             "reference runs on" % (ast.unparse(node) if hasattr(ast, "unparse")
                                                    else node.attr)))
-        elif isinstance(node, ast.Call) and any(
-                isinstance(a, ast.Constant) and isinstance(a.value, str) and
-                module_alias(a.value) for a in node.args) and not (
+        elif isinstance(node, ast.Call) and literal_modules(node) and not (
                 isinstance(node.func, ast.Name) and node.func.id in ATTR_BUILTINS):
             # modules.get("gc"), sys.modules.pop("inspect"): a module looked
             # up by its name in a table of modules however it was reached
-            name = next(a.value for a in node.args if isinstance(a, ast.Constant) and
-                        isinstance(a.value, str) and module_alias(a.value))
             out.append(("reflection", line, "passes the name of the module %s" %
-                        module_alias(name)))
+                        literal_modules(node)[0]))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id in ATTR_BUILTINS:
             name = node.args[1] if len(node.args) > 1 else None
@@ -325,8 +327,8 @@ def hidden_code_findings(tree):
                 out.append(("reflection", line, "calls %s with a name that is not a string "
                             "literal" % node.func.id))
             elif name.value in REFLECTION_ATTRS or name.value == "Model" or \
-                    name.value in REFLECTION_MODULES or name.value in HOOK_MODULES or \
-                    name.value in DYNAMIC_MODULES or name.value in SYS_REFLECTION:
+                    module_alias(name.value) or name.value in DYNAMIC_MODULES or \
+                    name.value in SYS_REFLECTION:
                 out.append(("reflection", line, "calls %s(..., %r)" % (node.func.id,
                                                                       name.value)))
             elif node.func.id in ("setattr", "delattr") and node.args and \

@@ -1189,12 +1189,13 @@ class Session:
             return answer_in(self.ph, lambda: self._compile_warm(seed))
 
     # ---- the tamper watch (tamper.py) ---------------------------------------
-    def tamper_check(self, where):
+    def tamper_check(self, where, contents=True):
         """Compare the interpreter with the watch taken before the candidate
-        was imported; what changed is kept for tamper()."""
+        was imported; what changed is kept for tamper().  contents: the
+        reference's weights' bytes too (not before each timed trial: cost)."""
         if self.watch is not None:
             with self.ph("tamper"):
-                self.watch.check(where)
+                self.watch.check(where, contents)
 
     def tamper(self, where):
         """PROTO: gates tamper -- check now, then every change not yet
@@ -1210,7 +1211,7 @@ class Session:
         """Before every timed trial, whatever the arm (the C timer's start
         hook, outside the window): check, keep what changed for the next
         tamper()."""
-        self.tamper_check("a timed trial of seed %s" % self.timing_seed)
+        self.tamper_check("a timed trial of seed %s" % self.timing_seed, contents=False)
 
     def phases(self):
         """Seconds per phase so far (phases.py), as JSON."""

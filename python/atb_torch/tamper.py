@@ -92,13 +92,19 @@ _HOOK_NAMES = {
 }
 
 
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
 def _plain(v, depth=0):
-    """A value snapshot of plain data (numbers, strings, None, and tuples or
-    lists of them), compared by value: repr keeps a float exact and a NaN
-    equal to itself.  _MISSING for anything else (not compared here)."""
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+    """A value snapshot of plain data (numbers, strings, None, and tuples,
+    lists or str-keyed dicts of them), compared by value: repr keeps a float
+    exact and a NaN equal to itself.  Exact types only: a subclass's repr is
+    its own code (a float subclass whose repr lies would hide the change it
+    stands for), so it is _MISSING, as anything else (not compared here; a
+    plain value replaced by one is seen as deleted)."""
+    if type(v) in _SCALARS:
         return (type(v).__name__, repr(v))
-    if isinstance(v, (tuple, list)) and depth < 4 and len(v) <= 64:
+    if type(v) in (tuple, list) and depth < 4 and len(v) <= 64:
         items = tuple(_plain(x, depth + 1) for x in v)
         if all(x is not _MISSING for x in items):
             return (type(v).__name__, items)
@@ -107,6 +113,17 @@ def _plain(v, depth=0):
         if all(x is not _MISSING for _, x in items):
             return ("dict", items)
     return _MISSING
+
+
+def _plain_attrs(d):
+    """{attribute: _plain(value)} of a module's instance dict d, its plain
+    attributes but the training flag (compared apart)."""
+    out = {}
+    for k, v in d.items():
+        p = _plain(v)
+        if p is not _MISSING and k != "training":
+            out[k] = p
+    return out
 
 
 # The collector's lists of objects: every object in the interpreter, the
@@ -430,9 +447,8 @@ class Watch:
             calls = tuple(sorted(k for k, v in d.items() if callable(v) and
                                  not isinstance(v, torch.nn.Module) and k != "_parameters"
                                  and not k.startswith("_")))
-            data = tuple(sorted((k, p) for k, p in ((k, _plain(v)) for k, v in d.items()
-                                                    if k != "training")
-                                if p is not _MISSING and (label, k) not in self.attrs_written))
+            data = tuple(sorted((k, p) for k, p in _plain_attrs(d).items()
+                                if (label, k) not in self.attrs_written))
             st.append((label, id(type(sub)),
                        tuple(map(id, d.get("_modules", {}).values())), tuple(tens), hooks,
                        calls, sub.training, data))
@@ -453,7 +469,9 @@ class Watch:
                     key = (path or "(the model)", k, n)
                     if t is None or key in self.self_written:
                         continue
-                    with torch.no_grad():
+                    # no __torch_function__ of a subclass runs here (the
+                    # class is compared in _model_state)
+                    with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
                         b = torch.Tensor.detach(t).reshape(-1)
                         if b.numel():
                             b = b.contiguous().view(torch.uint8).cpu()
@@ -468,13 +486,8 @@ class Watch:
         m = self.reference
         if not isinstance(m, self.torch.nn.Module):
             return {}
-        out = {}
-        for path, sub in m.named_modules():
-            for k, v in vars(sub).items():
-                p = _plain(v)
-                if p is not _MISSING and k != "training":
-                    out[(path or "(the model)", k)] = p
-        return out
+        return {(path or "(the model)", k): p for path, sub in m.named_modules()
+                for k, p in _plain_attrs(vars(sub)).items()}
 
     def _flags(self):
         torch = self.torch
@@ -553,7 +566,7 @@ class Watch:
         self.flag_fns = f
         return [_try(fn) for _, fn in f]
 
-    def check(self, where):
+    def check(self, where, contents=True):
         """Compare with the snapshot; new changes go into self.findings."""
         self.checks += 1
         out = []
@@ -610,7 +623,7 @@ class Watch:
             out.append("atb_torch's Session.dists changed (the protocol's input "
                        "distributions)")
             self.dists_value = cur_dists
-        if not where.startswith("a timed trial"):
+        if contents:
             cur_c = self._contents()
             if cur_c != self.contents:
                 for key in sorted(set(cur_c) | set(self.contents)):
@@ -699,7 +712,8 @@ class Watch:
                     for k in sorted(set(was) | set(now)):
                         if was.get(k) != now.get(k):
                             out.append("the reference's %s: its attribute %s %s" % (
-                                old[0], k, "set" if k not in was else "deleted"
+                                old[0], k, "set" if k not in was else
+                                "deleted, or replaced by what is not plain data"
                                 if k not in now else "changed"))
         if len(st or []) != len(was or []):
             out.append("the reference's submodules changed")

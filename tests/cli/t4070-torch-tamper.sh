@@ -102,6 +102,10 @@ test_expect "a plain attribute of the reference set to 0 (its scale) is named" '
 	refused refattr_zero "$ATTR_CHANGED" "" scalelin
 '
 
+test_expect "the same attribute replaced by a float subclass whose repr shows the old value is named" '
+	refused refattr_subclass "the reference'"'"'s (the model): its attribute scaling_factor deleted, or replaced by what is not plain data" "" scalelin
+'
+
 test_expect "a reference that sets a plain attribute in its own calls (a counter): the honest copy, timed, no change seen" '
 	run honest counter && [ "$(cat counter.honest.rc)" = 0 ] &&
 	jq -se "(map(select(.event==\"tamper\"))|length==0) and
